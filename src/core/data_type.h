@@ -1,0 +1,94 @@
+// Element types. Values equal onnx.TensorProto.DataType so a proto's data_type converts by cast.
+// Names, sizes and C++ types come from the one table EPCTX_FOR_EACH_DATA_TYPE.
+#pragma once
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/float16.h"
+#include "core/status.h"
+
+namespace epctx {
+
+enum class DataType : int32_t {
+  kUndefined = 0,
+  kFloat = 1,
+  kUint8 = 2,
+  kInt8 = 3,
+  kUint16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kDouble = 11,
+  kUint32 = 12,
+  kUint64 = 13,
+  kComplex64 = 14,
+  kComplex128 = 15,
+  kBFloat16 = 16,
+};
+
+// X(enum, c++ type, onnx name)
+#define EPCTX_FOR_EACH_DATA_TYPE(X)        \
+  X(kFloat, float, "float")                \
+  X(kUint8, uint8_t, "uint8")              \
+  X(kInt8, int8_t, "int8")                 \
+  X(kUint16, uint16_t, "uint16")           \
+  X(kInt16, int16_t, "int16")              \
+  X(kInt32, int32_t, "int32")              \
+  X(kInt64, int64_t, "int64")              \
+  X(kString, std::string, "string")        \
+  X(kBool, bool, "bool")                   \
+  X(kFloat16, Float16, "float16")          \
+  X(kDouble, double, "double")             \
+  X(kUint32, uint32_t, "uint32")           \
+  X(kUint64, uint64_t, "uint64")           \
+  X(kComplex64, std::complex<float>, "complex64") \
+  X(kComplex128, std::complex<double>, "complex128") \
+  X(kBFloat16, BFloat16, "bfloat16")
+
+// Size in bytes of one element; 0 for kUndefined or unknown values.
+size_t DataTypeSize(DataType t);
+// "float", "int64", ...; "undefined" for unknown values.
+const char* DataTypeName(DataType t);
+// True if the value is one of the enumerators above (used to validate numbers read from files).
+bool IsValidDataType(int32_t v);
+
+template <typename T>
+struct DataTypeOf;
+#define EPCTX_DATA_TYPE_OF(e, T, n) \
+  template <>                       \
+  struct DataTypeOf<T> {            \
+    static constexpr DataType value = DataType::e; \
+  };
+EPCTX_FOR_EACH_DATA_TYPE(EPCTX_DATA_TYPE_OF)
+#undef EPCTX_DATA_TYPE_OF
+
+template <typename T>
+constexpr DataType DataTypeFor() {
+  return DataTypeOf<T>::value;
+}
+
+// Calls fn.template operator()<T>() for the C++ type of `t` among the listed types and returns its result
+// (fn must return Status). Unlisted types give NOT_IMPLEMENTED naming `what` and the type.
+//   return DispatchType<float, double, int64_t>(t, "Relu", [&](auto tag) { using T = decltype(tag); ... });
+template <typename... Ts, typename Fn>
+Status DispatchType(DataType t, const char* what, Fn&& fn) {
+  Status result = MakeStatus(ErrorCode::NOT_IMPLEMENTED, what, ": element type ", DataTypeName(t), " is not supported");
+  bool matched = false;
+  (void)((DataTypeFor<Ts>() == t ? (matched = true, result = fn(Ts{}), true) : false) || ...);
+  (void)matched;
+  return result;
+}
+
+// Common type lists for DispatchType.
+#define EPCTX_FLOAT_TYPES float, double, ::epctx::Float16, ::epctx::BFloat16
+#define EPCTX_INT_TYPES int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+#define EPCTX_NUMERIC_TYPES EPCTX_FLOAT_TYPES, EPCTX_INT_TYPES
+#define EPCTX_ALL_TYPES EPCTX_NUMERIC_TYPES, bool, std::string
+
+}  // namespace epctx

@@ -1,0 +1,98 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+namespace epctx {
+
+namespace {
+constexpr size_t kAlignment = 64;
+constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 40;  // refuse > 1 TiB outright rather than die in malloc
+}  // namespace
+
+int64_t ShapeSize(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > INT64_MAX / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? "," : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+StatusOr<Tensor> Tensor::Allocate(DataType dtype, Shape shape) {
+  for (int64_t d : shape)
+    RETURN_ERROR_IF(d < 0, INVALID_ARGUMENT, "cannot allocate a tensor of shape ", ShapeToString(shape),
+                    ": negative dimension");
+  int64_t n = ShapeSize(shape);
+  size_t esize = DataTypeSize(dtype);
+  RETURN_ERROR_IF(esize == 0, INVALID_ARGUMENT, "cannot allocate a tensor of element type ", DataTypeName(dtype));
+  RETURN_ERROR_IF(n < 0 || static_cast<uint64_t>(n) > kMaxAllocationBytes / esize, FAIL,
+                  "tensor of shape ", ShapeToString(shape), " and type ", DataTypeName(dtype),
+                  " is too large to allocate");
+  size_t bytes = static_cast<size_t>(n) * esize;
+  size_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (padded == 0) padded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, padded);
+  RETURN_ERROR_IF(p == nullptr, FAIL, "out of memory allocating ", bytes, " bytes for a tensor of shape ",
+                  ShapeToString(shape));
+  std::shared_ptr<void> holder;
+  if (dtype == DataType::kString) {
+    auto* s = static_cast<std::string*>(p);
+    for (int64_t i = 0; i < n; ++i) new (s + i) std::string();
+    holder = std::shared_ptr<void>(p, [n](void* q) {
+      auto* str = static_cast<std::string*>(q);
+      for (int64_t i = 0; i < n; ++i) str[i].~basic_string();
+      std::free(q);
+    });
+  } else {
+    std::memset(p, 0, padded);
+    holder = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.num_elements_ = n;
+  t.data_ = p;
+  t.holder_ = std::move(holder);
+  return t;
+}
+
+Tensor Tensor::View(DataType dtype, Shape shape, void* data, std::shared_ptr<void> holder) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.num_elements_ = ShapeSize(shape);
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  t.holder_ = std::move(holder);
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  Tensor t = *this;
+  t.num_elements_ = ShapeSize(shape);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+StatusOr<Tensor> Tensor::Clone() const {
+  ASSIGN_OR_RETURN(Tensor t, Allocate(dtype_, shape_));
+  if (dtype_ == DataType::kString) {
+    for (int64_t i = 0; i < num_elements_; ++i) t.data<std::string>()[i] = data<std::string>()[i];
+  } else if (SizeInBytes() > 0) {
+    std::memcpy(t.data_, data_, SizeInBytes());
+  }
+  return t;
+}
+
+}  // namespace epctx
