@@ -124,6 +124,8 @@ const KernelRegistry& CpuKernelRegistry() {
     RegisterTensorKernels(*r);
     RegisterMiscKernels(*r);
     RegisterControlFlowKernels(*r);
+    RegisterRecurrentKernels(*r);
+    RegisterExtraKernels(*r);
     return r;
   }();
   return *registry;

@@ -158,6 +158,8 @@ void RegisterNnKernels(KernelRegistry& r);
 void RegisterTensorKernels(KernelRegistry& r);
 void RegisterMiscKernels(KernelRegistry& r);
 void RegisterControlFlowKernels(KernelRegistry& r);
+void RegisterRecurrentKernels(KernelRegistry& r);
+void RegisterExtraKernels(KernelRegistry& r);
 
 // All of the above.
 const KernelRegistry& CpuKernelRegistry();
