@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Generates the project's own test models and their ONNX Runtime 1.30 reference outputs.
+#
+#   scripts/make_test_models.sh OUTDIR
+#
+# 1. installs onnxruntime-node 1.30.0 into tests/ort/node_modules if missing (npm ci --ignore-scripts: the package
+#    bundles its linux-x64 CPU binaries; its postinstall script only fetches optional CUDA binaries),
+# 2. writes OUTDIR/{prefill.onnx, decode.onnx, decoder.weights} (small preset) and OUTDIR/cnn.onnx (64x64),
+# 3. writes ONNX backend test cases OUTDIR/cases/{decoder_prefill, decoder_decode, cnn} whose expected outputs are
+#    computed by onnxruntime-node.
+# Idempotent (regenerates everything, deterministic seeds), a few seconds.
+set -euo pipefail
+if [ $# -ne 1 ]; then echo "usage: $0 OUTDIR" >&2; exit 2; fi
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$1"
+PY=/usr/bin/python3
+ORT_DIR="$ROOT/tests/ort"
+
+ort_ok() {
+  (cd "$ORT_DIR" && node -e "
+    const v = require('onnxruntime-node').env.versions.node;
+    if (v !== '1.30.0') { console.error('onnxruntime-node ' + v + ' != 1.30.0'); process.exit(1); }" ) 2>/dev/null
+}
+
+command -v node >/dev/null || { echo "make_test_models: node is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+if ! ort_ok; then
+  echo "make_test_models: installing onnxruntime-node 1.30.0 into tests/ort/node_modules"
+  (cd "$ORT_DIR" && { npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+      || npm install --ignore-scripts --no-audit --no-fund --loglevel=error --no-save onnxruntime-node@1.30.0; })
+  if ! ort_ok; then
+    echo "make_test_models: onnxruntime-node 1.30.0 does not load (see: cd tests/ort && node -e \"require('onnxruntime-node')\")" >&2
+    exit 1
+  fi
+fi
+
+mkdir -p "$OUT"
+"$PY" "$ROOT/tests/models/make_decoder.py" --out "$OUT"
+"$PY" "$ROOT/tests/models/make_cnn.py" --out "$OUT" --size 64
+"$PY" "$ROOT/tests/models/make_cases.py" --models "$OUT"
+echo "make_test_models: done -> $OUT (test with: build/bin/epctx test $OUT/cases)"
