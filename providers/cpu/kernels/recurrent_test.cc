@@ -1,0 +1,399 @@
+// Unit tests of the recurrent, text, random and training kernels: behaviours the ONNX backend suite does not cover
+// (reverse/bidirectional with sequence_lens, layout 1, peepholes, linear_before_reset, UTF-8 case changes, IDF
+// weights, seeded generators, optimizer state) and the error statuses for bad attributes and inputs.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "providers/cpu/kernel.h"
+
+namespace epctx {
+namespace {
+
+template <typename T>
+IValue MakeTensor(const Shape& shape, const std::vector<T>& values) {
+  auto t = Tensor::Allocate(DataTypeFor<T>(), shape);
+  EXPECT_TRUE(t.ok());
+  Tensor tensor = std::move(t).value();
+  EXPECT_EQ(tensor.NumElements(), static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) tensor.data<T>()[i] = values[i];
+  return IValue(tensor);
+}
+
+Attribute IntAttr(const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+Attribute FloatAttr(const std::string& name, float v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute StringAttr(const std::string& name, const std::string& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kString;
+  a.s = v;
+  return a;
+}
+Attribute StringsAttr(const std::string& name, const std::vector<std::string>& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kStrings;
+  a.strings = v;
+  return a;
+}
+Attribute IntsAttr(const std::string& name, const std::vector<int64_t>& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kInts;
+  a.ints = v;
+  return a;
+}
+Attribute FloatsAttr(const std::string& name, const std::vector<float>& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kFloats;
+  a.floats = v;
+  return a;
+}
+
+// inputs: an IValue per input slot; a none IValue marks an absent optional input.
+Node MakeNode(const std::string& op, int opset, size_t num_inputs, size_t num_outputs,
+              const std::vector<Attribute>& attrs, const std::string& domain = "",
+              const std::vector<bool>& present = {}) {
+  Node n;
+  n.name = "n";
+  n.op_type = op;
+  n.domain = domain;
+  n.opset = opset;
+  for (size_t i = 0; i < num_inputs; ++i)
+    n.inputs.push_back(present.empty() || present[i] ? "in" + std::to_string(i) : "");
+  for (size_t i = 0; i < num_outputs; ++i) n.outputs.push_back("out" + std::to_string(i));
+  for (const Attribute& a : attrs) n.attributes[a.name] = a;
+  return n;
+}
+
+StatusOr<std::unique_ptr<OpKernel>> Create(const Node& node) {
+  Graph graph;
+  KernelInfo info(node, graph, 2);
+  const KernelFactory* f = CpuKernelRegistry().Find(node.domain, node.op_type, node.opset);
+  if (!f) return Status(ErrorCode::NOT_IMPLEMENTED, "no kernel for " + node.op_type);
+  return (*f)(info);
+}
+
+StatusOr<std::vector<IValue>> RunNode(const Node& node, const std::vector<IValue>& inputs) {
+  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, Create(node));
+  std::vector<const IValue*> ptrs;
+  for (const IValue& v : inputs) ptrs.push_back(v.is_none() ? nullptr : &v);
+  KernelContext ctx(node, ptrs, 2);
+  RETURN_IF_ERROR(kernel->Compute(ctx));
+  return ctx.outputs();
+}
+
+std::vector<bool> Present(const std::vector<IValue>& inputs) {
+  std::vector<bool> p;
+  for (const IValue& v : inputs) p.push_back(!v.is_none());
+  return p;
+}
+
+template <typename T>
+std::vector<T> Values(const IValue& v) {
+  const Tensor& t = v.tensor();
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
+}
+
+float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+
+// ---------------------------------------------------------------------------------------------------------------
+// RNN family
+
+// With identity (Affine) activations and W = R = 1 the hidden state is a running sum, so the expected values of
+// reverse and bidirectional runs with per-batch sequence lengths are easy to write down.
+TEST(RecurrentKernels, RnnReverseWithSequenceLens) {
+  std::vector<IValue> in = {MakeTensor<float>({3, 2, 1}, {1, 10, 2, 20, 3, 30}), MakeTensor<float>({1, 1, 1}, {1}),
+                            MakeTensor<float>({1, 1, 1}, {1}), IValue(), MakeTensor<int32_t>({2}, {3, 2})};
+  Node node = MakeNode("RNN", 14, in.size(), 2,
+                       {IntAttr("hidden_size", 1), StringAttr("direction", "reverse"),
+                        StringsAttr("activations", {"Affine"}), FloatsAttr("activation_alpha", {1.f}),
+                        FloatsAttr("activation_beta", {0.f})},
+                       "", Present(in));
+  auto out = RunNode(node, in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].tensor().shape(), (Shape{3, 1, 2, 1}));
+  // batch 0 (len 3): 6, 5, 3; batch 1 (len 2): 30, 20, then zero padding.
+  EXPECT_EQ(Values<float>((*out)[0]), (std::vector<float>{6, 30, 5, 20, 3, 0}));
+  EXPECT_EQ(Values<float>((*out)[1]), (std::vector<float>{6, 30}));
+}
+
+TEST(RecurrentKernels, RnnBidirectionalLayout1) {
+  // layout 1: X is [batch, seq, input].
+  std::vector<IValue> in = {MakeTensor<double>({2, 3, 1}, {1, 2, 3, 10, 20, 30}),
+                            MakeTensor<double>({2, 1, 1}, {1, 1}), MakeTensor<double>({2, 1, 1}, {1, 1}), IValue(),
+                            MakeTensor<int32_t>({2}, {3, 2})};
+  Node node = MakeNode("RNN", 14, in.size(), 2,
+                       {IntAttr("hidden_size", 1), IntAttr("layout", 1), StringAttr("direction", "bidirectional"),
+                        StringsAttr("activations", {"Affine", "Affine"}), FloatsAttr("activation_alpha", {1.f, 1.f}),
+                        FloatsAttr("activation_beta", {0.f, 0.f})},
+                       "", Present(in));
+  auto out = RunNode(node, in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].tensor().shape(), (Shape{2, 3, 2, 1}));
+  // Y[b][t][dir]: forward running sums and reverse running sums per batch row.
+  EXPECT_EQ(Values<double>((*out)[0]), (std::vector<double>{1, 6, 3, 5, 6, 3, 10, 30, 30, 20, 0, 0}));
+  EXPECT_EQ((*out)[1].tensor().shape(), (Shape{2, 2, 1}));
+  EXPECT_EQ(Values<double>((*out)[1]), (std::vector<double>{6, 6, 30, 30}));
+}
+
+TEST(RecurrentKernels, LstmPeepholesAndGateOrder) {
+  const float x = 0.5f, wi = 0.1f, wo = 0.2f, wf = 0.3f, wc = 0.4f, c0 = 0.7f, h0 = 0.f;
+  const float pi = 0.5f, po = -0.6f, pf = 0.9f;
+  std::vector<IValue> in = {MakeTensor<float>({1, 1, 1}, {x}),
+                            MakeTensor<float>({1, 4, 1}, {wi, wo, wf, wc}),
+                            MakeTensor<float>({1, 4, 1}, {0, 0, 0, 0}),
+                            IValue(),
+                            IValue(),
+                            MakeTensor<float>({1, 1, 1}, {h0}),
+                            MakeTensor<float>({1, 1, 1}, {c0}),
+                            MakeTensor<float>({1, 3}, {pi, po, pf})};
+  Node node = MakeNode("LSTM", 7, in.size(), 3, {IntAttr("hidden_size", 1)}, "", Present(in));
+  auto out = RunNode(node, in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const float i = Sigmoid(wi * x + pi * c0), f = Sigmoid(wf * x + pf * c0), c = std::tanh(wc * x);
+  const float cell = f * c0 + i * c;
+  const float o = Sigmoid(wo * x + po * cell);
+  EXPECT_NEAR(Values<float>((*out)[0])[0], o * std::tanh(cell), 1e-6);
+  EXPECT_NEAR(Values<float>((*out)[1])[0], o * std::tanh(cell), 1e-6);
+  EXPECT_NEAR(Values<float>((*out)[2])[0], cell, 1e-6);
+}
+
+TEST(RecurrentKernels, GruLinearBeforeResetBothWays) {
+  const float x = 0.8f, h0 = 0.3f;
+  const float wz = 0.1f, wr = -0.2f, wh = 0.3f, rz = 0.4f, rr = 0.5f, rh = -0.6f;
+  const std::vector<float> b = {0.01f, 0.02f, 0.03f, 0.04f, 0.05f, 0.06f};  // Wb[zrh], Rb[zrh]
+  for (int lbr = 0; lbr <= 1; ++lbr) {
+    std::vector<IValue> in = {MakeTensor<float>({1, 1, 1}, {x}), MakeTensor<float>({1, 3, 1}, {wz, wr, wh}),
+                              MakeTensor<float>({1, 3, 1}, {rz, rr, rh}), MakeTensor<float>({1, 6}, b), IValue(),
+                              MakeTensor<float>({1, 1, 1}, {h0})};
+    Node node = MakeNode("GRU", 14, in.size(), 2, {IntAttr("hidden_size", 1), IntAttr("linear_before_reset", lbr)},
+                         "", Present(in));
+    auto out = RunNode(node, in);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const float z = Sigmoid(wz * x + rz * h0 + b[0] + b[3]);
+    const float r = Sigmoid(wr * x + rr * h0 + b[1] + b[4]);
+    const float hh = lbr ? std::tanh(wh * x + r * (rh * h0 + b[5]) + b[2]) : std::tanh(wh * x + (r * h0) * rh + b[5] + b[2]);
+    const float expected = (1 - z) * hh + z * h0;
+    EXPECT_NEAR(Values<float>((*out)[1])[0], expected, 1e-6) << "linear_before_reset=" << lbr;
+  }
+}
+
+TEST(RecurrentKernels, Float16ComputesThroughFloat) {
+  std::vector<IValue> in = {MakeTensor<Float16>({2, 1, 1}, {Float16(1.f), Float16(2.f)}),
+                            MakeTensor<Float16>({1, 1, 1}, {Float16(1.f)}),
+                            MakeTensor<Float16>({1, 1, 1}, {Float16(1.f)})};
+  Node node = MakeNode("RNN", 14, in.size(), 2, {IntAttr("hidden_size", 1), StringsAttr("activations", {"Relu"})});
+  auto out = RunNode(node, in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[1].tensor().dtype(), DataType::kFloat16);
+  EXPECT_EQ(float(Values<Float16>((*out)[1])[0]), 3.f);
+}
+
+TEST(RecurrentKernels, BadInputsReturnInvalidArgument) {
+  // X of rank 2.
+  {
+    std::vector<IValue> in = {MakeTensor<float>({1, 1}, {1}), MakeTensor<float>({1, 1, 1}, {1}),
+                              MakeTensor<float>({1, 1, 1}, {1})};
+    auto out = RunNode(MakeNode("RNN", 14, 3, 2, {IntAttr("hidden_size", 1)}), in);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
+  }
+  // W with the wrong number of gate rows for LSTM.
+  {
+    std::vector<IValue> in = {MakeTensor<float>({1, 1, 1}, {1}), MakeTensor<float>({1, 3, 1}, {1, 1, 1}),
+                              MakeTensor<float>({1, 4, 1}, {1, 1, 1, 1})};
+    auto out = RunNode(MakeNode("LSTM", 14, 3, 2, {IntAttr("hidden_size", 1)}), in);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
+    EXPECT_NE(out.status().message().find("W"), std::string::npos);
+  }
+  // sequence_lens larger than seq_length.
+  {
+    std::vector<IValue> in = {MakeTensor<float>({1, 1, 1}, {1}), MakeTensor<float>({1, 1, 1}, {1}),
+                              MakeTensor<float>({1, 1, 1}, {1}), IValue(), MakeTensor<int32_t>({1}, {5})};
+    auto out = RunNode(MakeNode("RNN", 14, 5, 2, {IntAttr("hidden_size", 1)}, "", Present(in)), in);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
+  }
+}
+
+TEST(RecurrentKernels, BadAttributesReturnInvalidGraph) {
+  EXPECT_EQ(Create(MakeNode("GRU", 14, 3, 2, {})).status().code(), ErrorCode::INVALID_GRAPH);  // no hidden_size
+  EXPECT_EQ(Create(MakeNode("GRU", 14, 3, 2, {IntAttr("hidden_size", 2), StringAttr("direction", "sideways")}))
+                .status().code(),
+            ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(Create(MakeNode("LSTM", 14, 3, 2, {IntAttr("hidden_size", 2), StringsAttr("activations", {"Gelu", "Tanh", "Tanh"})}))
+                .status().code(),
+            ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(Create(MakeNode("LSTM", 14, 3, 2,
+                            {IntAttr("hidden_size", 2), StringAttr("direction", "bidirectional"),
+                             StringsAttr("activations", {"Sigmoid", "Tanh", "Tanh", "Sigmoid"})}))
+                .status().code(),
+            ErrorCode::INVALID_GRAPH);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Text
+
+TEST(TextKernels, StringNormalizerCaseInsensitiveUtf8) {
+  std::vector<IValue> in = {MakeTensor<std::string>({4}, {"ÉCOLE", "Straße", "Über", "\xff" "Ab"})};
+  Node node = MakeNode("StringNormalizer", 10, 1, 1,
+                       {StringAttr("case_change_action", "LOWER"), StringsAttr("stopwords", {"über"})});
+  auto out = RunNode(node, in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // "Über" matches the stopword "über" case-insensitively; invalid UTF-8 bytes pass through.
+  EXPECT_EQ(Values<std::string>((*out)[0]), (std::vector<std::string>{"école", "straße", "\xff" "ab"}));
+
+  Node upper = MakeNode("StringNormalizer", 10, 1, 1, {StringAttr("case_change_action", "UPPER")});
+  auto up = RunNode(upper, {MakeTensor<std::string>({1, 2}, {"привет", "ǆx"})});
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_EQ((*up)[0].tensor().shape(), (Shape{1, 2}));
+  // Code points outside the mapped blocks (U+01C6) pass through.
+  EXPECT_EQ(Values<std::string>((*up)[0]), (std::vector<std::string>{"ПРИВЕТ", "ǆX"}));
+}
+
+TEST(TextKernels, StringNormalizerErrors) {
+  auto out = RunNode(MakeNode("StringNormalizer", 10, 1, 1, {}), {MakeTensor<std::string>({2, 2}, {"a", "b", "c", "d"})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Create(MakeNode("StringNormalizer", 10, 1, 1, {StringAttr("case_change_action", "TITLE")})).status().code(),
+            ErrorCode::INVALID_GRAPH);
+}
+
+TEST(TextKernels, TfIdfStringPoolIdfAndTfIdf) {
+  // Pool: unigrams "a", "b"; bigram ("a", "b"). Output coordinates 2, 0, 1.
+  std::vector<Attribute> attrs = {IntAttr("min_gram_length", 1), IntAttr("max_gram_length", 2),
+                                  IntAttr("max_skip_count", 1), IntsAttr("ngram_counts", {0, 2}),
+                                  IntsAttr("ngram_indexes", {2, 0, 1}), StringsAttr("pool_strings", {"a", "b", "a", "b"}),
+                                  FloatsAttr("weights", {0.5f, 2.f, 3.f})};
+  IValue x = MakeTensor<std::string>({2, 4}, {"a", "b", "b", "c", "c", "c", "a", "c"});
+  attrs.push_back(StringAttr("mode", "TFIDF"));
+  auto tfidf = RunNode(MakeNode("TfIdfVectorizer", 9, 1, 1, attrs), {x});
+  ASSERT_TRUE(tfidf.ok()) << tfidf.status().ToString();
+  // Row 0: a x1, b x2, (a,b) once at skip 0 and once at skip 1. Row 1: a x1.
+  EXPECT_EQ(Values<float>((*tfidf)[0]), (std::vector<float>{2 * 2.f, 2 * 3.f, 1 * 0.5f, 0, 0, 1 * 0.5f}));
+  attrs.back() = StringAttr("mode", "IDF");
+  auto idf = RunNode(MakeNode("TfIdfVectorizer", 9, 1, 1, attrs), {x});
+  ASSERT_TRUE(idf.ok()) << idf.status().ToString();
+  EXPECT_EQ(Values<float>((*idf)[0]), (std::vector<float>{2.f, 3.f, 0.5f, 0, 0, 0.5f}));
+  // An int input against a string pool is rejected.
+  auto bad = RunNode(MakeNode("TfIdfVectorizer", 9, 1, 1, attrs), {MakeTensor<int64_t>({2}, {1, 2})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(TextKernels, TfIdfInconsistentPoolIsInvalidGraph) {
+  std::vector<Attribute> attrs = {IntAttr("min_gram_length", 1), IntAttr("max_gram_length", 2),
+                                  IntAttr("max_skip_count", 0), StringAttr("mode", "TF"),
+                                  IntsAttr("ngram_counts", {0, 2}), IntsAttr("ngram_indexes", {0, 1}),
+                                  IntsAttr("pool_int64s", {1, 2, 3})};  // bigram section of 1 item
+  EXPECT_EQ(Create(MakeNode("TfIdfVectorizer", 9, 1, 1, attrs)).status().code(), ErrorCode::INVALID_GRAPH);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Random
+
+TEST(RandomKernels, SeededUniformIsReproducibleAndInRange) {
+  Node node = MakeNode("RandomUniform", 1, 0, 1,
+                       {IntsAttr("shape", {3, 50}), FloatAttr("low", -2.f), FloatAttr("high", 5.f),
+                        FloatAttr("seed", 7.f), IntAttr("dtype", static_cast<int64_t>(DataType::kDouble))});
+  auto a = RunNode(node, {});
+  auto b = RunNode(node, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)[0].tensor().dtype(), DataType::kDouble);
+  const std::vector<double> va = Values<double>((*a)[0]);
+  EXPECT_EQ(va, Values<double>((*b)[0]));
+  double lo = 1e9, hi = -1e9;
+  for (double v : va) lo = std::min(lo, v), hi = std::max(hi, v);
+  EXPECT_GE(lo, -2.0);
+  EXPECT_LT(hi, 5.0);
+  EXPECT_LT(lo, 0.0);  // 150 draws cover the range
+  EXPECT_GT(hi, 3.0);
+}
+
+TEST(RandomKernels, LikeVariantsAndErrors) {
+  auto normal = RunNode(MakeNode("RandomNormalLike", 1, 1, 1, {FloatAttr("mean", 10.f), FloatAttr("scale", 0.f)}),
+                    {MakeTensor<float>({2, 2}, {0, 0, 0, 0})});
+  ASSERT_TRUE(normal.ok()) << normal.status().ToString();
+  EXPECT_EQ(Values<float>((*normal)[0]), (std::vector<float>{10, 10, 10, 10}));
+  // An int input without dtype cannot give the output type.
+  auto bad = RunNode(MakeNode("RandomUniformLike", 1, 1, 1, {}), {MakeTensor<int64_t>({2}, {1, 2})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Create(MakeNode("RandomNormal", 1, 0, 1, {})).status().code(), ErrorCode::INVALID_GRAPH);  // no shape
+}
+
+TEST(RandomKernels, BernoulliAndMultinomialExtremes) {
+  auto bern = RunNode(MakeNode("Bernoulli", 15, 1, 1, {IntAttr("dtype", static_cast<int64_t>(DataType::kBool))}),
+                  {MakeTensor<double>({4}, {0, 1, 1, 0})});
+  ASSERT_TRUE(bern.ok()) << bern.status().ToString();
+  EXPECT_EQ(Values<bool>((*bern)[0]), (std::vector<bool>{false, true, true, false}));
+
+  auto multi = RunNode(MakeNode("Multinomial", 7, 1, 1, {IntAttr("sample_size", 5), FloatAttr("seed", 1.f),
+                                                        IntAttr("dtype", static_cast<int64_t>(DataType::kInt64))}),
+                   {MakeTensor<float>({2, 3}, {-1000, 0, -1000, 0, -1000, -1000})});
+  ASSERT_TRUE(multi.ok()) << multi.status().ToString();
+  EXPECT_EQ((*multi)[0].tensor().shape(), (Shape{2, 5}));
+  EXPECT_EQ(Values<int64_t>((*multi)[0]), (std::vector<int64_t>{1, 1, 1, 1, 1, 0, 0, 0, 0, 0}));
+  auto bad = RunNode(MakeNode("Multinomial", 7, 1, 1, {}), {MakeTensor<float>({3}, {0, 0, 0})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Training
+
+TEST(TrainingKernels, AdamBiasCorrectionAfterFirstStep) {
+  const char* kDomain = "ai.onnx.preview.training";
+  const float r = 0.1f, x = 1.f, g = -1.f, v = 0.5f, h = 2.f, alpha = 0.9f, beta = 0.99f, eps = 1e-6f;
+  const int64_t t = 3;
+  Node node = MakeNode("Adam", 1, 6, 3,
+                       {FloatAttr("alpha", alpha), FloatAttr("beta", beta), FloatAttr("epsilon", eps),
+                        FloatAttr("norm_coefficient_post", 0.1f)},
+                       kDomain);
+  auto out = RunNode(node, {MakeTensor<float>({}, {r}), MakeTensor<int64_t>({}, {t}), MakeTensor<float>({1}, {x}),
+                        MakeTensor<float>({1}, {g}), MakeTensor<float>({1}, {v}), MakeTensor<float>({1}, {h})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const double v_new = alpha * v + (1 - alpha) * g, h_new = beta * h + (1 - beta) * g * g;
+  const double rate = r * std::sqrt(1 - std::pow(beta, t)) / (1 - std::pow(alpha, t));
+  const double x_new = 0.9 * (x - rate * v_new / (std::sqrt(h_new) + eps));
+  EXPECT_NEAR(Values<float>((*out)[0])[0], x_new, 1e-5);
+  EXPECT_NEAR(Values<float>((*out)[1])[0], v_new, 1e-6);
+  EXPECT_NEAR(Values<float>((*out)[2])[0], h_new, 1e-6);
+}
+
+TEST(TrainingKernels, ErrorsForBadNodesAndInputs) {
+  const char* kDomain = "ai.onnx.preview.training";
+  // Momentum has no defaults for alpha/beta/norm_coefficient/mode.
+  EXPECT_EQ(Create(MakeNode("Momentum", 1, 5, 2, {FloatAttr("alpha", 0.9f)}, kDomain)).status().code(),
+            ErrorCode::INVALID_GRAPH);
+  // Adagrad needs inputs in groups of three after R and T.
+  EXPECT_EQ(Create(MakeNode("Adagrad", 1, 6, 2, {}, kDomain)).status().code(), ErrorCode::INVALID_GRAPH);
+  // Gradient shape differs from X.
+  auto out = RunNode(MakeNode("Adagrad", 1, 5, 2, {}, kDomain),
+                 {MakeTensor<float>({}, {0.1f}), MakeTensor<int64_t>({}, {0}), MakeTensor<float>({2}, {1, 2}),
+                  MakeTensor<float>({1}, {1}), MakeTensor<float>({2}, {1, 1})});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
+  // Gradient is not registered (needs automatic differentiation).
+  EXPECT_EQ(CpuKernelRegistry().Find(kDomain, "Gradient", 1), nullptr);
+}
+
+}  // namespace
+}  // namespace epctx
