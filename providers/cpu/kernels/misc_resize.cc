@@ -1,0 +1,528 @@
+// Resize (opset 10+) and Upsample (opset 7-9).
+//
+// Every interpolation mode is separable: an output element is a weighted sum over a small set of input
+// positions per axis ("taps": 1 for nearest, 2 for linear, 4 for cubic). A plan per axis holds, for each output
+// coordinate, its clamped input indices and weights. Nearest copies elements directly (any element type);
+// linear/cubic run one 1-D pass per resized axis, accumulating in float (double for 32/64-bit ints and double).
+// Passes over an axis with contiguous inner rows are plain weighted row sums, which the compiler vectorizes.
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "providers/cpu/kernel.h"
+
+namespace epctx {
+namespace misc {
+namespace {
+
+enum class Interp { kNearest, kLinear, kCubic };
+enum class CoordMode { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
+// kLegacy: Upsample and Resize-10, which had no nearest_mode: floor when upsampling, ceil when downsampling.
+enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
+
+struct ResizeConfig {
+  bool is_upsample = false;
+  int opset = 0;
+  Interp interp = Interp::kNearest;
+  CoordMode coord = CoordMode::kAsymmetric;
+  NearestMode nearest = NearestMode::kLegacy;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  float extrapolation_value = 0;
+  bool has_attr_scales = false;
+  std::vector<float> attr_scales;  // Upsample-7
+};
+
+// The sampling plan of one axis. For output coordinate j: taps input indices index[j*taps + t] (clamped into
+// [0, in_len)) with weights weight[j*taps + t]; outside[j] when tf_crop_and_resize maps j outside the input.
+struct AxisPlan {
+  int64_t in_len = 0;
+  int64_t out_len = 0;
+  int taps = 1;
+  std::vector<int64_t> index;
+  std::vector<double> weight;
+  std::vector<uint8_t> outside;
+  bool any_outside = false;
+  bool identity = false;  // output j reads exactly input j with weight 1
+};
+
+void CubicCoeffs(double r, double a, double* c) {
+  // Keys' cubic convolution kernel evaluated at distances 1+r, r, 1-r, 2-r.
+  auto k = [a](double d) {
+    d = std::fabs(d);
+    if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+    if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    return 0.0;
+  };
+  c[0] = k(1 + r);
+  c[1] = k(r);
+  c[2] = k(1 - r);
+  c[3] = k(2 - r);
+}
+
+AxisPlan PlanAxis(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, float scale, float length_resized,
+                  float roi_start, float roi_end) {
+  AxisPlan p;
+  p.in_len = in_len;
+  p.out_len = out_len;
+  p.taps = cfg.interp == Interp::kNearest ? 1 : cfg.interp == Interp::kLinear ? 2 : 4;
+  p.index.resize(static_cast<size_t>(out_len) * p.taps);
+  p.weight.resize(static_cast<size_t>(out_len) * p.taps);
+  p.outside.assign(static_cast<size_t>(out_len), 0);
+  const float in_f = static_cast<float>(in_len);
+  bool identity = in_len == out_len;
+  for (int64_t j = 0; j < out_len; ++j) {
+    const float x = static_cast<float>(j);
+    float xo = x;
+    if (scale != 1.0f || cfg.coord == CoordMode::kTfCropAndResize || cfg.coord == CoordMode::kTfHalfPixelForNn) {
+      switch (cfg.coord) {
+        case CoordMode::kHalfPixel: xo = (x + 0.5f) / scale - 0.5f; break;
+        case CoordMode::kPytorchHalfPixel: xo = out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f; break;
+        case CoordMode::kAlignCorners:
+          xo = out_len == 1 || length_resized == 1.0f ? 0.0f : x * (in_f - 1) / (length_resized - 1);
+          break;
+        case CoordMode::kAsymmetric: xo = x / scale; break;
+        case CoordMode::kTfHalfPixelForNn: xo = (x + 0.5f) / scale; break;
+        case CoordMode::kTfCropAndResize:
+          xo = out_len > 1 ? roi_start * (in_f - 1) + x * (roi_end - roi_start) * (in_f - 1) / (length_resized - 1)
+                           : static_cast<float>(0.5 * (roi_start + roi_end) * (in_f - 1));
+          break;
+      }
+    }
+    if (cfg.coord == CoordMode::kTfCropAndResize && !(xo >= 0 && xo <= in_f - 1)) {
+      p.outside[j] = 1;
+      p.any_outside = true;
+    }
+    // Keep the integer conversions below defined for absurd coordinates (they clamp to the edge anyway).
+    if (std::isnan(xo)) xo = 0;
+    xo = std::min(std::max(xo, -8.0f), in_f + 8.0f);
+    int64_t* idx = &p.index[j * p.taps];
+    double* w = &p.weight[j * p.taps];
+    if (cfg.interp == Interp::kNearest) {
+      const float fl = std::floor(xo);
+      int64_t k;
+      if (cfg.nearest == NearestMode::kLegacy) {
+        k = static_cast<int64_t>(scale < 1 ? std::ceil(xo) : fl);
+      } else if (xo == fl) {
+        k = static_cast<int64_t>(fl);
+      } else {
+        const float r = xo - fl;
+        bool up = false;
+        switch (cfg.nearest) {
+          case NearestMode::kRoundPreferFloor: up = r > 0.5f; break;
+          case NearestMode::kRoundPreferCeil: up = r >= 0.5f; break;
+          case NearestMode::kFloor: up = false; break;
+          case NearestMode::kCeil: up = true; break;
+          case NearestMode::kLegacy: break;
+        }
+        k = static_cast<int64_t>(fl) + (up ? 1 : 0);
+      }
+      idx[0] = std::min(std::max<int64_t>(k, 0), in_len - 1);
+      w[0] = 1;
+    } else {
+      // Taps start left of xo; an integral xo is the right end of its interval (ratio 1), as in the ONNX reference.
+      const double base = std::ceil(static_cast<double>(xo)) - 1;
+      const double r = static_cast<double>(xo) - base;  // in (0, 1]
+      const int64_t b = static_cast<int64_t>(base);
+      if (cfg.interp == Interp::kLinear) {
+        idx[0] = b;
+        idx[1] = b + 1;
+        w[0] = 1 - r;
+        w[1] = r;
+      } else {
+        CubicCoeffs(r, cfg.cubic_a, w);
+        for (int t = 0; t < 4; ++t) idx[t] = b - 1 + t;
+        if (cfg.exclude_outside) {
+          double sum = 0;
+          for (int t = 0; t < 4; ++t) {
+            if (idx[t] < 0 || idx[t] >= in_len) w[t] = 0;
+            sum += w[t];
+          }
+          if (sum != 0)
+            for (int t = 0; t < 4; ++t) w[t] /= sum;
+        }
+      }
+      for (int t = 0; t < p.taps; ++t) idx[t] = std::min(std::max<int64_t>(idx[t], 0), in_len - 1);
+    }
+    if (identity) {
+      double self = 0, other = 0;
+      for (int t = 0; t < p.taps; ++t) (idx[t] == j ? self : other) += std::fabs(w[t]);
+      if (p.outside[j] || std::fabs(self - 1) > 1e-12 || other > 1e-12) identity = false;
+    }
+  }
+  p.identity = identity;
+  return p;
+}
+
+// Element conversions through the accumulation type.
+template <typename Acc, typename T>
+inline Acc ToAcc(const T& v) {
+  return static_cast<Acc>(static_cast<std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>,
+                                                         float, T>>(v));
+}
+
+template <typename T, typename Acc>
+inline T FromAcc(Acc v) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != 0;
+  } else {
+    // Integers: round to nearest and saturate (a plain cast of an out-of-range float is undefined).
+    double d = std::nearbyint(static_cast<double>(v));
+    if (std::isnan(d)) return T(0);
+    if (d <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (d >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(d);
+  }
+}
+
+// The extrapolation value as an element of type T (nearest mode supports every element type).
+template <typename T>
+T FillValue(float v) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return std::string();
+  } else if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>) {
+    return T(v, 0);
+  } else {
+    return FromAcc<T, double>(v);
+  }
+}
+
+template <typename T>
+using AccFor = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, int32_t> ||
+                                      std::is_same_v<T, int64_t> || std::is_same_v<T, uint32_t> ||
+                                      std::is_same_v<T, uint64_t>,
+                                  double, float>;
+
+// dst[o, j, i] = sum_t w[j,t] * src[o, index[j,t], i] for a tensor viewed as [outer, len, inner].
+template <typename Src, typename Dst, typename Acc>
+void ResamplePass(const Src* src, Dst* dst, int64_t outer, int64_t inner, const AxisPlan& p, float extrapolation,
+                  int num_threads) {
+  const int K = p.taps;
+  const int64_t in_len = p.in_len, out_len = p.out_len;
+  std::vector<Acc> w(p.weight.begin(), p.weight.end());
+  const Acc fill_acc = static_cast<Acc>(extrapolation);
+  const Dst fill = FromAcc<Dst, Acc>(fill_acc);
+  ParallelFor(num_threads, outer * out_len, static_cast<double>(K) * inner * 2, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> scratch;
+    if constexpr (!std::is_same_v<Dst, Acc>) scratch.resize(static_cast<size_t>(inner));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t o = r / out_len, j = r % out_len;
+      Dst* d = dst + r * inner;
+      if (p.outside[j]) {
+        std::fill(d, d + inner, fill);
+        continue;
+      }
+      const Src* s = src + o * in_len * inner;
+      const int64_t* idx = &p.index[j * K];
+      const Acc* wj = &w[j * K];
+      if (inner == 1) {
+        Acc sum = 0;
+        for (int t = 0; t < K; ++t) sum += wj[t] * ToAcc<Acc>(s[idx[t]]);
+        d[0] = FromAcc<Dst, Acc>(sum);
+        continue;
+      }
+      Acc* a;
+      if constexpr (std::is_same_v<Dst, Acc>) {
+        a = d;
+      } else {
+        a = scratch.data();
+      }
+      {
+        const Src* row = s + idx[0] * inner;
+        const Acc w0 = wj[0];
+        for (int64_t i = 0; i < inner; ++i) a[i] = w0 * ToAcc<Acc>(row[i]);
+      }
+      for (int t = 1; t < K; ++t) {
+        const Src* row = s + idx[t] * inner;
+        const Acc wt = wj[t];
+        if (wt == 0) continue;
+        for (int64_t i = 0; i < inner; ++i) a[i] += wt * ToAcc<Acc>(row[i]);
+      }
+      if constexpr (!std::is_same_v<Dst, Acc>) {
+        for (int64_t i = 0; i < inner; ++i) d[i] = FromAcc<Dst, Acc>(a[i]);
+      }
+    }
+  });
+}
+
+// Linear / cubic: one pass per resized axis, smallest out/in ratio first so that downsampling shrinks the data
+// early.
+template <typename T>
+Status InterpolateSeparable(const Tensor& x, Tensor* y, const std::vector<AxisPlan>& plans, float extrapolation,
+                            int num_threads) {
+  using Acc = AccFor<T>;
+  const size_t rank = plans.size();
+  std::vector<size_t> axes;
+  for (size_t a = 0; a < rank; ++a)
+    if (!plans[a].identity) axes.push_back(a);
+  const T* src = x.data<T>();
+  T* dst = y->data<T>();
+  if (axes.empty()) {
+    std::copy(src, src + x.NumElements(), dst);
+    return Status::OK();
+  }
+  std::stable_sort(axes.begin(), axes.end(), [&](size_t a, size_t b) {
+    return static_cast<double>(plans[a].out_len) / plans[a].in_len < static_cast<double>(plans[b].out_len) / plans[b].in_len;
+  });
+  Shape cur = x.shape();
+  std::vector<Acc> buf_a, buf_b;
+  const Acc* cur_acc = nullptr;
+  for (size_t step = 0; step < axes.size(); ++step) {
+    const size_t a = axes[step];
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < a; ++i) outer *= cur[i];
+    for (size_t i = a + 1; i < rank; ++i) inner *= cur[i];
+    const bool first = step == 0, last = step + 1 == axes.size();
+    Shape next = cur;
+    next[a] = plans[a].out_len;
+    std::vector<Acc>& out_buf = (step % 2 == 0) ? buf_a : buf_b;
+    if (!last) out_buf.resize(static_cast<size_t>(ShapeSize(next)));
+    if (first && last) {
+      ResamplePass<T, T, Acc>(src, dst, outer, inner, plans[a], extrapolation, num_threads);
+    } else if (first) {
+      ResamplePass<T, Acc, Acc>(src, out_buf.data(), outer, inner, plans[a], extrapolation, num_threads);
+    } else if (last) {
+      ResamplePass<Acc, T, Acc>(cur_acc, dst, outer, inner, plans[a], extrapolation, num_threads);
+    } else {
+      ResamplePass<Acc, Acc, Acc>(cur_acc, out_buf.data(), outer, inner, plans[a], extrapolation, num_threads);
+    }
+    cur_acc = out_buf.data();
+    cur = next;
+  }
+  return Status::OK();
+}
+
+// Nearest: every output element copies one input element (or takes the extrapolation value).
+template <typename T>
+Status NearestGather(const Tensor& x, Tensor* y, const std::vector<AxisPlan>& plans, float extrapolation,
+                     int num_threads) {
+  const size_t rank = plans.size();
+  const T* src = x.data<T>();
+  T* dst = y->data<T>();
+  const Shape& out_shape = y->shape();
+  std::vector<int64_t> in_strides(rank, 1);
+  for (size_t i = rank; i-- > 1;) in_strides[i - 1] = in_strides[i] * x.shape()[i];
+  // Per-axis input offsets, precomputed.
+  std::vector<std::vector<int64_t>> offs(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    offs[a].resize(static_cast<size_t>(plans[a].out_len));
+    for (int64_t j = 0; j < plans[a].out_len; ++j) offs[a][j] = plans[a].index[j] * in_strides[a];
+  }
+  const int64_t w = out_shape[rank - 1];
+  const int64_t rows = w == 0 ? 0 : y->NumElements() / w;
+  const T fill = FillValue<T>(extrapolation);
+  const std::vector<int64_t>& last_off = offs[rank - 1];
+  const std::vector<uint8_t>& last_out = plans[rank - 1].outside;
+  const bool last_any_outside = plans[rank - 1].any_outside;
+  ParallelFor(num_threads, rows, static_cast<double>(w) + rank, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t rem = r, base = 0;
+      bool outside = false;
+      for (size_t a = rank - 1; a-- > 0;) {
+        const int64_t j = rem % out_shape[a];
+        rem /= out_shape[a];
+        base += offs[a][j];
+        outside = outside || plans[a].outside[j];
+      }
+      T* d = dst + r * w;
+      if (outside) {
+        for (int64_t i = 0; i < w; ++i) d[i] = fill;
+        continue;
+      }
+      const T* s = src + base;
+      if (last_any_outside) {
+        for (int64_t i = 0; i < w; ++i) d[i] = last_out[i] ? fill : s[last_off[i]];
+      } else {
+        for (int64_t i = 0; i < w; ++i) d[i] = s[last_off[i]];
+      }
+    }
+  });
+  return Status::OK();
+}
+
+// Reads a 1-D float-like tensor (float, double, float16, bfloat16) as floats.
+Status ReadFloatValues(const KernelContext& ctx, const Tensor& t, const char* what, std::vector<float>* out) {
+  out->resize(static_cast<size_t>(t.NumElements()));
+  return DispatchType<EPCTX_FLOAT_TYPES>(t.dtype(), what, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    for (int64_t i = 0; i < t.NumElements(); ++i) (*out)[i] = static_cast<float>(p[i]);
+    return Status::OK();
+  }).WithContext(ctx.node().Describe());
+}
+
+class ResizeKernel final : public OpKernel {
+ public:
+  explicit ResizeKernel(ResizeConfig cfg) : cfg_(std::move(cfg)) {}
+
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, bool is_upsample) {
+    ResizeConfig c;
+    c.is_upsample = is_upsample;
+    c.opset = info.opset();
+    const std::string mode = info.GetString("mode", "nearest");
+    if (mode == "nearest") {
+      c.interp = Interp::kNearest;
+    } else if (mode == "linear" || (is_upsample && mode == "bilinear")) {
+      c.interp = Interp::kLinear;
+    } else if (mode == "cubic" && !is_upsample) {
+      c.interp = Interp::kCubic;
+    } else {
+      return info.Error(ErrorCode::INVALID_ARGUMENT, "mode '", mode, "' is not supported (expected nearest, linear",
+                        is_upsample ? "" : " or cubic", ")");
+    }
+    const bool modern = !is_upsample && c.opset >= 11;
+    if (modern) {
+      const std::string ct = info.GetString("coordinate_transformation_mode", "half_pixel");
+      if (ct == "half_pixel") c.coord = CoordMode::kHalfPixel;
+      else if (ct == "pytorch_half_pixel") c.coord = CoordMode::kPytorchHalfPixel;
+      else if (ct == "align_corners") c.coord = CoordMode::kAlignCorners;
+      else if (ct == "asymmetric") c.coord = CoordMode::kAsymmetric;
+      else if (ct == "tf_half_pixel_for_nn") c.coord = CoordMode::kTfHalfPixelForNn;
+      else if (ct == "tf_crop_and_resize") c.coord = CoordMode::kTfCropAndResize;
+      else
+        return info.Error(ErrorCode::INVALID_ARGUMENT, "coordinate_transformation_mode '", ct, "' is not supported");
+      const std::string nm = info.GetString("nearest_mode", "round_prefer_floor");
+      if (nm == "round_prefer_floor") c.nearest = NearestMode::kRoundPreferFloor;
+      else if (nm == "round_prefer_ceil") c.nearest = NearestMode::kRoundPreferCeil;
+      else if (nm == "floor") c.nearest = NearestMode::kFloor;
+      else if (nm == "ceil") c.nearest = NearestMode::kCeil;
+      else return info.Error(ErrorCode::INVALID_ARGUMENT, "nearest_mode '", nm, "' is not supported");
+      c.cubic_a = info.GetFloat("cubic_coeff_a", -0.75f);
+      c.exclude_outside = info.GetInt("exclude_outside", 0) != 0;
+      c.extrapolation_value = info.GetFloat("extrapolation_value", 0.0f);
+      if (info.GetInt("antialias", 0) != 0 || info.HasAttr("axes") ||
+          info.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
+        return info.Error(ErrorCode::NOT_IMPLEMENTED,
+                          "the opset-18 attributes antialias, axes and keep_aspect_ratio_policy are not supported");
+    }
+    if (is_upsample && c.opset < 9) {
+      if (!info.HasAttr("scales"))
+        return info.Error(ErrorCode::INVALID_GRAPH, "required attribute 'scales' is missing");
+      c.has_attr_scales = true;
+      c.attr_scales = info.GetFloats("scales");
+    }
+    return std::unique_ptr<OpKernel>(new ResizeKernel(std::move(c)));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    RETURN_ERROR_IF(x == nullptr, INVALID_ARGUMENT, ctx.node().Describe(), ": input X is missing");
+    const size_t rank = x->rank();
+    RETURN_ERROR_IF(rank == 0, INVALID_ARGUMENT, ctx.node().Describe(), ": input X must have rank >= 1");
+    const Shape& in_shape = x->shape();
+
+    std::vector<float> scales, roi;
+    std::vector<int64_t> sizes;
+    bool have_sizes = false;
+    const bool modern = !cfg_.is_upsample && cfg_.opset >= 11;
+    if (cfg_.has_attr_scales) {
+      scales = cfg_.attr_scales;
+    } else if (!modern) {
+      const Tensor* s = ctx.Input(1);
+      RETURN_ERROR_IF(s == nullptr, INVALID_ARGUMENT, ctx.node().Describe(), ": input 'scales' is missing");
+      RETURN_IF_ERROR(ReadFloatValues(ctx, *s, "scales", &scales));
+    } else {
+      if (const Tensor* r = ctx.Input(1); r != nullptr && r->NumElements() > 0 &&
+                                          cfg_.coord == CoordMode::kTfCropAndResize)
+        RETURN_IF_ERROR(ReadFloatValues(ctx, *r, "roi", &roi));
+      if (const Tensor* s = ctx.Input(2); s != nullptr && s->NumElements() > 0)
+        RETURN_IF_ERROR(ReadFloatValues(ctx, *s, "scales", &scales));
+      if (const Tensor* z = ctx.Input(3); z != nullptr && z->NumElements() > 0) {
+        RETURN_ERROR_IF(z->dtype() != DataType::kInt64, INVALID_ARGUMENT, ctx.node().Describe(),
+                        ": 'sizes' must be int64, got ", DataTypeName(z->dtype()));
+        RETURN_ERROR_IF(!scales.empty(), INVALID_ARGUMENT, ctx.node().Describe(),
+                        ": only one of 'scales' and 'sizes' may be given");
+        sizes.assign(z->data<int64_t>(), z->data<int64_t>() + z->NumElements());
+        have_sizes = true;
+      }
+      RETURN_ERROR_IF(scales.empty() && !have_sizes, INVALID_ARGUMENT, ctx.node().Describe(),
+                      ": one of 'scales' and 'sizes' must be given (non-empty)");
+    }
+
+    Shape out_shape(rank);
+    std::vector<float> length_resized(rank);
+    if (have_sizes) {
+      RETURN_ERROR_IF(sizes.size() != rank, INVALID_ARGUMENT, ctx.node().Describe(), ": 'sizes' has ",
+                      sizes.size(), " values but X has rank ", rank);
+      scales.resize(rank);
+      for (size_t i = 0; i < rank; ++i) {
+        RETURN_ERROR_IF(sizes[i] < 0, INVALID_ARGUMENT, ctx.node().Describe(), ": sizes[", i, "] = ", sizes[i],
+                        " is negative");
+        RETURN_ERROR_IF(in_shape[i] == 0 && sizes[i] != 0, INVALID_ARGUMENT, ctx.node().Describe(),
+                        ": cannot resize the empty dimension ", i, " to ", sizes[i]);
+        out_shape[i] = sizes[i];
+        scales[i] = in_shape[i] == 0 ? 1.0f : static_cast<float>(sizes[i]) / static_cast<float>(in_shape[i]);
+        length_resized[i] = static_cast<float>(sizes[i]);
+      }
+    } else {
+      RETURN_ERROR_IF(scales.size() != rank, INVALID_ARGUMENT, ctx.node().Describe(), ": 'scales' has ",
+                      scales.size(), " values but X has rank ", rank);
+      for (size_t i = 0; i < rank; ++i) {
+        const float s = scales[i];
+        RETURN_ERROR_IF(!(s > 0) || !std::isfinite(s), INVALID_ARGUMENT, ctx.node().Describe(), ": scales[", i,
+                        "] = ", s, " must be a finite value > 0");
+        RETURN_ERROR_IF(cfg_.is_upsample && s < 1, INVALID_ARGUMENT, ctx.node().Describe(), ": scales[", i,
+                        "] = ", s, " must be >= 1 for Upsample");
+        const double len = static_cast<double>(s) * static_cast<double>(in_shape[i]);
+        RETURN_ERROR_IF(len >= 9.0e15, INVALID_ARGUMENT, ctx.node().Describe(), ": output dimension ", i,
+                        " (", len, ") is too large");
+        out_shape[i] = static_cast<int64_t>(std::floor(len));
+        length_resized[i] = s * static_cast<float>(in_shape[i]);
+      }
+    }
+    if (cfg_.coord == CoordMode::kTfCropAndResize) {
+      if (roi.empty()) {
+        roi.assign(2 * rank, 0.0f);
+        std::fill(roi.begin() + rank, roi.end(), 1.0f);
+      }
+      RETURN_ERROR_IF(roi.size() != 2 * rank, INVALID_ARGUMENT, ctx.node().Describe(), ": 'roi' has ", roi.size(),
+                      " values but X has rank ", rank, " (expected ", 2 * rank, ")");
+    }
+
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
+    if (y->NumElements() == 0) return Status::OK();
+
+    std::vector<AxisPlan> plans(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      const float rs = roi.empty() ? 0.0f : roi[i], re = roi.empty() ? 1.0f : roi[rank + i];
+      plans[i] = PlanAxis(cfg_, in_shape[i], out_shape[i], scales[i], length_resized[i], rs, re);
+    }
+    const float ev = cfg_.extrapolation_value;
+    if (cfg_.interp == Interp::kNearest) {
+      return DispatchType<EPCTX_ALL_TYPES, std::complex<float>, std::complex<double>>(
+          x->dtype(), "Resize", [&](auto tag) {
+            using T = decltype(tag);
+            return NearestGather<T>(*x, y, plans, ev, ctx.num_threads());
+          }).WithContext(ctx.node().Describe());
+    }
+    return DispatchType<EPCTX_NUMERIC_TYPES>(x->dtype(), "Resize (linear/cubic)", [&](auto tag) {
+             using T = decltype(tag);
+             return InterpolateSeparable<T>(*x, y, plans, ev, ctx.num_threads());
+           }).WithContext(ctx.node().Describe());
+  }
+
+ private:
+  ResizeConfig cfg_;
+};
+
+}  // namespace
+
+void RegisterResizeKernels(KernelRegistry& r) {
+  r.Register("", "Resize", [](const KernelInfo& info) { return ResizeKernel::Create(info, false); }, 10);
+  r.Register("", "Upsample", [](const KernelInfo& info) { return ResizeKernel::Create(info, true); }, 7, 9);
+}
+
+}  // namespace misc
+}  // namespace epctx

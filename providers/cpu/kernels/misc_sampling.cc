@@ -1,0 +1,407 @@
+// GridSample (opset 16) and RoiAlign (opsets 10 and 16).
+//
+// Both kernels first turn the sampling positions into tap tables (input offset + weight per tap), shared by all
+// channels, and then run a plain weighted gather per channel. Taps that fall outside the input get weight 0 and
+// offset 0, so the gather never reads out of bounds.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "providers/cpu/kernel.h"
+
+namespace epctx {
+namespace misc {
+namespace {
+
+template <typename T>
+using ComputeType = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Reads an element as the compute type (half types go through float).
+template <typename A, typename T>
+A ToCompute(T v) {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return static_cast<A>(v);
+  } else {
+    return static_cast<A>(static_cast<float>(v));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GridSample
+
+enum class GridMode { kBilinear, kNearest, kBicubic };
+enum class GridPadding { kZeros, kBorder, kReflection };
+
+template <typename A>
+A ReflectCoordinate(A x, A twice_low, A twice_high) {
+  if (twice_low == twice_high) return 0;
+  const A lo = twice_low / 2;
+  const A span = (twice_high - twice_low) / 2;
+  x = std::fabs(x - lo);
+  const A extra = std::fmod(x, span);
+  const bool even_flips = std::fmod(std::floor(x / span), A(2)) == 0;
+  return even_flips ? extra + lo : span - extra + lo;
+}
+
+template <typename A>
+void CubicWeights(A t, A* c) {
+  const A a = static_cast<A>(-0.75);
+  auto near = [a](A d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
+  auto far = [a](A d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+  c[0] = far(t + 1);
+  c[1] = near(t);
+  c[2] = near(1 - t);
+  c[3] = far(2 - t);
+}
+
+class GridSampleKernel final : public OpKernel {
+ public:
+  GridSampleKernel(GridMode mode, GridPadding padding, bool align_corners)
+      : mode_(mode), padding_(padding), align_corners_(align_corners) {}
+
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    const std::string m = info.GetString("mode", "bilinear");
+    const std::string p = info.GetString("padding_mode", "zeros");
+    GridMode mode;
+    GridPadding padding;
+    if (m == "bilinear") mode = GridMode::kBilinear;
+    else if (m == "nearest") mode = GridMode::kNearest;
+    else if (m == "bicubic") mode = GridMode::kBicubic;
+    else return info.Error(ErrorCode::INVALID_ARGUMENT, "mode '", m, "' is not supported (bilinear, nearest, bicubic)");
+    if (p == "zeros") padding = GridPadding::kZeros;
+    else if (p == "border") padding = GridPadding::kBorder;
+    else if (p == "reflection") padding = GridPadding::kReflection;
+    else return info.Error(ErrorCode::INVALID_ARGUMENT, "padding_mode '", p, "' is not supported (zeros, border, reflection)");
+    return std::unique_ptr<OpKernel>(new GridSampleKernel(mode, padding, info.GetInt("align_corners", 0) != 0));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    const Tensor* grid = ctx.Input(1);
+    RETURN_ERROR_IF(!x || !grid, INVALID_ARGUMENT, ctx.node().Describe(), ": inputs X and grid are required");
+    RETURN_ERROR_IF(x->rank() != 4, INVALID_ARGUMENT, ctx.node().Describe(), ": X must be 4-D (N,C,H,W), got shape ",
+                    ShapeToString(x->shape()));
+    RETURN_ERROR_IF(grid->rank() != 4 || grid->dim(3) != 2 || grid->dim(0) != x->dim(0), INVALID_ARGUMENT,
+                    ctx.node().Describe(), ": grid must have shape (N,H_out,W_out,2) with N = ", x->dim(0),
+                    ", got ", ShapeToString(grid->shape()));
+    RETURN_ERROR_IF(grid->dtype() != x->dtype(), INVALID_ARGUMENT, ctx.node().Describe(), ": grid type ",
+                    DataTypeName(grid->dtype()), " differs from X type ", DataTypeName(x->dtype()));
+    const Shape out_shape = {x->dim(0), x->dim(1), grid->dim(1), grid->dim(2)};
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
+    if (y->NumElements() == 0) return Status::OK();
+    return DispatchType<float, double, Float16, BFloat16>(x->dtype(), "GridSample", [&](auto tag) {
+             using T = decltype(tag);
+             Run<T>(*x, *grid, y, ctx.num_threads());
+             return Status::OK();
+           }).WithContext(ctx.node().Describe());
+  }
+
+ private:
+  template <typename A>
+  A Unnormalize(A g, int64_t size) const {
+    return align_corners_ ? (g + 1) / 2 * static_cast<A>(size - 1) : ((g + 1) * static_cast<A>(size) - 1) / 2;
+  }
+
+  // Border / reflection padding of a source coordinate (identity for zeros padding).
+  template <typename A>
+  A PadCoordinate(A c, int64_t size) const {
+    if (padding_ == GridPadding::kZeros) return c;
+    if (padding_ == GridPadding::kReflection) {
+      c = align_corners_ ? ReflectCoordinate<A>(c, 0, static_cast<A>(2 * (size - 1)))
+                         : ReflectCoordinate<A>(c, -1, static_cast<A>(2 * size - 1));
+    }
+    return std::min(std::max(c, A(0)), static_cast<A>(size - 1));
+  }
+
+  template <typename T>
+  void Run(const Tensor& x, const Tensor& grid, Tensor* y, int num_threads) const {
+    using A = ComputeType<T>;
+    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+    const int64_t Ho = grid.dim(1), Wo = grid.dim(2), P = Ho * Wo;
+    const int K = mode_ == GridMode::kNearest ? 1 : mode_ == GridMode::kBilinear ? 4 : 16;
+    if (H == 0 || W == 0) return;  // every sample is padding: the zero-filled output stands
+    const T* xd = x.data<T>();
+    const T* gd = grid.data<T>();
+    T* yd = y->data<T>();
+    std::vector<int64_t> off(static_cast<size_t>(P) * K);
+    std::vector<A> wt(static_cast<size_t>(P) * K);
+    // Far-out coordinates are clamped to a range that keeps them out of bounds but convertible to integers.
+    const A limit_x = static_cast<A>(W + 8), limit_y = static_cast<A>(H + 8);
+    auto in_bounds = [&](int64_t ix, int64_t iy) { return ix >= 0 && ix < W && iy >= 0 && iy < H; };
+    for (int64_t n = 0; n < N; ++n) {
+      const T* g = gd + n * P * 2;
+      ParallelFor(num_threads, P, K * 4.0, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          int64_t* o = &off[p * K];
+          A* w = &wt[p * K];
+          std::fill(o, o + K, 0);
+          std::fill(w, w + K, A(0));
+          A sx = Unnormalize(ToCompute<A>(g[p * 2]), W), sy = Unnormalize(ToCompute<A>(g[p * 2 + 1]), H);
+          if (!std::isfinite(sx) || !std::isfinite(sy)) continue;  // reads as zero
+          if (mode_ != GridMode::kBicubic) {
+            sx = PadCoordinate(sx, W);
+            sy = PadCoordinate(sy, H);
+          }
+          if (mode_ != GridMode::kBicubic || padding_ != GridPadding::kReflection) {
+            sx = std::min(std::max(sx, -limit_x), limit_x);
+            sy = std::min(std::max(sy, -limit_y), limit_y);
+          }
+          if (mode_ == GridMode::kNearest) {
+            const int64_t ix = static_cast<int64_t>(std::nearbyint(sx)), iy = static_cast<int64_t>(std::nearbyint(sy));
+            if (in_bounds(ix, iy)) {
+              o[0] = iy * W + ix;
+              w[0] = 1;
+            }
+          } else if (mode_ == GridMode::kBilinear) {
+            const A fx = std::floor(sx), fy = std::floor(sy);
+            const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+            const A tx = sx - fx, ty = sy - fy;
+            const int64_t xs[4] = {x0, x0 + 1, x0, x0 + 1}, ys[4] = {y0, y0, y0 + 1, y0 + 1};
+            const A ws[4] = {(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty};
+            for (int t = 0; t < 4; ++t) {
+              if (in_bounds(xs[t], ys[t])) {
+                o[t] = ys[t] * W + xs[t];
+                w[t] = ws[t];
+              }
+            }
+          } else {
+            const A fx = std::floor(sx), fy = std::floor(sy);
+            A cx[4], cy[4];
+            CubicWeights<A>(sx - fx, cx);
+            CubicWeights<A>(sy - fy, cy);
+            for (int i = 0; i < 4; ++i) {
+              for (int j = 0; j < 4; ++j) {
+                // Each tap is padded on its own (border/reflection) and read as zero when still outside.
+                const A tx = PadCoordinate<A>(fx - 1 + j, W), ty = PadCoordinate<A>(fy - 1 + i, H);
+                const int64_t ix = static_cast<int64_t>(tx), iy = static_cast<int64_t>(ty);
+                if (in_bounds(ix, iy)) {
+                  o[i * 4 + j] = iy * W + ix;
+                  w[i * 4 + j] = cy[i] * cx[j];
+                }
+              }
+            }
+          }
+        }
+      });
+      ParallelFor(num_threads, C, static_cast<double>(P) * K, [&](int64_t cb, int64_t ce) {
+        for (int64_t c = cb; c < ce; ++c) {
+          const T* src = xd + (n * C + c) * H * W;
+          T* dst = yd + (n * C + c) * P;
+          for (int64_t p = 0; p < P; ++p) {
+            const int64_t* o = &off[p * K];
+            const A* w = &wt[p * K];
+            A sum = 0;
+            for (int t = 0; t < K; ++t) sum += w[t] * ToCompute<A>(src[o[t]]);
+            dst[p] = static_cast<T>(sum);
+          }
+        }
+      });
+    }
+  }
+
+  GridMode mode_;
+  GridPadding padding_;
+  bool align_corners_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// RoiAlign
+
+class RoiAlignKernel final : public OpKernel {
+ public:
+  struct Params {
+    bool max_mode = false;
+    int64_t out_h = 1, out_w = 1;
+    int64_t sampling_ratio = 0;
+    float spatial_scale = 1;
+    bool half_pixel = false;
+  };
+  explicit RoiAlignKernel(Params p) : p_(p) {}
+
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    Params p;
+    const std::string mode = info.GetString("mode", "avg");
+    if (mode == "max") p.max_mode = true;
+    else if (mode != "avg") return info.Error(ErrorCode::INVALID_ARGUMENT, "mode '", mode, "' is not supported (avg, max)");
+    p.out_h = info.GetInt("output_height", 1);
+    p.out_w = info.GetInt("output_width", 1);
+    p.sampling_ratio = info.GetInt("sampling_ratio", 0);
+    p.spatial_scale = info.GetFloat("spatial_scale", 1.0f);
+    if (p.out_h <= 0 || p.out_w <= 0 || p.out_h > (1 << 20) || p.out_w > (1 << 20))
+      return info.Error(ErrorCode::INVALID_ARGUMENT, "output_height/output_width must be in [1, 2^20], got ",
+                        p.out_h, "x", p.out_w);
+    if (p.sampling_ratio < 0 || p.sampling_ratio > 4096)
+      return info.Error(ErrorCode::INVALID_ARGUMENT, "sampling_ratio must be in [0, 4096], got ", p.sampling_ratio);
+    if (info.opset() >= 16) {
+      const std::string ct = info.GetString("coordinate_transformation_mode", "half_pixel");
+      if (ct == "half_pixel") p.half_pixel = true;
+      else if (ct != "output_half_pixel")
+        return info.Error(ErrorCode::INVALID_ARGUMENT, "coordinate_transformation_mode '", ct,
+                          "' is not supported (half_pixel, output_half_pixel)");
+    }
+    return std::unique_ptr<OpKernel>(new RoiAlignKernel(p));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    const Tensor* rois = ctx.Input(1);
+    const Tensor* bidx = ctx.Input(2);
+    RETURN_ERROR_IF(!x || !rois || !bidx, INVALID_ARGUMENT, ctx.node().Describe(),
+                    ": inputs X, rois and batch_indices are required");
+    RETURN_ERROR_IF(x->rank() != 4, INVALID_ARGUMENT, ctx.node().Describe(), ": X must be 4-D (N,C,H,W), got ",
+                    ShapeToString(x->shape()));
+    RETURN_ERROR_IF(rois->rank() != 2 || rois->dim(1) != 4, INVALID_ARGUMENT, ctx.node().Describe(),
+                    ": rois must have shape (num_rois, 4), got ", ShapeToString(rois->shape()));
+    RETURN_ERROR_IF(rois->dtype() != x->dtype(), INVALID_ARGUMENT, ctx.node().Describe(), ": rois type ",
+                    DataTypeName(rois->dtype()), " differs from X type ", DataTypeName(x->dtype()));
+    RETURN_ERROR_IF(bidx->rank() != 1 || bidx->dim(0) != rois->dim(0), INVALID_ARGUMENT, ctx.node().Describe(),
+                    ": batch_indices must have shape (", rois->dim(0), "), got ", ShapeToString(bidx->shape()));
+    RETURN_ERROR_IF(bidx->dtype() != DataType::kInt64 && bidx->dtype() != DataType::kInt32, INVALID_ARGUMENT,
+                    ctx.node().Describe(), ": batch_indices must be int64, got ", DataTypeName(bidx->dtype()));
+    const int64_t R = rois->dim(0);
+    std::vector<int64_t> batch(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) {
+      batch[r] = bidx->dtype() == DataType::kInt64 ? bidx->data<int64_t>()[r] : bidx->data<int32_t>()[r];
+      RETURN_ERROR_IF(batch[r] < 0 || batch[r] >= x->dim(0), INVALID_ARGUMENT, ctx.node().Describe(),
+                      ": batch_indices[", r, "] = ", batch[r], " is out of range [0, ", x->dim(0), ")");
+    }
+    const Shape out_shape = {R, x->dim(1), p_.out_h, p_.out_w};
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
+    if (y->NumElements() == 0) return Status::OK();
+    return DispatchType<float, double, Float16, BFloat16>(x->dtype(), "RoiAlign", [&](auto tag) {
+             using T = decltype(tag);
+             return Run<T>(ctx, *x, *rois, batch, y);
+           }).WithContext(ctx.node().Describe());
+  }
+
+ private:
+  template <typename T>
+  Status Run(const KernelContext& ctx, const Tensor& x, const Tensor& rois, const std::vector<int64_t>& batch,
+             Tensor* y) const {
+    using A = ComputeType<T>;
+    const int64_t C = x.dim(1), H = x.dim(2), W = x.dim(3), R = rois.dim(0);
+    const int64_t PH = p_.out_h, PW = p_.out_w;
+    const T* rd = rois.data<T>();
+    const T* xd = x.data<T>();
+    T* yd = y->data<T>();
+    if (H == 0 || W == 0) return Status::OK();  // nothing to sample: the zero-filled output stands
+    // Per ROI: the grid size and the bilinear taps of every sample point (4 per point), shared by all channels.
+    struct Roi {
+      int64_t grid_h, grid_w;
+      std::vector<int64_t> pos;
+      std::vector<A> w;
+    };
+    std::vector<Roi> plans(static_cast<size_t>(R));
+    const A offset = p_.half_pixel ? A(0.5) : A(0);
+    for (int64_t r = 0; r < R; ++r) {
+      A c[4];
+      for (int i = 0; i < 4; ++i) {
+        c[i] = ToCompute<A>(rd[r * 4 + i]);
+        RETURN_ERROR_IF(!std::isfinite(c[i]), INVALID_ARGUMENT, ctx.node().Describe(), ": rois[", r, "] has a ",
+                        "non-finite coordinate");
+      }
+      const A scale = static_cast<A>(p_.spatial_scale);
+      const A start_w = c[0] * scale - offset, start_h = c[1] * scale - offset;
+      const A end_w = c[2] * scale - offset, end_h = c[3] * scale - offset;
+      A roi_w = end_w - start_w, roi_h = end_h - start_h;
+      if (!p_.half_pixel) {
+        roi_w = std::max(roi_w, A(1));
+        roi_h = std::max(roi_h, A(1));
+      }
+      const A bin_h = roi_h / static_cast<A>(PH), bin_w = roi_w / static_cast<A>(PW);
+      const double gh = p_.sampling_ratio > 0 ? static_cast<double>(p_.sampling_ratio) : std::ceil(roi_h / PH);
+      const double gw = p_.sampling_ratio > 0 ? static_cast<double>(p_.sampling_ratio) : std::ceil(roi_w / PW);
+      RETURN_ERROR_IF(gh * gw * PH * PW > static_cast<double>(1 << 26), INVALID_ARGUMENT, ctx.node().Describe(),
+                      ": rois[", r, "] needs ", gh * gw * PH * PW, " sample points; the limit is 2^26");
+      Roi& plan = plans[r];
+      plan.grid_h = std::max<int64_t>(static_cast<int64_t>(gh), 0);
+      plan.grid_w = std::max<int64_t>(static_cast<int64_t>(gw), 0);
+      const size_t samples = static_cast<size_t>(PH * PW * plan.grid_h * plan.grid_w);
+      plan.pos.assign(samples * 4, 0);
+      plan.w.assign(samples * 4, A(0));
+      size_t s = 0;
+      for (int64_t ph = 0; ph < PH; ++ph) {
+        for (int64_t pw = 0; pw < PW; ++pw) {
+          for (int64_t iy = 0; iy < plan.grid_h; ++iy) {
+            const A yy = start_h + ph * bin_h + (static_cast<A>(iy) + A(0.5)) * bin_h / static_cast<A>(plan.grid_h);
+            for (int64_t ix = 0; ix < plan.grid_w; ++ix, ++s) {
+              const A xx = start_w + pw * bin_w + (static_cast<A>(ix) + A(0.5)) * bin_w / static_cast<A>(plan.grid_w);
+              if (!(yy >= -1 && yy <= static_cast<A>(H) && xx >= -1 && xx <= static_cast<A>(W))) continue;
+              A sy = std::max(yy, A(0)), sx = std::max(xx, A(0));
+              int64_t y0 = static_cast<int64_t>(sy), x0 = static_cast<int64_t>(sx), y1, x1;
+              if (y0 >= H - 1) {
+                y0 = y1 = H - 1;
+                sy = static_cast<A>(y0);
+              } else {
+                y1 = y0 + 1;
+              }
+              if (x0 >= W - 1) {
+                x0 = x1 = W - 1;
+                sx = static_cast<A>(x0);
+              } else {
+                x1 = x0 + 1;
+              }
+              if (y0 < 0 || x0 < 0) continue;  // H or W is 0
+              const A ly = sy - y0, lx = sx - x0, hy = 1 - ly, hx = 1 - lx;
+              int64_t* pos = &plan.pos[s * 4];
+              A* w = &plan.w[s * 4];
+              pos[0] = y0 * W + x0;
+              pos[1] = y0 * W + x1;
+              pos[2] = y1 * W + x0;
+              pos[3] = y1 * W + x1;
+              w[0] = hy * hx;
+              w[1] = hy * lx;
+              w[2] = ly * hx;
+              w[3] = ly * lx;
+            }
+          }
+        }
+      }
+    }
+    ParallelFor(ctx.num_threads(), R * C, static_cast<double>(PH * PW) * 16, [&](int64_t begin, int64_t end) {
+      for (int64_t rc = begin; rc < end; ++rc) {
+        const int64_t r = rc / C, c = rc % C;
+        const Roi& plan = plans[r];
+        const T* src = xd + (batch[r] * C + c) * H * W;
+        T* dst = yd + rc * PH * PW;
+        const int64_t per_bin = plan.grid_h * plan.grid_w;
+        const A count = static_cast<A>(std::max<int64_t>(per_bin, 1));
+        for (int64_t b = 0; b < PH * PW; ++b) {
+          A acc = 0;
+          bool first = true;
+          for (int64_t s = b * per_bin; s < (b + 1) * per_bin; ++s) {
+            const int64_t* pos = &plan.pos[s * 4];
+            const A* w = &plan.w[s * 4];
+            if (p_.max_mode) {
+              // As ONNX Runtime: the largest weighted corner value of each sample, then the largest sample.
+              A v = w[0] * ToCompute<A>(src[pos[0]]);
+              for (int t = 1; t < 4; ++t) v = std::max(v, w[t] * ToCompute<A>(src[pos[t]]));
+              acc = first ? v : std::max(acc, v);
+              first = false;
+            } else {
+              acc += w[0] * ToCompute<A>(src[pos[0]]) + w[1] * ToCompute<A>(src[pos[1]]) +
+                     w[2] * ToCompute<A>(src[pos[2]]) + w[3] * ToCompute<A>(src[pos[3]]);
+            }
+          }
+          dst[b] = static_cast<T>(p_.max_mode ? acc : acc / count);
+        }
+      }
+    });
+    return Status::OK();
+  }
+
+  Params p_;
+};
+
+}  // namespace
+
+void RegisterSamplingKernels(KernelRegistry& r) {
+  r.Register("", "GridSample", GridSampleKernel::Create, 16);
+  r.Register("", "RoiAlign", RoiAlignKernel::Create, 10);
+}
+
+}  // namespace misc
+}  // namespace epctx
