@@ -1,0 +1,221 @@
+#include "model/model.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <climits>
+
+#include "core/mapped_file.h"
+#include "model/external_data.h"
+#include "model/tensor_proto.h"
+
+namespace epctx {
+
+namespace {
+
+std::string FolderOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status ParseModel(const void* data, size_t size, const std::string& what, onnx::ModelProto* proto) {
+  RETURN_ERROR_IF(size == 0, INVALID_PROTOBUF, "failed to load model ", what, ": the file is empty");
+  RETURN_ERROR_IF(size > static_cast<size_t>(INT_MAX), INVALID_PROTOBUF, "failed to load model ", what,
+                  ": ", size, " bytes is above protobuf's 2 GiB limit; store large weights as external data");
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
+  in.SetTotalBytesLimit(INT_MAX);
+  in.SetRecursionLimit(128);  // subgraph nesting; deeper is hostile
+  RETURN_ERROR_IF(!proto->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage(), INVALID_PROTOBUF,
+                  "failed to load model ", what, ": not a valid ONNX protobuf (truncated or corrupted)");
+  return Status::OK();
+}
+
+void ApplyFreeDimOverrides(onnx::GraphProto* g, const std::map<std::string, int64_t>& overrides) {
+  if (overrides.empty()) return;
+  for (auto& in : *g->mutable_input()) {
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+    for (auto& d : *in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      auto it = d.has_dim_param() ? overrides.find(d.dim_param()) : overrides.end();
+      if (it == overrides.end() && !d.denotation().empty()) it = overrides.find(d.denotation());
+      if (it != overrides.end()) d.set_dim_value(it->second);
+    }
+  }
+}
+
+struct Converter {
+  const ExternalDataResolver* resolver;
+  std::map<std::string, int> opsets;
+
+  Status ConvertAttribute(const onnx::AttributeProto& a, const Graph* owner, const std::string& node_desc,
+                          Attribute* out) {
+    out->name = a.name();
+    std::string what = node_desc + " attribute '" + a.name() + "'";
+    switch (a.type()) {
+      case onnx::AttributeProto::FLOAT: out->type = Attribute::Type::kFloat; out->f = a.f(); break;
+      case onnx::AttributeProto::INT: out->type = Attribute::Type::kInt; out->i = a.i(); break;
+      case onnx::AttributeProto::STRING: out->type = Attribute::Type::kString; out->s = a.s(); break;
+      case onnx::AttributeProto::TENSOR: {
+        out->type = Attribute::Type::kTensor;
+        ASSIGN_OR_RETURN(out->t, TensorFromProto(a.t(), what, resolver));
+        break;
+      }
+      case onnx::AttributeProto::GRAPH: {
+        out->type = Attribute::Type::kGraph;
+        out->g = std::make_shared<Graph>();
+        RETURN_IF_ERROR(ConvertGraph(a.g(), owner, out->g.get()));
+        break;
+      }
+      case onnx::AttributeProto::FLOATS:
+        out->type = Attribute::Type::kFloats;
+        out->floats.assign(a.floats().begin(), a.floats().end());
+        break;
+      case onnx::AttributeProto::INTS:
+        out->type = Attribute::Type::kInts;
+        out->ints.assign(a.ints().begin(), a.ints().end());
+        break;
+      case onnx::AttributeProto::STRINGS:
+        out->type = Attribute::Type::kStrings;
+        out->strings.assign(a.strings().begin(), a.strings().end());
+        break;
+      case onnx::AttributeProto::TENSORS:
+        out->type = Attribute::Type::kTensors;
+        for (const auto& t : a.tensors()) {
+          ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(t, what, resolver));
+          out->tensors.push_back(std::move(tensor));
+        }
+        break;
+      case onnx::AttributeProto::GRAPHS:
+        out->type = Attribute::Type::kGraphs;
+        for (const auto& g : a.graphs()) {
+          auto sub = std::make_shared<Graph>();
+          RETURN_IF_ERROR(ConvertGraph(g, owner, sub.get()));
+          out->graphs.push_back(sub);
+        }
+        break;
+      case onnx::AttributeProto::SPARSE_TENSOR: out->type = Attribute::Type::kSparseTensor; break;
+      case onnx::AttributeProto::TYPE_PROTO: out->type = Attribute::Type::kTypeProto; break;
+      case onnx::AttributeProto::TYPE_PROTOS: out->type = Attribute::Type::kTypeProtos; break;
+      default:
+        return MakeStatus(ErrorCode::INVALID_GRAPH, what, " has unknown type ", static_cast<int>(a.type()));
+    }
+    return Status::OK();
+  }
+
+  Status ConvertGraph(const onnx::GraphProto& gp, const Graph* parent, Graph* g) {
+    g->name = gp.name();
+    g->parent = parent;
+    g->opsets = opsets;
+    for (const auto& init : gp.initializer()) {
+      RETURN_ERROR_IF(init.name().empty(), INVALID_GRAPH, "graph '", gp.name(), "' has an initializer without a name");
+      ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, "initializer '" + init.name() + "'", resolver));
+      g->initializers[init.name()] = std::move(t);
+    }
+    RETURN_ERROR_IF(gp.sparse_initializer_size() > 0, NOT_IMPLEMENTED, "graph '", gp.name(),
+                    "' has sparse initializers, which epctx does not support");
+    for (const auto& in : gp.input()) g->inputs.push_back(ValueInfo{in.name(), ValueTypeFromProto(in.type())});
+    for (const auto& out : gp.output()) g->outputs.push_back(ValueInfo{out.name(), ValueTypeFromProto(out.type())});
+    for (const auto& vi : gp.value_info()) g->value_types[vi.name()] = ValueTypeFromProto(vi.type());
+    g->nodes.reserve(gp.node_size());
+    for (const auto& np : gp.node()) {
+      Node n;
+      n.name = np.name();
+      n.op_type = np.op_type();
+      n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+      auto it = opsets.find(n.domain);
+      n.opset = it == opsets.end() ? 0 : it->second;
+      n.inputs.assign(np.input().begin(), np.input().end());
+      n.outputs.assign(np.output().begin(), np.output().end());
+      n.doc_string = np.doc_string();
+      for (const auto& a : np.attribute()) {
+        Attribute attr;
+        RETURN_IF_ERROR(ConvertAttribute(a, g, n.Describe(), &attr));
+        n.attributes[a.name()] = std::move(attr);
+      }
+      g->nodes.push_back(std::move(n));
+    }
+    return Status::OK();
+  }
+};
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelProto> proto, const std::string& path,
+                                                    const ModelLoadOptions& options) {
+  const std::string what = path.empty() ? std::string("(from memory)") : "'" + path + "'";
+  RETURN_ERROR_IF(!proto->has_graph(), INVALID_GRAPH, "model ", what, " has no graph");
+  RETURN_ERROR_IF(proto->ir_version() < kMinIrVersion || proto->ir_version() > kMaxIrVersion, INVALID_GRAPH,
+                  "model ", what, " has IR version ", proto->ir_version(), "; epctx supports IR versions ",
+                  kMinIrVersion, " to ", kMaxIrVersion);
+  auto model = std::make_shared<Model>();
+  model->path = path;
+  model->folder = path.empty() ? options.external_data_folder : FolderOf(path);
+  model->ir_version = proto->ir_version();
+  model->producer_name = proto->producer_name();
+  for (const auto& os : proto->opset_import()) {
+    std::string domain = os.domain() == "ai.onnx" ? "" : os.domain();
+    RETURN_ERROR_IF(model->opsets.count(domain), INVALID_GRAPH, "model ", what, " imports domain '", domain,
+                    "' twice");
+    model->opsets[domain] = static_cast<int>(os.version());
+  }
+  // A model may use only other domains (e.g. ai.onnx.preview.training); the default domain's opset is checked
+  // when it is imported.
+  if (model->opsets.count("")) {
+    int default_opset = model->opsets[""];
+    RETURN_ERROR_IF(default_opset < 1 || default_opset > kMaxDefaultOpset, INVALID_GRAPH, "model ", what,
+                    " uses ONNX opset ", default_opset, "; epctx supports opsets 1 to ", kMaxDefaultOpset,
+                    " (libonnx 1.12)");
+  }
+  for (const auto& p : proto->metadata_props()) model->metadata[p.key()] = p.value();
+
+  ApplyFreeDimOverrides(proto->mutable_graph(), options.free_dimension_overrides);
+
+  if (options.run_checker) {
+    try {
+      onnx::checker::CheckerContext ctx;
+      ctx.set_ir_version(static_cast<int>(proto->ir_version()));
+      std::unordered_map<std::string, int> opset_map(model->opsets.begin(), model->opsets.end());
+      ctx.set_opset_imports(opset_map);
+      ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
+      if (!path.empty()) ctx.set_model_dir(model->folder);
+      onnx::checker::LexicalScopeContext lex;
+      onnx::checker::check_graph(proto->graph(), ctx, lex);
+    } catch (const std::exception& e) {
+      return MakeStatus(ErrorCode::INVALID_GRAPH, "model ", what, " failed the ONNX checker: ", e.what());
+    }
+  }
+  if (options.run_shape_inference) {
+    try {
+      onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};
+      onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), sio);
+    } catch (const std::exception& e) {
+      return MakeStatus(ErrorCode::INVALID_GRAPH, "model ", what, " failed ONNX shape inference: ", e.what());
+    }
+  }
+  model->external_data = std::make_shared<ExternalDataResolver>(model->folder);
+  Converter conv{model->external_data.get(), model->opsets};
+  model->graph = std::make_shared<Graph>();
+  RETURN_IF_ERROR_CTX(conv.ConvertGraph(proto->graph(), nullptr, model->graph.get()), "model ", what);
+  model->proto = std::move(proto);
+  return model;
+}
+
+StatusOr<std::shared_ptr<Model>> LoadModelFromBytes(const void* data, size_t size, const ModelLoadOptions& options) {
+  auto proto = std::make_shared<onnx::ModelProto>();
+  RETURN_IF_ERROR(ParseModel(data, size, "(from memory)", proto.get()));
+  return LoadModelFromProto(std::move(proto), "", options);
+}
+
+StatusOr<std::shared_ptr<Model>> LoadModelFromFile(const std::string& path, const ModelLoadOptions& options) {
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+  auto proto = std::make_shared<onnx::ModelProto>();
+  RETURN_IF_ERROR(ParseModel(file->data(), file->size(), "'" + path + "'", proto.get()));
+  return LoadModelFromProto(std::move(proto), path, options);
+}
+
+}  // namespace epctx

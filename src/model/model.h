@@ -1,0 +1,55 @@
+// Loading an ONNX model (from a path or from bytes) into the runtime's Graph: parse, version checks, free
+// dimension overrides, ONNX checker, ONNX shape inference, conversion to Graph with initializers mapped from
+// external data. Every failure is a Status naming the file and the problem; nothing here aborts on bad input.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/graph.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace epctx {
+
+class ExternalDataResolver;
+
+struct ModelLoadOptions {
+  // Folder that external data locations are relative to for models loaded from bytes
+  // (session.model_external_initializers_file_folder_path). Ignored for models loaded from a path.
+  std::string external_data_folder;
+  // Free dimension overrides by dim_param name (SessionOptions::AddFreeDimensionOverrideByName).
+  std::map<std::string, int64_t> free_dimension_overrides;
+  bool run_checker = true;
+  bool run_shape_inference = true;
+};
+
+// Supported versions: what libonnx 1.12 knows.
+constexpr int64_t kMinIrVersion = 3;
+constexpr int64_t kMaxIrVersion = 8;
+constexpr int kMaxDefaultOpset = 17;
+
+struct Model {
+  std::string path;        // empty when loaded from bytes
+  std::string folder;      // folder of `path` (or the external data folder for bytes)
+  int64_t ir_version = 0;
+  std::string producer_name;
+  std::map<std::string, int> opsets;
+  std::map<std::string, std::string> metadata;
+  std::shared_ptr<Graph> graph;
+  std::shared_ptr<onnx::ModelProto> proto;  // after overrides and shape inference; kept for writers
+  std::shared_ptr<ExternalDataResolver> external_data;
+};
+
+StatusOr<std::shared_ptr<Model>> LoadModelFromFile(const std::string& path, const ModelLoadOptions& options);
+StatusOr<std::shared_ptr<Model>> LoadModelFromBytes(const void* data, size_t size, const ModelLoadOptions& options);
+// From an already parsed proto (takes ownership). `path` may be empty.
+StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelProto> proto, const std::string& path,
+                                                    const ModelLoadOptions& options);
+
+}  // namespace epctx

@@ -1,0 +1,191 @@
+#include "model/tensor_proto.h"
+
+#include <onnx/onnx_pb.h>
+#include <onnx/onnx-data_pb.h>
+
+#include <cstring>
+
+#include "graph/graph.h"
+#include "model/external_data.h"
+
+namespace epctx {
+
+namespace {
+
+template <typename Dst, typename Src>
+Status CopyTyped(const Src& field, int64_t n, Tensor* t, const std::string& what, const char* field_name) {
+  RETURN_ERROR_IF(static_cast<int64_t>(field.size()) != n, INVALID_GRAPH, what, ": ", field_name, " holds ",
+                  field.size(), " values but the shape ", ShapeToString(t->shape()), " needs ", n);
+  Dst* d = t->data<Dst>();
+  for (int64_t i = 0; i < n; ++i) d[i] = static_cast<Dst>(field.Get(static_cast<int>(i)));
+  return Status::OK();
+}
+
+// int32_data carries int8/16/32, uint8/16, bool and the bits of float16/bfloat16.
+Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const std::string& what) {
+  const auto& f = p.int32_data();
+  RETURN_ERROR_IF(static_cast<int64_t>(f.size()) != n, INVALID_GRAPH, what, ": int32_data holds ", f.size(),
+                  " values but the shape ", ShapeToString(t->shape()), " needs ", n);
+  switch (t->dtype()) {
+    case DataType::kInt8: for (int64_t i = 0; i < n; ++i) t->data<int8_t>()[i] = static_cast<int8_t>(f.Get(i)); break;
+    case DataType::kInt16: for (int64_t i = 0; i < n; ++i) t->data<int16_t>()[i] = static_cast<int16_t>(f.Get(i)); break;
+    case DataType::kInt32: for (int64_t i = 0; i < n; ++i) t->data<int32_t>()[i] = f.Get(i); break;
+    case DataType::kUint8: for (int64_t i = 0; i < n; ++i) t->data<uint8_t>()[i] = static_cast<uint8_t>(f.Get(i)); break;
+    case DataType::kUint16: for (int64_t i = 0; i < n; ++i) t->data<uint16_t>()[i] = static_cast<uint16_t>(f.Get(i)); break;
+    case DataType::kBool: for (int64_t i = 0; i < n; ++i) t->data<bool>()[i] = f.Get(i) != 0; break;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) t->data<uint16_t>()[i] = static_cast<uint16_t>(f.Get(i));
+      break;
+    default: return MakeStatus(ErrorCode::INVALID_GRAPH, what, ": int32_data cannot hold ", DataTypeName(t->dtype()));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& what,
+                                 const ExternalDataResolver* resolver) {
+  RETURN_ERROR_IF(!IsValidDataType(p.data_type()) || p.data_type() == 0, INVALID_GRAPH, what,
+                  ": unknown element type ", p.data_type());
+  DataType dtype = static_cast<DataType>(p.data_type());
+  Shape shape(p.dims().begin(), p.dims().end());
+  for (int64_t d : shape) RETURN_ERROR_IF(d < 0, INVALID_GRAPH, what, ": negative dimension in ", ShapeToString(shape));
+  int64_t n = ShapeSize(shape);
+  RETURN_ERROR_IF(n < 0, INVALID_GRAPH, what, ": shape ", ShapeToString(shape), " is too large");
+  size_t esize = DataTypeSize(dtype);
+
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    RETURN_ERROR_IF(dtype == DataType::kString, INVALID_GRAPH, what, ": string tensors cannot use external data");
+    RETURN_ERROR_IF(!resolver, INVALID_GRAPH, what, " uses external data, which is not allowed here");
+    ExternalDataRef ref;
+    for (const auto& kv : p.external_data()) {
+      if (kv.key() == "location") {
+        ref.location = kv.value();
+      } else if (kv.key() == "offset" || kv.key() == "length") {
+        char* end = nullptr;
+        errno = 0;
+        long long v = std::strtoll(kv.value().c_str(), &end, 10);
+        RETURN_ERROR_IF(kv.value().empty() || *end != '\0' || v < 0 || errno == ERANGE, INVALID_GRAPH, what,
+                        ": external data ", kv.key(), " '", kv.value(), "' is not a non-negative integer");
+        if (kv.key() == "offset") ref.offset = static_cast<uint64_t>(v);
+        else ref.length = v;
+      }
+    }
+    RETURN_ERROR_IF(static_cast<uint64_t>(n) > UINT64_MAX / (esize ? esize : 1), INVALID_GRAPH, what, ": too large");
+    const void* data = nullptr;
+    std::shared_ptr<void> holder;
+    RETURN_IF_ERROR(resolver->Resolve(ref, static_cast<uint64_t>(n) * esize, what, &data, &holder));
+    return Tensor::View(dtype, std::move(shape), const_cast<void*>(data), std::move(holder));
+  }
+
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape));
+  if (p.has_raw_data()) {
+    RETURN_ERROR_IF(dtype == DataType::kString, INVALID_GRAPH, what, ": string tensors cannot use raw_data");
+    RETURN_ERROR_IF(p.raw_data().size() != static_cast<size_t>(n) * esize, INVALID_GRAPH, what, ": raw_data holds ",
+                    p.raw_data().size(), " bytes but shape ", ShapeToString(shape), " of ", DataTypeName(dtype),
+                    " needs ", static_cast<size_t>(n) * esize);
+    if (n > 0) std::memcpy(t.raw_data(), p.raw_data().data(), p.raw_data().size());
+    if (dtype == DataType::kBool)  // normalise to 0/1 so every bool read is well-defined
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
+    return t;
+  }
+  switch (dtype) {
+    case DataType::kFloat: RETURN_IF_ERROR(CopyTyped<float>(p.float_data(), n, &t, what, "float_data")); break;
+    case DataType::kDouble: RETURN_IF_ERROR(CopyTyped<double>(p.double_data(), n, &t, what, "double_data")); break;
+    case DataType::kInt64: RETURN_IF_ERROR(CopyTyped<int64_t>(p.int64_data(), n, &t, what, "int64_data")); break;
+    case DataType::kUint32: RETURN_IF_ERROR(CopyTyped<uint32_t>(p.uint64_data(), n, &t, what, "uint64_data")); break;
+    case DataType::kUint64: RETURN_IF_ERROR(CopyTyped<uint64_t>(p.uint64_data(), n, &t, what, "uint64_data")); break;
+    case DataType::kString: {
+      RETURN_ERROR_IF(p.string_data_size() != n, INVALID_GRAPH, what, ": string_data holds ", p.string_data_size(),
+                      " values but the shape needs ", n);
+      for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = p.string_data(static_cast<int>(i));
+      break;
+    }
+    case DataType::kComplex64: {
+      RETURN_ERROR_IF(p.float_data_size() != 2 * n, INVALID_GRAPH, what, ": float_data size mismatch for complex64");
+      std::memcpy(t.raw_data(), p.float_data().data(), sizeof(float) * 2 * n);
+      break;
+    }
+    case DataType::kComplex128: {
+      RETURN_ERROR_IF(p.double_data_size() != 2 * n, INVALID_GRAPH, what, ": double_data size mismatch for complex128");
+      std::memcpy(t.raw_data(), p.double_data().data(), sizeof(double) * 2 * n);
+      break;
+    }
+    default: RETURN_IF_ERROR(CopyFromInt32Data(p, n, &t, what));
+  }
+  return t;
+}
+
+void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  if (!name.empty()) p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.shape()) p->add_dims(d);
+  if (t.dtype() == DataType::kString) {
+    for (int64_t i = 0; i < t.NumElements(); ++i) p->add_string_data(t.data<std::string>()[i]);
+  } else {
+    p->set_raw_data(t.raw_data(), t.SizeInBytes());
+  }
+}
+
+ValueType ValueTypeFromProto(const onnx::TypeProto& type) {
+  ValueType vt;
+  const onnx::TypeProto* tensor_type = nullptr;
+  auto fill_tensor = [&](const onnx::TypeProto_Tensor& tt) {
+    vt.elem_type = IsValidDataType(tt.elem_type()) ? static_cast<DataType>(tt.elem_type()) : DataType::kUndefined;
+    if (tt.has_shape()) {
+      vt.has_shape = true;
+      for (const auto& d : tt.shape().dim()) {
+        Dim dim;
+        if (d.has_dim_value()) dim.value = d.dim_value();
+        else if (d.has_dim_param()) dim.symbol = d.dim_param();
+        vt.dims.push_back(dim);
+      }
+    }
+  };
+  (void)tensor_type;
+  if (type.has_tensor_type()) {
+    vt.kind = ValueType::Kind::kTensor;
+    fill_tensor(type.tensor_type());
+  } else if (type.has_sequence_type()) {
+    vt.kind = ValueType::Kind::kSequence;
+    if (type.sequence_type().elem_type().has_tensor_type()) fill_tensor(type.sequence_type().elem_type().tensor_type());
+  } else if (type.has_optional_type()) {
+    vt.kind = ValueType::Kind::kOptional;
+    const auto& inner = type.optional_type().elem_type();
+    if (inner.has_tensor_type()) {
+      vt.optional_inner = ValueType::Kind::kTensor;
+      fill_tensor(inner.tensor_type());
+    } else if (inner.has_sequence_type()) {
+      vt.optional_inner = ValueType::Kind::kSequence;
+      if (inner.sequence_type().elem_type().has_tensor_type())
+        fill_tensor(inner.sequence_type().elem_type().tensor_type());
+    }
+  }
+  return vt;
+}
+
+StatusOr<IValue> SequenceFromProto(const onnx::SequenceProto& proto, const std::string& what) {
+  RETURN_ERROR_IF(proto.elem_type() != onnx::SequenceProto::TENSOR && proto.elem_type() != 0, NOT_IMPLEMENTED, what,
+                  ": only sequences of tensors are supported");
+  TensorSequence seq;
+  DataType elem = DataType::kUndefined;
+  for (int i = 0; i < proto.tensor_values_size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor t, TensorFromProto(proto.tensor_values(i), what, nullptr));
+    elem = t.dtype();
+    seq.push_back(std::move(t));
+  }
+  return IValue::Sequence(std::move(seq), elem);
+}
+
+StatusOr<IValue> OptionalFromProto(const onnx::OptionalProto& proto, const std::string& what) {
+  if (proto.has_tensor_value()) {
+    ASSIGN_OR_RETURN(Tensor t, TensorFromProto(proto.tensor_value(), what, nullptr));
+    return IValue(std::move(t));
+  }
+  if (proto.has_sequence_value()) return SequenceFromProto(proto.sequence_value(), what);
+  return IValue();
+}
+
+}  // namespace epctx

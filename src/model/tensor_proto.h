@@ -1,0 +1,37 @@
+// Conversion between onnx::TensorProto and Tensor. Every size in the proto is checked against the element count
+// before a byte is copied; external data is resolved through ExternalDataResolver (path-safety and mapping live
+// there, see external_data.h).
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace onnx {
+class TensorProto;
+class TypeProto;
+class SequenceProto;
+class OptionalProto;
+}  // namespace onnx
+
+namespace epctx {
+
+class ExternalDataResolver;
+struct ValueType;
+
+// `what` names the tensor in messages (e.g. "initializer 'W'"). `resolver` may be null, in which case a tensor
+// with external data is an INVALID_GRAPH error. Raw data is copied unless external (then mapped, not copied).
+StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& what,
+                                 const ExternalDataResolver* resolver);
+// Writes dims, data_type and data (raw_data for numeric types, string_data for strings).
+void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
+
+// Sequence / optional values from ONNX's test-data protos.
+StatusOr<IValue> SequenceFromProto(const onnx::SequenceProto& proto, const std::string& what);
+StatusOr<IValue> OptionalFromProto(const onnx::OptionalProto& proto, const std::string& what);
+
+// Converts an onnx TypeProto to ValueType (unknown kinds map to kUnknown).
+ValueType ValueTypeFromProto(const onnx::TypeProto& type);
+
+}  // namespace epctx

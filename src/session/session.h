@@ -1,0 +1,69 @@
+// An inference session: a loaded model, its execution plan on the CPU EP, and Run with input validation.
+// Create is the expensive part; Run is thread-safe (each call has its own frame of values).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/model.h"
+#include "session/execution_plan.h"
+
+namespace epctx {
+
+// Everything SessionOptions carries into the runtime.
+struct SessionConfig {
+  std::map<std::string, std::string> entries;  // AddConfigEntry keys (ep.context_enable, ...)
+  int intra_op_num_threads = 0;                // 0 = one per core
+  int graph_optimization_level = 99;           // ORT's levels: 0 disable, 1 basic, 2 extended, 99 all
+  std::map<std::string, int64_t> free_dimension_overrides;
+  // Returns the entry or `def`.
+  std::string Get(const std::string& key, const std::string& def = "") const {
+    auto it = entries.find(key);
+    return it == entries.end() ? def : it->second;
+  }
+};
+
+// Time spent in each phase of Create, for `epctx perf` and cache observability.
+struct SessionTimings {
+  double load_ms = 0;  // parse, check, infer, convert
+  double plan_ms = 0;  // kernels created, weights packed
+};
+
+class InferenceSession {
+ public:
+  static StatusOr<std::unique_ptr<InferenceSession>> CreateFromFile(const std::string& path, const SessionConfig& config);
+  static StatusOr<std::unique_ptr<InferenceSession>> CreateFromBytes(const void* data, size_t size,
+                                                                     const SessionConfig& config);
+
+  // Runs with inputs given by name (in any order; inputs with initializer defaults may be omitted) and returns
+  // the requested outputs in the requested order (all outputs when output_names is empty).
+  // INVALID_ARGUMENT naming the input for a missing/unknown input or a type/shape mismatch.
+  Status Run(const std::vector<std::string>& input_names, const std::vector<IValue>& inputs,
+             const std::vector<std::string>& output_names, std::vector<IValue>* outputs) const;
+
+  const std::vector<ValueInfo>& inputs() const { return inputs_; }  // required + optional inputs, model order
+  const std::vector<ValueInfo>& outputs() const { return model_->graph->outputs; }
+  const Model& model() const { return *model_; }
+  const SessionConfig& config() const { return config_; }
+  const SessionTimings& timings() const { return timings_; }
+  int num_threads() const { return num_threads_; }
+
+ private:
+  InferenceSession() = default;
+  static StatusOr<std::unique_ptr<InferenceSession>> Finish(std::shared_ptr<Model> model, const SessionConfig& config,
+                                                            double load_ms);
+  Status CheckInput(const ValueInfo& info, const IValue& value) const;
+
+  SessionConfig config_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<GraphPlan> plan_;
+  std::vector<ValueInfo> inputs_;
+  int num_threads_ = 1;
+  SessionTimings timings_;
+};
+
+}  // namespace epctx

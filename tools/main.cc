@@ -1,0 +1,64 @@
+// The epctx command line: test, perf, run (more subcommands arrive with their layers).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "tools/tool_common.h"
+
+using namespace epctx::tools;
+
+namespace {
+void AddCommon(CLI::App* cmd, CommonFlags* f) {
+  cmd->add_option("-e", f->eps, "execution provider (cpu)");
+  cmd->add_option("-C", f->configs, "session config entries \"key|value key|value\"");
+  cmd->add_option("-i", f->provider_options, "provider options \"key|value key|value\"");
+  cmd->add_option("-f", f->free_dims, "free dimension override name:value");
+  cmd->add_option("-x", f->threads, "intra-op threads (0 = one per core)");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"epctx: an ONNX runtime for ahead-of-time compiled execution-provider contexts"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("epctx ") + EPCTX_VERSION);
+
+  TestOptions test;
+  auto* t = app.add_subcommand("test", "run ONNX backend test folders; ends with 'N passed, N failed'");
+  AddCommon(t, &test.common);
+  t->add_option("paths", test.paths, "test folders (model.onnx + test_data_set_N) or parents of many")->required();
+  t->add_option("--skip-list", test.skip_list, "file of 'test_name reason' lines to skip");
+  t->add_option("--rtol", test.rtol, "relative tolerance for floating-point outputs");
+  t->add_option("--atol", test.atol, "absolute tolerance for floating-point outputs");
+  t->add_flag("-v,--verbose", test.verbose, "print passing and skipped tests too");
+
+  PerfOptions perf;
+  auto* p = app.add_subcommand("perf", "session creation, first run and steady-state latency");
+  AddCommon(p, &perf.common);
+  p->add_option("model", perf.model, "model path")->required();
+  p->add_option("-m", perf.mode, "test mode: times (default) or duration");
+  p->add_option("-r", perf.repeat, "number of timed runs");
+  p->add_flag("-I", perf.random_inputs, "random inputs (default when --inputs is not given)");
+  p->add_option("--inputs", perf.inputs_dir, "a test_data_set_N folder with input_N.pb files");
+  p->add_flag("--json", perf.json, "print one JSON line");
+  p->add_option("--plugin_ep_libs", perf.plugin_ep_libs, "plugin EP libraries \"Name|path\"");
+  p->add_option("--plugin_eps", perf.plugin_eps, "plugin EPs to use");
+
+  RunOptions run;
+  auto* r = app.add_subcommand("run", "run a model once and print its outputs and timings");
+  AddCommon(r, &run.common);
+  r->add_option("model", run.model, "model path")->required();
+  r->add_option("--inputs", run.inputs_dir, "a test_data_set_N folder with input_N.pb files (default: random)");
+  r->add_option("-r", run.repeat, "timed runs after the first");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "epctx: INVALID_ARGUMENT: %s\n", e.what());
+    return 2;
+  }
+  if (t->parsed()) return RunTestCommand(test);
+  if (p->parsed()) return RunPerfCommand(perf);
+  if (r->parsed()) return RunRunCommand(run);
+  return 2;
+}

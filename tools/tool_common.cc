@@ -1,0 +1,250 @@
+#include "tools/tool_common.h"
+
+#include <onnx/onnx_pb.h>
+#include <onnx/onnx-data_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <dirent.h>
+#include <random>
+#include <sstream>
+
+#include "core/mapped_file.h"
+#include "model/tensor_proto.h"
+
+namespace epctx::tools {
+
+Status ParseKeyValuePairs(const std::string& text, std::map<std::string, std::string>* out) {
+  std::istringstream is(text);
+  std::string pair;
+  while (is >> pair) {
+    size_t bar = pair.find('|');
+    RETURN_ERROR_IF(bar == std::string::npos || bar == 0, INVALID_ARGUMENT, "option '", pair,
+                    "' is not of the form key|value");
+    (*out)[pair.substr(0, bar)] = pair.substr(bar + 1);
+  }
+  return Status::OK();
+}
+
+Status ParseFreeDimOverride(const std::string& text, std::map<std::string, int64_t>* out) {
+  size_t colon = text.rfind(':');
+  RETURN_ERROR_IF(colon == std::string::npos || colon == 0, INVALID_ARGUMENT, "free dimension override '", text,
+                  "' is not of the form name:value");
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str() + colon + 1, &end, 10);
+  RETURN_ERROR_IF(*end != '\0' || end == text.c_str() + colon + 1 || v < 0, INVALID_ARGUMENT,
+                  "free dimension override '", text, "' needs a non-negative integer value");
+  (*out)[text.substr(0, colon)] = v;
+  return Status::OK();
+}
+
+StatusOr<SessionConfig> BuildConfig(const CommonFlags& flags) {
+  SessionConfig c;
+  for (const auto& e : flags.eps) {
+    std::string lower = e;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    RETURN_ERROR_IF(lower != "cpu" && lower != "cpuexecutionprovider", INVALID_ARGUMENT, "execution provider '", e,
+                    "' is not available in this build (available: cpu)");
+  }
+  for (const auto& kv : flags.configs) RETURN_IF_ERROR(ParseKeyValuePairs(kv, &c.entries));
+  for (const auto& f : flags.free_dims) RETURN_IF_ERROR(ParseFreeDimOverride(f, &c.free_dimension_overrides));
+  RETURN_ERROR_IF(flags.threads < 0, INVALID_ARGUMENT, "-x must be >= 0, got ", flags.threads);
+  c.intra_op_num_threads = flags.threads;
+  return c;
+}
+
+namespace {
+std::vector<std::string> FilesWithPrefix(const std::string& dir, const std::string& prefix) {
+  std::vector<std::pair<int, std::string>> found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind(prefix, 0) == 0 && n.size() > prefix.size() + 3 && n.substr(n.size() - 3) == ".pb")
+        found.emplace_back(std::atoi(n.c_str() + prefix.size()), dir + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+}  // namespace
+
+StatusOr<std::vector<IValue>> ReadTestData(const std::string& dir, const std::string& prefix,
+                                           const std::vector<ValueInfo>& types) {
+  std::vector<IValue> values;
+  auto files = FilesWithPrefix(dir, prefix);
+  for (size_t i = 0; i < files.size(); ++i) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(files[i]));
+    ValueType::Kind kind = i < types.size() ? types[i].type.kind : ValueType::Kind::kTensor;
+    if (kind == ValueType::Kind::kSequence) {
+      onnx::SequenceProto sp;
+      RETURN_ERROR_IF(!sp.ParseFromString(bytes), INVALID_PROTOBUF, "'", files[i], "' is not a SequenceProto");
+      ASSIGN_OR_RETURN(IValue v, SequenceFromProto(sp, files[i]));
+      values.push_back(std::move(v));
+    } else if (kind == ValueType::Kind::kOptional) {
+      onnx::OptionalProto op;
+      RETURN_ERROR_IF(!op.ParseFromString(bytes), INVALID_PROTOBUF, "'", files[i], "' is not an OptionalProto");
+      ASSIGN_OR_RETURN(IValue v, OptionalFromProto(op, files[i]));
+      values.push_back(std::move(v));
+    } else {
+      onnx::TensorProto tp;
+      RETURN_ERROR_IF(!tp.ParseFromString(bytes), INVALID_PROTOBUF, "'", files[i], "' is not a TensorProto");
+      ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, "'" + files[i] + "'", nullptr));
+      // ONNX 1.12's test data stores bfloat16 tensors as uint16 bit patterns; read them as the declared type.
+      if (t.dtype() == DataType::kUint16 && i < types.size() && types[i].type.elem_type == DataType::kBFloat16)
+        t = Tensor::View(DataType::kBFloat16, t.shape(), t.raw_data(), t.holder());
+      values.push_back(IValue(std::move(t)));
+    }
+  }
+  return values;
+}
+
+namespace {
+template <typename T>
+double AsDouble(const Tensor& t, int64_t i) {
+  if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+    return static_cast<double>(t.data<T>()[i]);
+  else
+    return 0;
+}
+
+double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+#define X(e, T, n) \
+  case DataType::e: \
+    return AsDouble<T>(t, i);
+    EPCTX_FOR_EACH_DATA_TYPE(X)
+#undef X
+    default: return 0;
+  }
+}
+
+bool TensorsClose(const Tensor& a, const Tensor& e, double rtol, double atol, std::string* why) {
+  if (a.dtype() != e.dtype()) {
+    *why = std::string("element type ") + DataTypeName(a.dtype()) + ", expected " + DataTypeName(e.dtype());
+    return false;
+  }
+  if (a.shape() != e.shape()) {
+    *why = "shape " + ShapeToString(a.shape()) + ", expected " + ShapeToString(e.shape());
+    return false;
+  }
+  int64_t n = a.NumElements();
+  if (a.dtype() == DataType::kString) {
+    for (int64_t i = 0; i < n; ++i)
+      if (a.data<std::string>()[i] != e.data<std::string>()[i]) {
+        *why = "element " + std::to_string(i) + " is '" + a.data<std::string>()[i] + "', expected '" +
+               e.data<std::string>()[i] + "'";
+        return false;
+      }
+    return true;
+  }
+  bool is_float = a.dtype() == DataType::kFloat || a.dtype() == DataType::kDouble ||
+                  a.dtype() == DataType::kFloat16 || a.dtype() == DataType::kBFloat16;
+  if (a.dtype() == DataType::kComplex64 || a.dtype() == DataType::kComplex128) {
+    // compare as pairs of reals
+    int64_t m = n * 2;
+    for (int64_t i = 0; i < m; ++i) {
+      double x = a.dtype() == DataType::kComplex64 ? a.data<float>()[i] : a.data<double>()[i];
+      double y = e.dtype() == DataType::kComplex64 ? e.data<float>()[i] : e.data<double>()[i];
+      if (std::fabs(x - y) > atol + rtol * std::fabs(y)) {
+        *why = "complex component " + std::to_string(i) + " differs";
+        return false;
+      }
+    }
+    return true;
+  }
+  double loose_atol = a.dtype() == DataType::kFloat16 || a.dtype() == DataType::kBFloat16 ? std::max(atol, 1e-3) : atol;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = ElementAsDouble(a, i), y = ElementAsDouble(e, i);
+    bool ok;
+    if (is_float) {
+      if (std::isnan(y)) ok = std::isnan(x);
+      else if (std::isinf(y)) ok = x == y;
+      else ok = std::fabs(x - y) <= loose_atol + rtol * std::fabs(y);
+    } else {
+      ok = x == y;
+    }
+    if (!ok) {
+      std::ostringstream os;
+      os.precision(9);
+      os << "element " << i << " of " << ShapeToString(a.shape()) << " is " << x << ", expected " << y;
+      *why = os.str();
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool ValuesClose(const IValue& a, const IValue& e, double rtol, double atol, std::string* why) {
+  if (a.kind() != e.kind()) {
+    auto name = [](const IValue& v) { return v.is_none() ? "none" : v.is_tensor() ? "tensor" : "sequence"; };
+    *why = std::string("value is a ") + name(a) + ", expected a " + name(e);
+    return false;
+  }
+  if (a.is_none()) return true;
+  if (a.is_tensor()) return TensorsClose(a.tensor(), e.tensor(), rtol, atol, why);
+  if (a.sequence().size() != e.sequence().size()) {
+    *why = "sequence of " + std::to_string(a.sequence().size()) + " tensors, expected " +
+           std::to_string(e.sequence().size());
+    return false;
+  }
+  for (size_t i = 0; i < a.sequence().size(); ++i) {
+    if (!TensorsClose(a.sequence()[i], e.sequence()[i], rtol, atol, why)) {
+      *why = "sequence element " + std::to_string(i) + ": " + *why;
+      return false;
+    }
+  }
+  return true;
+}
+
+StatusOr<std::vector<IValue>> RandomInputs(const std::vector<ValueInfo>& inputs, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<IValue> out;
+  for (const auto& in : inputs) {
+    RETURN_ERROR_IF(in.type.kind != ValueType::Kind::kTensor, NOT_IMPLEMENTED, "random values for non-tensor input '",
+                    in.name, "'");
+    Shape shape;
+    for (const auto& d : in.type.dims) shape.push_back(d.known() ? d.value : 1);
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(in.type.elem_type, shape));
+    int64_t n = t.NumElements();
+    std::uniform_real_distribution<float> uf(-1.f, 1.f);
+    switch (t.dtype()) {
+      case DataType::kFloat: for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = uf(rng); break;
+      case DataType::kDouble: for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = uf(rng); break;
+      case DataType::kFloat16: for (int64_t i = 0; i < n; ++i) t.data<Float16>()[i] = Float16(uf(rng)); break;
+      case DataType::kInt64: for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = rng() % 16; break;
+      case DataType::kInt32: for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = rng() % 16; break;
+      case DataType::kBool: for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = rng() & 1; break;
+      default: break;  // zeros
+    }
+    out.push_back(IValue(std::move(t)));
+  }
+  return out;
+}
+
+std::string Summarize(const IValue& v, size_t max_elems) {
+  if (v.is_none()) return "none";
+  if (v.is_sequence()) return "sequence of " + std::to_string(v.sequence().size()) + " tensors";
+  const Tensor& t = v.tensor();
+  std::ostringstream os;
+  os << DataTypeName(t.dtype()) << ShapeToString(t.shape()) << " [";
+  for (int64_t i = 0; i < t.NumElements() && i < static_cast<int64_t>(max_elems); ++i) {
+    if (i) os << ", ";
+    if (t.dtype() == DataType::kString) os << '"' << t.data<std::string>()[i] << '"';
+    else os << ElementAsDouble(t, i);
+  }
+  if (t.NumElements() > static_cast<int64_t>(max_elems)) os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "epctx: %s: %s\n", ErrorCodeName(status.code()), status.message().c_str());
+  return 1;
+}
+
+}  // namespace epctx::tools

@@ -1,0 +1,78 @@
+// Helpers shared by the epctx subcommands: option parsing in onnxruntime_perf_test's formats, test-data I/O,
+// value comparison, printing.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "graph/graph.h"
+#include "session/session.h"
+
+namespace epctx::tools {
+
+// "k|v k|v" -> map (INVALID_ARGUMENT naming the bad pair).
+Status ParseKeyValuePairs(const std::string& text, std::map<std::string, std::string>* out);
+// "name:value" free dimension override.
+Status ParseFreeDimOverride(const std::string& text, std::map<std::string, int64_t>* out);
+
+// Session configuration from the common flags (-e, -C, -i, -f, -x).
+struct CommonFlags {
+  std::vector<std::string> eps;              // -e (cpu)
+  std::vector<std::string> configs;          // -C "k|v"
+  std::string provider_options;              // -i "k|v k|v"
+  std::vector<std::string> free_dims;        // -f name:value
+  int threads = 0;                           // -x
+};
+StatusOr<SessionConfig> BuildConfig(const CommonFlags& flags);
+
+// Reads input_N.pb / output_N.pb files of a test_data_set folder, in index order, as the kinds `types` expects
+// (tensor, sequence or optional protos).
+StatusOr<std::vector<IValue>> ReadTestData(const std::string& dir, const std::string& prefix,
+                                           const std::vector<ValueInfo>& types);
+
+// Compares `actual` with `expected`; on mismatch returns a message naming the first differing element.
+bool ValuesClose(const IValue& actual, const IValue& expected, double rtol, double atol, std::string* why);
+
+// Random tensors for the graph's inputs (free dims = 1 unless overridden by the session's config).
+StatusOr<std::vector<IValue>> RandomInputs(const std::vector<ValueInfo>& inputs, uint32_t seed);
+
+// Prints a value compactly: shape, dtype and the first elements.
+std::string Summarize(const IValue& v, size_t max_elems = 8);
+
+// Prints "epctx: <CODE>: <message>" to stderr and returns the exit code 1.
+int Fail(const Status& status);
+
+struct TestOptions {
+  CommonFlags common;
+  std::vector<std::string> paths;
+  std::string skip_list;  // file of "test_name  reason" lines
+  double rtol = 1e-3, atol = 1e-5;
+  bool verbose = false;
+};
+int RunTestCommand(const TestOptions& opts);
+
+struct PerfOptions {
+  CommonFlags common;
+  std::string model;
+  std::string mode = "times";  // -m
+  int repeat = 100;            // -r
+  bool random_inputs = false;  // -I
+  std::string inputs_dir;      // --inputs
+  bool json = false;
+  std::vector<std::string> plugin_ep_libs;  // --plugin_ep_libs "Name|path"
+  std::string plugin_eps;                   // --plugin_eps
+};
+int RunPerfCommand(const PerfOptions& opts);
+
+struct RunOptions {
+  CommonFlags common;
+  std::string model;
+  std::string inputs_dir;
+  int repeat = 10;
+};
+int RunRunCommand(const RunOptions& opts);
+
+}  // namespace epctx::tools
