@@ -1,7 +1,14 @@
-#include "providers/cpu/kernel.h"
+// The nn family: Conv/ConvTranspose (nn_conv.cc), MatMul/Gemm (nn_matmul.cc), pooling (nn_pool.cc) and the
+// quantized ops (nn_quant.cc). Shared geometry, oneDNN plumbing and plain-loop fallbacks live in nn_common.*.
+#include "providers/cpu/kernels/nn_common.h"
 
 namespace epctx {
 
-void RegisterNnKernels(KernelRegistry& r) { (void)r; }
+void RegisterNnKernels(KernelRegistry& r) {
+  nn::RegisterConvKernels(r);
+  nn::RegisterMatMulKernels(r);
+  nn::RegisterPoolKernels(r);
+  nn::RegisterQuantKernels(r);
+}
 
 }  // namespace epctx

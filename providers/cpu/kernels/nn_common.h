@@ -1,0 +1,181 @@
+// Shared pieces of the CPU EP's convolution, matmul, pooling and quantized kernels (providers/cpu/kernels/nn_*.cc):
+// sliding-window geometry (auto_pad, pads, dilations, ceil_mode), the oneDNN engine and its error translation,
+// per-thread scratch memory, dtype conversions and the plain-loop fallbacks (double, integer, odd shapes).
+//
+// Private to nn_*.cc; nothing outside this family includes it (it pulls in dnnl.hpp).
+// Thread safety: every function here is safe to call concurrently; ThreadScratch hands out memory owned by the
+// calling thread.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "providers/cpu/kernel.h"
+
+namespace epctx {
+namespace nn {
+
+// Registration of each file of the family (called by RegisterNnKernels in nn.cc).
+void RegisterConvKernels(KernelRegistry& r);
+void RegisterMatMulKernels(KernelRegistry& r);
+void RegisterPoolKernels(KernelRegistry& r);
+void RegisterQuantKernels(KernelRegistry& r);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sliding-window geometry.
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+// Window attributes as written on the node. Vectors are empty when the attribute is absent; the spatial rank is
+// only known at Compute time (from the input), when Resolve fills the defaults.
+struct WindowAttrs {
+  AutoPad auto_pad = AutoPad::kNotSet;
+  std::vector<int64_t> kernel_shape, strides, dilations, pads;
+  bool ceil_mode = false;
+
+  // Reads auto_pad, kernel_shape, strides, dilations (when `has_dilations`), pads and ceil_mode (when
+  // `has_ceil_mode`). INVALID_GRAPH for an unknown auto_pad, non-positive strides/dilations/kernel dims, negative
+  // pads or inconsistent lengths.
+  Status Parse(const KernelInfo& info, bool has_dilations, bool has_ceil_mode);
+};
+
+// The resolved geometry of one window op for one input shape (spatial dims only).
+struct WindowGeom {
+  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
+  size_t rank() const { return in.size(); }
+  int64_t InSize() const;      // product of in
+  int64_t OutSize() const;     // product of out
+  int64_t KernelSize() const;  // product of kernel
+  // Effective (dilated) kernel extent along axis i.
+  int64_t Extent(size_t i) const { return (kernel[i] - 1) * dilation[i] + 1; }
+};
+
+// Forward window (Conv, pooling): fills `g` for the given input spatial dims and kernel dims. `is_pool` enables
+// ceil_mode (windows starting in the end padding are dropped). INVALID_ARGUMENT (message without the node name)
+// for attribute lengths that do not match the rank or an input smaller than the window.
+Status ResolveWindow(const WindowAttrs& a, const Shape& in_spatial, const Shape& kernel, bool is_pool,
+                     WindowGeom* g);
+
+// ---------------------------------------------------------------------------------------------------------------
+// oneDNN.
+
+// The one CPU engine of the process.
+const dnnl::engine& CpuEngine();
+
+// Limits the OpenMP threads oneDNN uses on this thread for the guard's lifetime (oneDNN sizes its parallel
+// regions from omp_get_max_threads()).
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int num_threads);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Runs fn (which may throw dnnl::error) and converts an exception into a Status (FAIL) naming `what`.
+// This is the one place where oneDNN's C++ exceptions are caught; nothing escapes a kernel.
+template <typename Fn>
+Status DnnlCall(const char* what, Fn&& fn) {
+  try {
+    fn();
+    return Status::OK();
+  } catch (const dnnl::error& e) {
+    return MakeStatus(ErrorCode::FAIL, "oneDNN ", what, " failed: ", e.what(), " (status ", static_cast<int>(e.status),
+                      ")");
+  } catch (const std::exception& e) {
+    return MakeStatus(ErrorCode::FAIL, "oneDNN ", what, " failed: ", e.what());
+  }
+}
+
+// A dense row-major f32 (or `dt`) descriptor for any rank (no format tag needed).
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
+                             dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+// The default primitive attributes of this family: user-managed scratchpad (so primitives run concurrently).
+dnnl::primitive_attr UserScratchpadAttr();
+
+// Per-thread 64-byte aligned scratch memory. Take() returns regions valid until the carver of the same thread is
+// created again; one carver per Compute call. Nullptr on allocation failure.
+class ScratchCarver {
+ public:
+  explicit ScratchCarver(size_t total_bytes);
+  bool ok() const { return base_ != nullptr || total_ == 0; }
+  void* Take(size_t bytes);
+  // Bytes Take() uses for a request (rounded up to the alignment); sum these to size the carver.
+  static size_t Rounded(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+ private:
+  char* base_ = nullptr;
+  size_t total_ = 0, used_ = 0;
+};
+
+// Caches up to this many primitives (one per input shape) per kernel before starting over.
+constexpr size_t kMaxCachedShapes = 64;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Element conversions (float16/bfloat16 compute via float).
+
+template <typename T>
+void ToFloat(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+template <typename T>
+void FromFloat(const float* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
+}
+// A float copy of a float16/bfloat16/float tensor (a view when it already is float).
+StatusOr<Tensor> AsFloat(const Tensor& t);
+// Writes a float tensor's values into `dst` of dtype float16/bfloat16/float (same element count).
+void StoreFloat(const Tensor& src, Tensor* dst);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Plain-loop convolution, used for double, for integer convolutions (after zero points are subtracted) and for
+// shapes oneDNN does not take. Layouts are ONNX's: x [N, C, in...], w [M, C/group, kernel...], y [N, M, out...]
+// (y must be zero-filled or hold nothing useful; it is overwritten). bias may be null.
+// Both return FAIL when the im2col/col2im buffer cannot be allocated.
+template <typename T>
+Status ConvPlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, int64_t group, const T* x, const T* w,
+               const T* bias, T* y, int num_threads);
+// Transposed convolution: x [N, C, in...], w [C, M/group, kernel...], y [N, M, out...] zero-filled by the caller.
+// `g.out` is the output size; pads may be negative (output wider than the natural extent).
+template <typename T>
+Status ConvTransposePlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, int64_t group, const T* x, const T* w,
+                        const T* bias, T* y, int num_threads);
+
+// Plain GEMM: c[M,N] = a[M,K] * b[K,N] (+ c when accumulate), all dense row-major. Parallel over rows.
+template <typename T>
+void GemmPlain(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, bool accumulate, int num_threads);
+
+// Broadcasting of two shapes (numpy rules); INVALID_ARGUMENT (without node name) when incompatible.
+Status BroadcastShapes(const Shape& a, const Shape& b, Shape* out);
+
+// Rounds half to even and saturates to the range of Q (uint8/int8/...).
+template <typename Q>
+inline Q SaturateRound(float v);
+
+}  // namespace nn
+}  // namespace epctx
+
+#include <cmath>
+#include <limits>
+
+namespace epctx {
+namespace nn {
+template <typename Q>
+inline Q SaturateRound(float v) {
+  float r = std::nearbyint(v);  // default rounding mode: to nearest, ties to even
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  if (!(r >= lo)) return std::numeric_limits<Q>::min();  // also NaN
+  if (r > hi) return std::numeric_limits<Q>::max();
+  return static_cast<Q>(r);
+}
+}  // namespace nn
+}  // namespace epctx

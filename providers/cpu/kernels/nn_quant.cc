@@ -1,0 +1,512 @@
+// Quantized ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger,
+// QLinearMatMul, QLinearConv. Plain loops: 8-bit operands are widened to int32 with their zero points subtracted,
+// products accumulate in int32 (ConvPlain/GemmPlain), and requantization rounds half to even and saturates.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "providers/cpu/kernels/nn_common.h"
+
+namespace epctx {
+namespace nn {
+namespace {
+
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
+
+// Values of an int8/uint8/int32 tensor widened to int32. INVALID_ARGUMENT naming `what` for other types.
+Status ReadInts(const Tensor& t, const char* what, std::vector<int32_t>* out) {
+  const int64_t n = t.NumElements();
+  out->resize(n);
+  switch (t.dtype()) {
+    case DataType::kInt8:
+      for (int64_t i = 0; i < n; ++i) (*out)[i] = t.data<int8_t>()[i];
+      return Status::OK();
+    case DataType::kUint8:
+      for (int64_t i = 0; i < n; ++i) (*out)[i] = t.data<uint8_t>()[i];
+      return Status::OK();
+    case DataType::kInt32:
+      std::copy(t.data<int32_t>(), t.data<int32_t>() + n, out->begin());
+      return Status::OK();
+    default:
+      return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, " must be int8, uint8 or int32, got ",
+                        DataTypeName(t.dtype()));
+  }
+}
+
+// Values of a float/float16/bfloat16 tensor (scales) as float.
+Status ReadFloats(const Tensor& t, const char* what, std::vector<float>* out) {
+  const int64_t n = t.NumElements();
+  out->resize(n);
+  switch (t.dtype()) {
+    case DataType::kFloat:
+      std::copy(t.data<float>(), t.data<float>() + n, out->begin());
+      return Status::OK();
+    case DataType::kFloat16:
+      ToFloat(t.data<Float16>(), out->data(), n);
+      return Status::OK();
+    case DataType::kBFloat16:
+      ToFloat(t.data<BFloat16>(), out->data(), n);
+      return Status::OK();
+    default:
+      return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, " must be float, got ", DataTypeName(t.dtype()));
+  }
+}
+
+// A per-tensor (one value) or per-channel (n values) parameter.
+template <typename T>
+Status CheckCount(const std::vector<T>& v, int64_t n, const char* what, bool allow_per_channel) {
+  if (v.size() == 1) return Status::OK();
+  if (allow_per_channel && static_cast<int64_t>(v.size()) == n) return Status::OK();
+  return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, " has ", v.size(), " values; expected 1",
+                    allow_per_channel ? " or " + std::to_string(n) : std::string());
+}
+
+// Requantizes one int32 accumulator.
+template <typename Q>
+inline Q Requantize(int32_t acc, float scale, int32_t zp) {
+  float r = std::nearbyint(static_cast<float>(acc) * scale) + static_cast<float>(zp);
+  return SaturateRound<Q>(r);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// QuantizeLinear / DequantizeLinear.
+
+// Splits x's shape around the quantization axis: outer x axis_dim x inner. Per-tensor when the parameter has one
+// element (axis_dim reported as 1 and inner as everything).
+Status AxisBlocks(const Shape& xs, int64_t axis_attr, int64_t param_count, bool per_axis_allowed, int64_t* outer,
+                  int64_t* axis_dim, int64_t* inner) {
+  const int64_t total = ShapeSize(xs);
+  if (param_count == 1) {
+    *outer = 1;
+    *axis_dim = 1;
+    *inner = total;
+    return Status::OK();
+  }
+  RETURN_ERROR_IF(!per_axis_allowed, INVALID_ARGUMENT, "scale must be a scalar before opset 13, got ", param_count,
+                  " values");
+  const int64_t r = static_cast<int64_t>(xs.size());
+  int64_t axis = axis_attr < 0 ? axis_attr + r : axis_attr;
+  RETURN_ERROR_IF(axis < 0 || axis >= r, INVALID_ARGUMENT, "axis ", axis_attr, " is out of range for rank ", r);
+  RETURN_ERROR_IF(xs[axis] != param_count, INVALID_ARGUMENT, "per-axis scale has ", param_count,
+                  " values but axis ", axis, " of x ", ShapeToString(xs), " has ", xs[axis]);
+  *outer = 1;
+  for (int64_t i = 0; i < axis; ++i) *outer *= xs[i];
+  *axis_dim = xs[axis];
+  *inner = 1;
+  for (int64_t i = axis + 1; i < r; ++i) *inner *= xs[i];
+  return Status::OK();
+}
+
+class QuantizeKernel final : public OpKernel {
+ public:
+  QuantizeKernel(const KernelInfo& info, bool dequantize)
+      : dequantize_(dequantize), axis_(info.GetInt("axis", 1)), per_axis_(info.opset() >= 13) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    const Tensor* scale = ctx.Input(1);
+    const Tensor* zp = ctx.Input(2);
+    const std::string node = ctx.node().Describe();
+    RETURN_ERROR_IF(!x || !scale, INVALID_ARGUMENT, node, ": inputs x and scale are required");
+    std::vector<float> sc;
+    RETURN_IF_ERROR_CTX(ReadFloats(*scale, "scale", &sc), node);
+    RETURN_ERROR_IF(sc.empty(), INVALID_ARGUMENT, node, ": scale is empty");
+    RETURN_ERROR_IF(scale->rank() > 1, INVALID_ARGUMENT, node, ": scale must be a scalar or 1-D, got ",
+                    ShapeToString(scale->shape()));
+    std::vector<int32_t> zps(sc.size(), 0);
+    DataType q_type = DataType::kUint8;
+    if (zp) {
+      RETURN_IF_ERROR_CTX(ReadInts(*zp, "zero point", &zps), node);
+      RETURN_ERROR_IF(zps.size() != sc.size(), INVALID_ARGUMENT, node, ": zero point has ", zps.size(),
+                      " values but scale has ", sc.size());
+      q_type = zp->dtype();
+    }
+    int64_t outer, axis_dim, inner;
+    RETURN_IF_ERROR_CTX(AxisBlocks(x->shape(), axis_, static_cast<int64_t>(sc.size()), per_axis_, &outer, &axis_dim,
+                                   &inner),
+                        node);
+    const int threads = ctx.num_threads();
+    if (dequantize_) {
+      RETURN_ERROR_IF(zp && zp->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": zero point is ",
+                      DataTypeName(zp->dtype()), " but x is ", DataTypeName(x->dtype()));
+      RETURN_ERROR_IF(!Is8Bit(x->dtype()) && x->dtype() != DataType::kInt32, INVALID_ARGUMENT, node,
+                      ": x must be int8, uint8 or int32, got ", DataTypeName(x->dtype()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, x->shape()));
+      auto run = [&](auto tag) {
+        using T = decltype(tag);
+        const T* xp = x->data<T>();
+        float* yp = y->data<float>();
+        ParallelFor(threads, outer * axis_dim, static_cast<double>(inner), [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b) {
+            const int64_t a = b % axis_dim;
+            const float s = sc[a];
+            const int32_t z = zps[a];
+            for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
+              yp[i] = static_cast<float>(static_cast<int32_t>(xp[i]) - z) * s;
+          }
+        });
+      };
+      if (x->dtype() == DataType::kInt8) run(int8_t{});
+      else if (x->dtype() == DataType::kUint8) run(uint8_t{});
+      else run(int32_t{});
+      return Status::OK();
+    }
+    RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": zero point must be int8 or uint8, got ",
+                    DataTypeName(q_type));
+    Tensor xf;
+    if (x->dtype() == DataType::kInt32) {
+      ASSIGN_OR_RETURN(xf, Tensor::Allocate(DataType::kFloat, x->shape()));
+      for (int64_t i = 0; i < x->NumElements(); ++i) xf.data<float>()[i] = static_cast<float>(x->data<int32_t>()[i]);
+    } else {
+      auto f = AsFloat(*x);
+      RETURN_ERROR_IF(!f.ok(), INVALID_ARGUMENT, node, ": x must be float or int32, got ", DataTypeName(x->dtype()));
+      xf = std::move(f).value();
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, x->shape()));
+    auto run = [&](auto tag) {
+      using Q = decltype(tag);
+      const float* xp = xf.data<float>();
+      Q* yp = y->data<Q>();
+      ParallelFor(threads, outer * axis_dim, static_cast<double>(inner) * 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          const int64_t a = b % axis_dim;
+          const float s = sc[a], z = static_cast<float>(zps[a]);
+          for (int64_t i = b * inner; i < (b + 1) * inner; ++i) yp[i] = SaturateRound<Q>(std::nearbyint(xp[i] / s) + z);
+        }
+      });
+    };
+    if (q_type == DataType::kInt8) run(int8_t{});
+    else run(uint8_t{});
+    return Status::OK();
+  }
+
+ private:
+  bool dequantize_;
+  int64_t axis_;
+  bool per_axis_;
+};
+
+Status DynamicQuantize(KernelContext& ctx) {
+  const Tensor* x = ctx.Input(0);
+  const std::string node = ctx.node().Describe();
+  RETURN_ERROR_IF(!x, INVALID_ARGUMENT, node, ": input x is required");
+  RETURN_ERROR_IF(x->dtype() != DataType::kFloat, INVALID_ARGUMENT, node, ": x must be float, got ",
+                  DataTypeName(x->dtype()));
+  const float* xp = x->data<float>();
+  const int64_t n = x->NumElements();
+  float lo = 0.f, hi = 0.f;  // the range always includes 0
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, xp[i]);
+    hi = std::max(hi, xp[i]);
+  }
+  const float scale = (hi - lo) / 255.f;
+  uint8_t zp = 0;
+  if (scale != 0.f) zp = SaturateRound<uint8_t>(std::min(255.f, std::max(0.f, (0.f - lo) / scale)));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kUint8, x->shape()));
+  ASSIGN_OR_RETURN(Tensor * ys, ctx.Output(1, DataType::kFloat, {}));
+  ASSIGN_OR_RETURN(Tensor * yz, ctx.Output(2, DataType::kUint8, {}));
+  ys->data<float>()[0] = scale;
+  yz->data<uint8_t>()[0] = zp;
+  uint8_t* yp = y->data<uint8_t>();
+  if (scale == 0.f) return Status::OK();  // all zeros: y stays 0
+  const float z = zp;
+  ParallelFor(ctx.num_threads(), n, 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) yp[i] = SaturateRound<uint8_t>(std::nearbyint(xp[i] / scale) + z);
+  });
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// MatMulInteger / QLinearMatMul.
+
+// Shapes of a broadcast batched product.
+struct MatMulShape {
+  Shape batch, a_batch, b_batch, y_shape;
+  int64_t m = 0, k = 0, n = 0;
+};
+
+Status ResolveMatMul(const Shape& a_in, const Shape& b_in, MatMulShape* s) {
+  RETURN_ERROR_IF(a_in.empty() || b_in.empty(), INVALID_ARGUMENT, "inputs must have rank >= 1, got ",
+                  ShapeToString(a_in), " and ", ShapeToString(b_in));
+  Shape as = a_in, bs = b_in;
+  const bool a1 = as.size() == 1, b1 = bs.size() == 1;
+  if (a1) as.insert(as.begin(), 1);
+  if (b1) bs.push_back(1);
+  s->m = as[as.size() - 2];
+  s->k = as.back();
+  s->n = bs.back();
+  RETURN_ERROR_IF(bs[bs.size() - 2] != s->k, INVALID_ARGUMENT, "inner dimensions differ: A ", ShapeToString(a_in),
+                  " x B ", ShapeToString(b_in));
+  s->a_batch.assign(as.begin(), as.end() - 2);
+  s->b_batch.assign(bs.begin(), bs.end() - 2);
+  RETURN_IF_ERROR(BroadcastShapes(s->a_batch, s->b_batch, &s->batch));
+  s->a_batch.insert(s->a_batch.begin(), s->batch.size() - s->a_batch.size(), 1);
+  s->b_batch.insert(s->b_batch.begin(), s->batch.size() - s->b_batch.size(), 1);
+  s->y_shape = s->batch;
+  if (!a1) s->y_shape.push_back(s->m);
+  if (!b1) s->y_shape.push_back(s->n);
+  return Status::OK();
+}
+
+// Widens an 8-bit matrix batch to int32 with zero points subtracted. zp holds 1 value (per tensor), `rows`
+// values (per row of A: row_mode) or `cols` values (per column of B), or one such vector per batch matrix.
+Status WidenWithZeroPoint(const Tensor& t, const std::vector<int32_t>& zp, bool per_row, int64_t rows, int64_t cols,
+                          const char* what, std::vector<int32_t>* out) {
+  RETURN_IF_ERROR(ReadInts(t, what, out));
+  RETURN_ERROR_IF(!Is8Bit(t.dtype()), INVALID_ARGUMENT, what, " must be int8 or uint8, got ", DataTypeName(t.dtype()));
+  if (zp.empty()) return Status::OK();
+  const int64_t mat = rows * cols;
+  const int64_t mats = mat ? static_cast<int64_t>(out->size()) / mat : 0;
+  const int64_t per = per_row ? rows : cols;
+  const int64_t zn = static_cast<int64_t>(zp.size());
+  RETURN_ERROR_IF(zn != 1 && zn != per && zn != per * mats, INVALID_ARGUMENT, what, " zero point has ", zn,
+                  " values; expected 1, ", per, " or ", per * mats);
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t zi = zn == 1 ? 0 : (per_row ? i : j) + (zn == per ? 0 : b * per);
+        (*out)[b * mat + i * cols + j] -= zp[zi];
+      }
+  return Status::OK();
+}
+
+// acc[batch..., m, n] = A' x B' in int32 (A', B' already widened).
+void IntMatMul(const MatMulShape& s, const std::vector<int32_t>& a, const std::vector<int32_t>& b, int32_t* acc,
+               int threads) {
+  const size_t r = s.batch.size();
+  int64_t total = 1;
+  for (int64_t d : s.batch) total *= d;
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t t = 0; t < total; ++t) {
+    int64_t ai = 0, bi = 0;
+    for (size_t d = 0; d < r; ++d) {
+      ai = ai * s.a_batch[d] + (s.a_batch[d] == 1 ? 0 : idx[d]);
+      bi = bi * s.b_batch[d] + (s.b_batch[d] == 1 ? 0 : idx[d]);
+    }
+    GemmPlain<int32_t>(s.m, s.n, s.k, a.data() + ai * s.m * s.k, b.data() + bi * s.k * s.n, acc + t * s.m * s.n, false,
+                       threads);
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < s.batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+class MatMulIntegerKernel final : public OpKernel {
+ public:
+  explicit MatMulIntegerKernel(bool qlinear) : qlinear_(qlinear) {}
+
+  Status Compute(KernelContext& ctx) const override {
+    const std::string node = ctx.node().Describe();
+    const Tensor* a = ctx.Input(0);
+    const Tensor* b = ctx.Input(qlinear_ ? 3 : 1);
+    RETURN_ERROR_IF(!a || !b, INVALID_ARGUMENT, node, ": inputs a and b are required");
+    MatMulShape s;
+    RETURN_IF_ERROR_CTX(ResolveMatMul(a->shape(), b->shape(), &s), node);
+    const Tensor* azp_t = ctx.Input(qlinear_ ? 2 : 2);
+    const Tensor* bzp_t = ctx.Input(qlinear_ ? 5 : 3);
+    std::vector<int32_t> azp, bzp;
+    if (azp_t) {
+      RETURN_ERROR_IF(azp_t->dtype() != a->dtype(), INVALID_ARGUMENT, node, ": a's zero point type differs from a");
+      RETURN_IF_ERROR_CTX(ReadInts(*azp_t, "a zero point", &azp), node);
+    }
+    if (bzp_t) {
+      RETURN_ERROR_IF(bzp_t->dtype() != b->dtype(), INVALID_ARGUMENT, node, ": b's zero point type differs from b");
+      RETURN_IF_ERROR_CTX(ReadInts(*bzp_t, "b zero point", &bzp), node);
+    }
+    std::vector<int32_t> aw, bw;
+    RETURN_IF_ERROR_CTX(WidenWithZeroPoint(*a, azp, true, s.m, s.k, "a", &aw), node);
+    RETURN_IF_ERROR_CTX(WidenWithZeroPoint(*b, bzp, false, s.k, s.n, "b", &bw), node);
+    if (!qlinear_) {
+      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kInt32, s.y_shape));
+      if (y->NumElements() && s.k) IntMatMul(s, aw, bw, y->data<int32_t>(), ctx.num_threads());
+      return Status::OK();
+    }
+    const Tensor* as = ctx.Input(1);
+    const Tensor* bs = ctx.Input(4);
+    const Tensor* ys = ctx.Input(6);
+    const Tensor* yz = ctx.Input(7);
+    RETURN_ERROR_IF(!as || !bs || !ys, INVALID_ARGUMENT, node, ": scales are required");
+    std::vector<float> a_sc, b_sc, y_sc;
+    RETURN_IF_ERROR_CTX(ReadFloats(*as, "a_scale", &a_sc), node);
+    RETURN_IF_ERROR_CTX(ReadFloats(*bs, "b_scale", &b_sc), node);
+    RETURN_IF_ERROR_CTX(ReadFloats(*ys, "y_scale", &y_sc), node);
+    RETURN_IF_ERROR_CTX(CheckCount(a_sc, s.m, "a_scale", true), node);
+    RETURN_IF_ERROR_CTX(CheckCount(b_sc, s.n, "b_scale", true), node);
+    RETURN_IF_ERROR_CTX(CheckCount(y_sc, 1, "y_scale", false), node);
+    std::vector<int32_t> y_zp{0};
+    DataType q_type = DataType::kUint8;
+    if (yz) {
+      RETURN_IF_ERROR_CTX(ReadInts(*yz, "y zero point", &y_zp), node);
+      RETURN_IF_ERROR_CTX(CheckCount(y_zp, 1, "y zero point", false), node);
+      q_type = yz->dtype();
+    }
+    RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": y zero point must be int8 or uint8");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, s.y_shape));
+    const int64_t total = y->NumElements();
+    if (total == 0) return Status::OK();
+    std::vector<int32_t> acc(total, 0);
+    if (s.k) IntMatMul(s, aw, bw, acc.data(), ctx.num_threads());
+    auto store = [&](auto tag) {
+      using Q = decltype(tag);
+      Q* yp = y->data<Q>();
+      for (int64_t t = 0; t < total; ++t) {
+        const int64_t j = t % s.n, i = (t / s.n) % s.m;
+        const float scale = a_sc[a_sc.size() == 1 ? 0 : i] * b_sc[b_sc.size() == 1 ? 0 : j] / y_sc[0];
+        yp[t] = Requantize<Q>(acc[t], scale, y_zp[0]);
+      }
+    };
+    if (q_type == DataType::kInt8) store(int8_t{});
+    else store(uint8_t{});
+    return Status::OK();
+  }
+
+ private:
+  bool qlinear_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// ConvInteger / QLinearConv.
+
+class IntConvKernel final : public OpKernel {
+ public:
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, bool qlinear) {
+    std::unique_ptr<IntConvKernel> k(new IntConvKernel(qlinear));
+    RETURN_IF_ERROR(k->attrs_.Parse(info, true, false));
+    k->group_ = info.GetInt("group", 1);
+    if (k->group_ < 1) return info.Error(ErrorCode::INVALID_GRAPH, "attribute 'group' must be >= 1, got ", k->group_);
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const std::string node = ctx.node().Describe();
+    const Tensor* x = ctx.Input(0);
+    const Tensor* w = ctx.Input(qlinear_ ? 3 : 1);
+    RETURN_ERROR_IF(!x || !w, INVALID_ARGUMENT, node, ": inputs x and w are required");
+    RETURN_ERROR_IF(!Is8Bit(x->dtype()) || !Is8Bit(w->dtype()), INVALID_ARGUMENT, node,
+                    ": x and w must be int8 or uint8, got ", DataTypeName(x->dtype()), " and ",
+                    DataTypeName(w->dtype()));
+    const Shape& xs = x->shape();
+    const Shape& ws = w->shape();
+    RETURN_ERROR_IF(xs.size() < 3 || ws.size() != xs.size(), INVALID_ARGUMENT, node, ": x ", ShapeToString(xs),
+                    " and w ", ShapeToString(ws), " must have one rank >= 3");
+    const int64_t n = xs[0], c = xs[1], m = ws[0];
+    RETURN_ERROR_IF(c % group_ != 0 || ws[1] * group_ != c || m % group_ != 0, INVALID_ARGUMENT, node, ": x has ", c,
+                    " channels, w has shape ", ShapeToString(ws), " and group is ", group_);
+    Shape kernel(ws.begin() + 2, ws.end());
+    RETURN_ERROR_IF(!attrs_.kernel_shape.empty() && attrs_.kernel_shape != kernel, INVALID_ARGUMENT, node,
+                    ": kernel_shape does not match w's shape ", ShapeToString(ws));
+    WindowGeom g;
+    RETURN_IF_ERROR_CTX(ResolveWindow(attrs_, Shape(xs.begin() + 2, xs.end()), kernel, false, &g), node);
+    Shape y_shape{n, m};
+    y_shape.insert(y_shape.end(), g.out.begin(), g.out.end());
+
+    const Tensor* xz_t = ctx.Input(qlinear_ ? 2 : 2);
+    const Tensor* wz_t = ctx.Input(qlinear_ ? 5 : 3);
+    std::vector<int32_t> xz{0}, wz{0};
+    if (xz_t) {
+      RETURN_ERROR_IF(xz_t->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": x zero point type differs from x");
+      RETURN_IF_ERROR_CTX(ReadInts(*xz_t, "x zero point", &xz), node);
+      RETURN_IF_ERROR_CTX(CheckCount(xz, 1, "x zero point", false), node);
+    }
+    if (wz_t) {
+      RETURN_ERROR_IF(wz_t->dtype() != w->dtype(), INVALID_ARGUMENT, node, ": w zero point type differs from w");
+      RETURN_IF_ERROR_CTX(ReadInts(*wz_t, "w zero point", &wz), node);
+      RETURN_IF_ERROR_CTX(CheckCount(wz, m, "w zero point", true), node);
+    }
+    std::vector<int32_t> xw, ww;
+    RETURN_IF_ERROR_CTX(ReadInts(*x, "x", &xw), node);
+    RETURN_IF_ERROR_CTX(ReadInts(*w, "w", &ww), node);
+    for (int32_t& v : xw) v -= xz[0];
+    const int64_t per_m = m ? static_cast<int64_t>(ww.size()) / m : 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < per_m; ++j) ww[i * per_m + j] -= wz[wz.size() == 1 ? 0 : i];
+
+    std::vector<int32_t> bias;
+    if (qlinear_) {
+      if (const Tensor* b = ctx.Input(8)) {
+        RETURN_ERROR_IF(b->dtype() != DataType::kInt32 || b->NumElements() != m, INVALID_ARGUMENT, node,
+                        ": B must be int32 with ", m, " values, got ", DataTypeName(b->dtype()),
+                        ShapeToString(b->shape()));
+        bias.assign(b->data<int32_t>(), b->data<int32_t>() + m);
+      }
+    }
+    if (!qlinear_) {
+      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kInt32, y_shape));
+      if (y->NumElements() == 0) return Status::OK();
+      return ConvPlain<int32_t>(g, n, c, m, group_, xw.data(), ww.data(), nullptr, y->data<int32_t>(),
+                                ctx.num_threads())
+          .WithContext(node);
+    }
+    const Tensor* xs_t = ctx.Input(1);
+    const Tensor* ws_t = ctx.Input(4);
+    const Tensor* ys_t = ctx.Input(6);
+    const Tensor* yz_t = ctx.Input(7);
+    RETURN_ERROR_IF(!xs_t || !ws_t || !ys_t, INVALID_ARGUMENT, node, ": scales are required");
+    std::vector<float> x_sc, w_sc, y_sc;
+    RETURN_IF_ERROR_CTX(ReadFloats(*xs_t, "x_scale", &x_sc), node);
+    RETURN_IF_ERROR_CTX(ReadFloats(*ws_t, "w_scale", &w_sc), node);
+    RETURN_IF_ERROR_CTX(ReadFloats(*ys_t, "y_scale", &y_sc), node);
+    RETURN_IF_ERROR_CTX(CheckCount(x_sc, 1, "x_scale", false), node);
+    RETURN_IF_ERROR_CTX(CheckCount(w_sc, m, "w_scale", true), node);
+    RETURN_IF_ERROR_CTX(CheckCount(y_sc, 1, "y_scale", false), node);
+    std::vector<int32_t> y_zp{0};
+    DataType q_type = x->dtype();
+    if (yz_t) {
+      RETURN_IF_ERROR_CTX(ReadInts(*yz_t, "y zero point", &y_zp), node);
+      RETURN_IF_ERROR_CTX(CheckCount(y_zp, 1, "y zero point", false), node);
+      q_type = yz_t->dtype();
+    }
+    RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": y zero point must be int8 or uint8");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, y_shape));
+    const int64_t total = y->NumElements();
+    if (total == 0) return Status::OK();
+    std::vector<int32_t> acc(total, 0);
+    RETURN_IF_ERROR_CTX(ConvPlain<int32_t>(g, n, c, m, group_, xw.data(), ww.data(), bias.empty() ? nullptr : bias.data(),
+                                           acc.data(), ctx.num_threads()),
+                        node);
+    const int64_t plane = g.OutSize();
+    auto store = [&](auto tag) {
+      using Q = decltype(tag);
+      Q* yp = y->data<Q>();
+      for (int64_t t = 0; t < total; ++t) {
+        const int64_t ch = (t / plane) % m;
+        const float scale = x_sc[0] * w_sc[w_sc.size() == 1 ? 0 : ch] / y_sc[0];
+        yp[t] = Requantize<Q>(acc[t], scale, y_zp[0]);
+      }
+    };
+    if (q_type == DataType::kInt8) store(int8_t{});
+    else store(uint8_t{});
+    return Status::OK();
+  }
+
+ private:
+  explicit IntConvKernel(bool qlinear) : qlinear_(qlinear) {}
+  bool qlinear_;
+  WindowAttrs attrs_;
+  int64_t group_ = 1;
+};
+
+}  // namespace
+
+void RegisterQuantKernels(KernelRegistry& r) {
+  r.Register("", "QuantizeLinear", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new QuantizeKernel(info, false));
+  });
+  r.Register("", "DequantizeLinear", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new QuantizeKernel(info, true));
+  });
+  r.Register("", "DynamicQuantizeLinear", LambdaKernel(DynamicQuantize));
+  r.Register("", "MatMulInteger", [](const KernelInfo&) -> StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new MatMulIntegerKernel(false));
+  });
+  r.Register("", "QLinearMatMul", [](const KernelInfo&) -> StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new MatMulIntegerKernel(true));
+  });
+  r.Register("", "ConvInteger", [](const KernelInfo& info) { return IntConvKernel::Create(info, false); });
+  r.Register("", "QLinearConv", [](const KernelInfo& info) { return IntConvKernel::Create(info, true); });
+}
+
+}  // namespace nn
+}  // namespace epctx
