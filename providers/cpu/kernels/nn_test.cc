@@ -1,0 +1,488 @@
+// Behaviours of the nn kernels (Conv, ConvTranspose, MatMul, Gemm, pooling, quantized ops) that ONNX's backend
+// suite does not cover: error statuses for bad input, constant (pre-packed) vs runtime weights, float16 and integer
+// types, batch broadcasting, rounding and saturation, concurrent Compute calls on one kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "providers/cpu/kernel.h"
+
+namespace epctx {
+namespace {
+
+template <typename T>
+Tensor Make(const Shape& shape, const std::vector<T>& values) {
+  Tensor t = Tensor::Allocate(DataTypeFor<T>(), shape).value();
+  EXPECT_EQ(static_cast<size_t>(t.NumElements()), values.size());
+  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
+  return t;
+}
+
+Tensor Random(const Shape& shape, uint32_t seed) {
+  Tensor t = Tensor::Allocate(DataType::kFloat, shape).value();
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t i = 0; i < t.NumElements(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+template <typename T>
+std::vector<T> Values(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
+}
+
+Attribute IntAttr(const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+Attribute FloatAttr(const std::string& name, float v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute StringAttr(const std::string& name, const std::string& v) {
+  Attribute a;
+  a.name = name;
+  a.type = Attribute::Type::kString;
+  a.s = v;
+  return a;
+}
+
+// One node, its graph (inputs listed in `constant` become initializers) and its kernel.
+class OpRunner {
+ public:
+  OpRunner(const std::string& op, int opset, const std::vector<Tensor>& inputs, const std::vector<Attribute>& attrs,
+           size_t num_outputs = 1, const std::vector<size_t>& constant = {}) {
+    node_.name = "n0";
+    node_.op_type = op;
+    node_.opset = opset;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      node_.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
+    for (size_t i = 0; i < num_outputs; ++i) node_.outputs.push_back("out" + std::to_string(i));
+    for (const Attribute& a : attrs) node_.attributes[a.name] = a;
+    graph_.opsets[""] = opset;
+    for (size_t i : constant) graph_.initializers[node_.inputs[i]] = inputs[i];
+    KernelInfo info(node_, graph_, 2);
+    const KernelFactory* factory = CpuKernelRegistry().Find("", op, opset);
+    if (!factory) {
+      create_status_ = MakeStatus(ErrorCode::NOT_FOUND, "no kernel for ", op);
+      return;
+    }
+    auto kernel = (*factory)(info);
+    create_status_ = kernel.status();
+    if (kernel.ok()) kernel_ = std::move(kernel).value();
+  }
+
+  const Status& create_status() const { return create_status_; }
+
+  // Runs the kernel; outputs land in *outputs.
+  Status Run(const std::vector<Tensor>& inputs, std::vector<IValue>* outputs) const {
+    if (!kernel_) return create_status_;
+    std::vector<IValue> values;
+    for (const Tensor& t : inputs) values.push_back(t.defined() ? IValue(t) : IValue());
+    std::vector<const IValue*> ptrs;
+    for (size_t i = 0; i < values.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
+    KernelContext ctx(node_, ptrs, 2);
+    Status st = kernel_->Compute(ctx);
+    *outputs = ctx.outputs();
+    return st;
+  }
+
+ private:
+  Node node_;
+  Graph graph_;
+  Status create_status_;
+  std::unique_ptr<OpKernel> kernel_;
+};
+
+struct Result {
+  Status status;
+  std::vector<IValue> outputs;
+  const Tensor& out(size_t i = 0) const { return outputs[i].tensor(); }
+};
+
+Result RunOp(const std::string& op, int opset, const std::vector<Tensor>& inputs,
+             const std::vector<Attribute>& attrs = {}, size_t num_outputs = 1,
+             const std::vector<size_t>& constant = {}) {
+  OpRunner runner(op, opset, inputs, attrs, num_outputs, constant);
+  Result r;
+  if (!runner.create_status().ok()) {
+    r.status = runner.create_status();
+    return r;
+  }
+  r.status = runner.Run(inputs, &r.outputs);
+  return r;
+}
+
+// Reference 2-D convolution (NCHW, group 1) in double.
+std::vector<float> RefConv2d(const Tensor& x, const Tensor& w, const Tensor* b, int64_t stride, int64_t pad,
+                             int64_t dil) {
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3), m = w.dim(0), kh = w.dim(2), kw = w.dim(3);
+  const int64_t oh = (h + 2 * pad - ((kh - 1) * dil + 1)) / stride + 1, ow = (wd + 2 * pad - ((kw - 1) * dil + 1)) / stride + 1;
+  std::vector<float> y(n * m * oh * ow);
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t om = 0; om < m; ++om)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double acc = b ? b->data<float>()[om] : 0.0;
+          for (int64_t ic = 0; ic < c; ++ic)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t bb = 0; bb < kw; ++bb) {
+                int64_t yy = i * stride - pad + a * dil, xx = j * stride - pad + bb * dil;
+                if (yy < 0 || yy >= h || xx < 0 || xx >= wd) continue;
+                acc += double(x.data<float>()[((in * c + ic) * h + yy) * wd + xx]) *
+                       w.data<float>()[((om * c + ic) * kh + a) * kw + bb];
+              }
+          y[((in * m + om) * oh + i) * ow + j] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-4f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+
+TEST(NnConv, ConstantAndRuntimeWeightsAgreeWithReference) {
+  Tensor x = Random({2, 5, 9, 11}, 1), w = Random({7, 5, 3, 3}, 2), b = Random({7}, 3);
+  std::vector<Attribute> attrs{IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2}),
+                               IntsAttr("dilations", {1, 1})};
+  std::vector<float> want = RefConv2d(x, w, &b, 2, 1, 1);
+  Result packed = RunOp("Conv", 11, {x, w, b}, attrs, 1, {1, 2});
+  ASSERT_TRUE(packed.status.ok()) << packed.status.ToString();
+  EXPECT_EQ(packed.out().shape(), (Shape{2, 7, 5, 6}));
+  ExpectNear(Values<float>(packed.out()), want);
+  Result runtime = RunOp("Conv", 11, {x, w, b}, attrs);
+  ASSERT_TRUE(runtime.status.ok()) << runtime.status.ToString();
+  ExpectNear(Values<float>(runtime.out()), want);
+}
+
+TEST(NnConv, DoubleAndFloat16MatchFloat) {
+  Tensor x = Random({1, 3, 6, 6}, 4), w = Random({4, 3, 2, 2}, 5);
+  std::vector<float> want = RefConv2d(x, w, nullptr, 1, 0, 2);
+  std::vector<Attribute> attrs{IntsAttr("dilations", {2, 2})};
+  Tensor xd = Tensor::Allocate(DataType::kDouble, x.shape()).value(), wd = Tensor::Allocate(DataType::kDouble, w.shape()).value();
+  Tensor xh = Tensor::Allocate(DataType::kFloat16, x.shape()).value(), wh = Tensor::Allocate(DataType::kFloat16, w.shape()).value();
+  for (int64_t i = 0; i < x.NumElements(); ++i) {
+    xd.data<double>()[i] = x.data<float>()[i];
+    xh.data<Float16>()[i] = Float16(x.data<float>()[i]);
+  }
+  for (int64_t i = 0; i < w.NumElements(); ++i) {
+    wd.data<double>()[i] = w.data<float>()[i];
+    wh.data<Float16>()[i] = Float16(w.data<float>()[i]);
+  }
+  Result rd = RunOp("Conv", 11, {xd, wd}, attrs);
+  ASSERT_TRUE(rd.status.ok()) << rd.status.ToString();
+  std::vector<float> got;
+  for (double v : Values<double>(rd.out())) got.push_back(static_cast<float>(v));
+  ExpectNear(got, want);
+  Result rh = RunOp("Conv", 11, {xh, wh}, attrs, 1, {1});
+  ASSERT_TRUE(rh.status.ok()) << rh.status.ToString();
+  ASSERT_EQ(rh.out().dtype(), DataType::kFloat16);
+  got.clear();
+  for (int64_t i = 0; i < rh.out().NumElements(); ++i) got.push_back(float(rh.out().data<Float16>()[i]));
+  ExpectNear(got, want, 2e-2f);
+}
+
+TEST(NnConv, BadInputsGiveStatuses) {
+  Tensor w = Random({4, 3, 3, 3}, 6);
+  // Channel mismatch.
+  Result r = RunOp("Conv", 11, {Random({1, 2, 8, 8}, 7), w});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT) << r.status.ToString();
+  EXPECT_NE(r.status.message().find("Conv"), std::string::npos);
+  // Rank 2 input.
+  r = RunOp("Conv", 11, {Random({3, 8}, 7), w});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // Input smaller than the kernel.
+  r = RunOp("Conv", 11, {Random({1, 3, 2, 2}, 7), w});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // Bias of the wrong length.
+  r = RunOp("Conv", 11, {Random({1, 3, 8, 8}, 7), w, Random({3}, 8)});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // pads of the wrong length.
+  r = RunOp("Conv", 11, {Random({1, 3, 8, 8}, 7), w}, {IntsAttr("pads", {1, 1})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // Unknown auto_pad and non-positive group are graph errors at creation.
+  r = RunOp("Conv", 11, {Random({1, 3, 8, 8}, 7), w}, {StringAttr("auto_pad", "SOMETIMES")});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
+  r = RunOp("Conv", 11, {Random({1, 3, 8, 8}, 7), w}, {IntAttr("group", 0)});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
+  // Mixed element types.
+  r = RunOp("Conv", 11, {Make<double>({1, 3, 3, 3}, std::vector<double>(27, 1.0)), w});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(NnConv, ConcurrentComputeWithSeveralShapes) {
+  Tensor w = Random({8, 4, 3, 3}, 9);
+  OpRunner runner("Conv", 11, {Random({1, 4, 10, 10}, 10), w}, {IntsAttr("pads", {1, 1, 1, 1})}, 1, {1});
+  ASSERT_TRUE(runner.create_status().ok());
+  std::vector<Tensor> xs;
+  std::vector<std::vector<float>> want;
+  for (int i = 0; i < 4; ++i) {
+    xs.push_back(Random({1 + i % 2, 4, 6 + 3 * i, 7 + i}, 20 + i));
+    want.push_back(RefConv2d(xs.back(), w, nullptr, 1, 1, 1));
+  }
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int it = 0; it < 20; ++it) {
+        const int i = (t + it) % 4;
+        std::vector<IValue> out;
+        if (!runner.Run({xs[i], w}, &out).ok()) {
+          ++failures[t];
+          continue;
+        }
+        const Tensor& y = out[0].tensor();
+        for (int64_t k = 0; k < y.NumElements(); ++k)
+          if (std::fabs(y.data<float>()[k] - want[i][k]) > 1e-3f) {
+            ++failures[t];
+            break;
+          }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+}
+
+TEST(NnConvTranspose, OutputPaddingAndGroups) {
+  // x [1, 2, 2, 2], w [2, 1, 2, 2] with group 2: each channel deconvolved by its own kernel.
+  Tensor x = Make<float>({1, 2, 2, 2}, {1, 2, 3, 4, 1, 1, 1, 1});
+  Tensor w = Make<float>({2, 1, 2, 2}, {1, 1, 1, 1, 1, 0, 0, 2});
+  Result r = RunOp("ConvTranspose", 11, {x, w},
+                   {IntAttr("group", 2), IntsAttr("strides", {2, 2}), IntsAttr("output_padding", {1, 1})}, 1, {1});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.out().shape(), (Shape{1, 2, 5, 5}));
+  std::vector<float> y = Values<float>(r.out());
+  // Channel 0: every input pixel stamps a 2x2 block of its value; the output_padding row/col stay 0.
+  EXPECT_EQ(y[0], 1.f);
+  EXPECT_EQ(y[3], 2.f);
+  EXPECT_EQ(y[2 * 5 + 1], 3.f);
+  EXPECT_EQ(y[3 * 5 + 3], 4.f);
+  EXPECT_EQ(y[4 * 5 + 4], 0.f);
+  // Channel 1: kernel [[1,0],[0,2]].
+  EXPECT_EQ(y[25 + 0], 1.f);
+  EXPECT_EQ(y[25 + 1], 0.f);
+  EXPECT_EQ(y[25 + 6], 2.f);
+  // W channel count must equal X's.
+  r = RunOp("ConvTranspose", 11, {Random({1, 3, 2, 2}, 1), w}, {IntAttr("group", 2)});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+
+TEST(NnMatMul, BatchBroadcastingBothSides) {
+  Tensor a = Random({2, 1, 3, 4}, 11), b = Random({3, 4, 5}, 12);
+  Result r = RunOp("MatMul", 13, {a, b});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.out().shape(), (Shape{2, 3, 3, 5}));
+  const float* y = r.out().data<float>();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int m = 0; m < 3; ++m)
+        for (int n = 0; n < 5; ++n) {
+          double acc = 0;
+          for (int k = 0; k < 4; ++k) acc += double(a.data<float>()[(i * 3 + m) * 4 + k]) * b.data<float>()[(j * 4 + k) * 5 + n];
+          ASSERT_NEAR(y[((i * 3 + j) * 3 + m) * 5 + n], acc, 1e-4);
+        }
+}
+
+TEST(NnMatMul, VectorOperandsAndConstantWeights) {
+  Tensor a = Make<float>({3}, {1, 2, 3});
+  Tensor b = Make<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  Result r = RunOp("MatMul", 13, {a, b}, {}, 1, {1});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out().shape(), (Shape{2}));
+  EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{22, 28}));
+  r = RunOp("MatMul", 13, {a, Make<float>({3}, {1, 1, 1})});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.out().shape(), Shape{});
+  EXPECT_EQ(r.out().data<float>()[0], 6.f);
+  // N-D A against a constant 2-D B (flattened into one product).
+  Tensor a3 = Random({4, 5, 3}, 13);
+  r = RunOp("MatMul", 13, {a3, b}, {}, 1, {1});
+  ASSERT_TRUE(r.status.ok());
+  ASSERT_EQ(r.out().shape(), (Shape{4, 5, 2}));
+  EXPECT_NEAR(r.out().data<float>()[7], a3.data<float>()[9] * 2 + a3.data<float>()[10] * 4 + a3.data<float>()[11] * 6,
+              1e-5);
+}
+
+TEST(NnMatMul, IntegerTypesAndErrors) {
+  Result r = RunOp("MatMul", 13, {Make<int64_t>({2, 2}, {1, 2, 3, 4}), Make<int64_t>({2, 1}, {10, 100})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Values<int64_t>(r.out()), (std::vector<int64_t>{210, 430}));
+  r = RunOp("MatMul", 13, {Random({2, 3}, 1), Random({4, 2}, 2)});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  r = RunOp("MatMul", 13, {Random({2, 2, 3}, 1), Random({3, 3, 2}, 2)});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  r = RunOp("MatMul", 13, {Make<bool>({1, 1}, {true}), Make<bool>({1, 1}, {true})});
+  EXPECT_EQ(r.status.code(), ErrorCode::NOT_IMPLEMENTED);
+}
+
+TEST(NnGemm, ColumnBiasAlphaBetaTranspose) {
+  // A^T with A stored [K=2, M=3]; C is [M, 1].
+  Tensor a = Make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = Make<float>({2, 2}, {1, 0, 0, 1});
+  Tensor c = Make<float>({3, 1}, {1, 2, 3});
+  std::vector<Attribute> attrs{IntAttr("transA", 1), FloatAttr("alpha", 2.f), FloatAttr("beta", 10.f)};
+  for (bool constant : {false, true}) {
+    Result r = RunOp("Gemm", 13, {a, b, c}, attrs, 1, constant ? std::vector<size_t>{1} : std::vector<size_t>{});
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.out().shape(), (Shape{3, 2}));
+    EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{12, 18, 24, 30, 36, 42}));
+  }
+  // The same in double through the plain path.
+  Tensor ad = Make<double>({2, 3}, {1, 2, 3, 4, 5, 6}), bd = Make<double>({2, 2}, {1, 0, 0, 1}),
+         cd = Make<double>({3, 1}, {1, 2, 3});
+  Result r = RunOp("Gemm", 13, {ad, bd, cd}, attrs);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Values<double>(r.out()), (std::vector<double>{12, 18, 24, 30, 36, 42}));
+  // C that does not broadcast to [M, N].
+  r = RunOp("Gemm", 13, {a, b, Make<float>({2, 2}, {1, 2, 3, 4})}, attrs);
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // C is optional from opset 11 only.
+  r = RunOp("Gemm", 13, {Random({2, 2}, 1), Random({2, 2}, 2)});
+  EXPECT_TRUE(r.status.ok());
+  r = RunOp("Gemm", 9, {Random({2, 2}, 1), Random({2, 2}, 2)});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+
+TEST(NnPool, MaxPoolInt8WithColumnMajorIndices) {
+  Tensor x = Make<int8_t>({1, 1, 2, 3}, {-5, 7, 1, 9, -128, 3});
+  Result r = RunOp("MaxPool", 12, {x}, {IntsAttr("kernel_shape", {2, 2}), IntAttr("storage_order", 1)}, 2);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.out().shape(), (Shape{1, 1, 1, 2}));
+  EXPECT_EQ(Values<int8_t>(r.out()), (std::vector<int8_t>{9, 7}));
+  // Column-major flat indices: 9 is at (h=1, w=0) -> 1; 7 at (0, 1) -> 2.
+  EXPECT_EQ(Values<int64_t>(r.out(1)), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(NnPool, AveragePoolCeilModeDivisors) {
+  Tensor x = Make<float>({1, 1, 1, 5}, {1, 2, 3, 4, 5});
+  // Windows of 2 with stride 2 and ceil_mode: the last window holds only x[4].
+  Result r = RunOp("AveragePool", 11, {x}, {IntsAttr("kernel_shape", {1, 2}), IntsAttr("strides", {1, 2}),
+                                            IntAttr("ceil_mode", 1)});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1.5f, 3.5f, 5.f}));
+  // count_include_pad with a right pad of 1: the last window covers x[4] and one pad cell.
+  r = RunOp("AveragePool", 11, {x}, {IntsAttr("kernel_shape", {1, 2}), IntsAttr("strides", {1, 2}),
+                                     IntsAttr("pads", {0, 0, 0, 1}), IntAttr("count_include_pad", 1)});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1.5f, 3.5f, 2.5f}));
+}
+
+TEST(NnPool, LpPoolAndGlobalPools) {
+  Tensor x = Make<float>({1, 1, 2, 2}, {3, -4, 0, 0});
+  Result r = RunOp("LpPool", 11, {x}, {IntsAttr("kernel_shape", {2, 2})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_FLOAT_EQ(r.out().data<float>()[0], 5.f);
+  r = RunOp("GlobalLpPool", 2, {x}, {IntAttr("p", 1)});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_FLOAT_EQ(r.out().data<float>()[0], 7.f);
+  r = RunOp("GlobalMaxPool", 1, {Make<double>({1, 2, 3}, {1, 5, 2, -1, -3, -2})});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.out().shape(), (Shape{1, 2, 1}));
+  EXPECT_EQ(Values<double>(r.out()), (std::vector<double>{5, -1}));
+  // Missing kernel_shape is a graph error; rank-2 input a run error.
+  r = RunOp("MaxPool", 12, {x});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
+  r = RunOp("AveragePool", 11, {Make<float>({2, 2}, {1, 2, 3, 4})}, {IntsAttr("kernel_shape", {1})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(NnPool, MaxUnpoolRejectsOutOfRangeIndices) {
+  Tensor x = Make<float>({1, 1, 1, 1}, {5});
+  Result r = RunOp("MaxUnpool", 11, {x, Make<int64_t>({1, 1, 1, 1}, {3})},
+                   {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{0, 0, 0, 5}));
+  r = RunOp("MaxUnpool", 11, {x, Make<int64_t>({1, 1, 1, 1}, {4})},
+            {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  r = RunOp("MaxUnpool", 11, {x, Make<int64_t>({1, 1, 1, 1}, {-1})},
+            {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+
+TEST(NnQuant, QuantizeRoundsHalfToEvenAndSaturates) {
+  Tensor x = Make<float>({7}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 300.f, -300.f});
+  Result r = RunOp("QuantizeLinear", 13, {x, Make<float>({}, {1.f}), Make<uint8_t>({}, {0})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{0, 2, 2, 0, 0, 255, 0}));
+  r = RunOp("QuantizeLinear", 13, {x, Make<float>({}, {1.f}), Make<int8_t>({}, {1})});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Values<int8_t>(r.out()), (std::vector<int8_t>{1, 3, 3, 1, -1, 127, -128}));
+  // Without a zero point the output is uint8.
+  r = RunOp("QuantizeLinear", 10, {Make<float>({2}, {2.f, 3.f}), Make<float>({}, {2.f})});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.out().dtype(), DataType::kUint8);
+  EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{1, 2}));
+}
+
+TEST(NnQuant, PerAxisAndErrors) {
+  Tensor x = Make<int8_t>({2, 2}, {1, 2, 3, 4});
+  Result r = RunOp("DequantizeLinear", 13, {x, Make<float>({2}, {1.f, 10.f}), Make<int8_t>({2}, {0, 1})},
+                   {IntAttr("axis", -1)});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1, 10, 3, 30}));
+  // Per-axis scale of the wrong length.
+  r = RunOp("DequantizeLinear", 13, {x, Make<float>({3}, {1, 2, 3}), Make<int8_t>({3}, {0, 0, 0})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // Per-axis before opset 13.
+  r = RunOp("DequantizeLinear", 10, {x, Make<float>({2}, {1, 2}), Make<int8_t>({2}, {0, 0})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // Zero point type must match x.
+  r = RunOp("DequantizeLinear", 13, {x, Make<float>({}, {1}), Make<uint8_t>({}, {0})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(NnQuant, MatMulIntegerPerRowZeroPoints) {
+  Tensor a = Make<uint8_t>({2, 2}, {10, 11, 20, 22});
+  Tensor b = Make<int8_t>({2, 1}, {1, -1});
+  Result r = RunOp("MatMulInteger", 10, {a, b, Make<uint8_t>({2}, {10, 20})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out().dtype(), DataType::kInt32);
+  EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{-1, -2}));
+  // Zero point of the wrong length.
+  r = RunOp("MatMulInteger", 10, {a, b, Make<uint8_t>({3}, {1, 2, 3})});
+  EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
+TEST(NnQuant, QLinearConvPerChannelRequantization) {
+  // 1x1 convolution of a 1x1x1x2 input with two output channels of different scales.
+  Tensor x = Make<uint8_t>({1, 1, 1, 2}, {130, 120});
+  Tensor w = Make<int8_t>({2, 1, 1, 1}, {3, -2});
+  Result r = RunOp("QLinearConv", 10,
+                   {x, Make<float>({}, {0.5f}), Make<uint8_t>({}, {128}), w, Make<float>({2}, {1.f, 0.25f}),
+                    Make<int8_t>({2}, {0, 0}), Make<float>({}, {1.f}), Make<uint8_t>({}, {100})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  // ch0: (2*3, -8*3) * 0.5 = 3, -12 -> 103, 88. ch1: (2*-2, -8*-2) * 0.125 = -0.5, 2 -> 100 (ties to even), 102.
+  EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{103, 88, 100, 102}));
+}
+
+}  // namespace
+}  // namespace epctx
