@@ -80,7 +80,9 @@ AxisPlan PlanAxis(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, floa
   for (int64_t j = 0; j < out_len; ++j) {
     const float x = static_cast<float>(j);
     float xo = x;
-    if (scale != 1.0f || cfg.coord == CoordMode::kTfCropAndResize || cfg.coord == CoordMode::kTfHalfPixelForNn) {
+    // An axis with scale 1 keeps its coordinates (as ONNX Runtime does; the formula for tf_half_pixel_for_nn would
+    // shift it by half a pixel). Only tf_crop_and_resize, whose roi may crop any axis, maps it.
+    if (scale != 1.0f || cfg.coord == CoordMode::kTfCropAndResize) {
       switch (cfg.coord) {
         case CoordMode::kHalfPixel: xo = (x + 0.5f) / scale - 0.5f; break;
         case CoordMode::kPytorchHalfPixel: xo = out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f; break;
@@ -178,8 +180,8 @@ inline T FromAcc(Acc v) {
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
   } else {
-    // Integers: round to nearest and saturate (a plain cast of an out-of-range float is undefined).
-    double d = std::nearbyint(static_cast<double>(v));
+    // Integers: truncate like ONNX Runtime, and saturate (a plain cast of an out-of-range float is undefined).
+    double d = std::trunc(static_cast<double>(v));
     if (std::isnan(d)) return T(0);
     if (d <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
     if (d >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();

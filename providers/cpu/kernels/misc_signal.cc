@@ -117,14 +117,9 @@ class WindowKernel final : public OpKernel {
       using T = decltype(tag);
       T* d = y->data<T>();
       for (int64_t n = 0; n < size; ++n) {
-        double w;
-        if (denom <= 0) {
-          w = 1;  // a one-point symmetric window
-        } else {
-          const double t = 2 * kPi * static_cast<double>(n) / denom;
-          w = a0_ - a1_ * std::cos(t) + a2_ * std::cos(2 * t);
-        }
-        d[n] = FromDouble<T>(w);
+        // A one-point symmetric window divides 0 by 0: NaN, as in the ONNX reference and ONNX Runtime.
+        const double t = 2 * kPi * static_cast<double>(n) / denom;
+        d[n] = FromDouble<T>(a0_ - a1_ * std::cos(t) + a2_ * std::cos(2 * t));
       }
       return Status::OK();
     });
