@@ -48,6 +48,22 @@ void ApplyFreeDimOverrides(onnx::GraphProto* g, const std::map<std::string, int6
   }
 }
 
+Status CheckExternalPaths(const onnx::GraphProto& g, const std::string& folder) {
+  for (const auto& init : g.initializer()) {
+    if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    std::string location;
+    for (const auto& kv : init.external_data())
+      if (kv.key() == "location") location = kv.value();
+    RETURN_IF_ERROR(ResolveExternalPath(folder, location, "initializer '" + init.name() + "'").status());
+  }
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) RETURN_IF_ERROR(CheckExternalPaths(a.g(), folder));
+      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckExternalPaths(sg, folder));
+    }
+  return Status::OK();
+}
+
 struct Converter {
   const ExternalDataResolver* resolver;
   std::map<std::string, int> opsets;
@@ -175,6 +191,9 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
 
   ApplyFreeDimOverrides(proto->mutable_graph(), options.free_dimension_overrides);
 
+  // Our path rules for external data come before the ONNX checker, which only stats the files.
+  RETURN_IF_ERROR(CheckExternalPaths(proto->graph(), model->folder));
+
   if (options.run_checker) {
     try {
       onnx::checker::CheckerContext ctx;
@@ -182,7 +201,7 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
       std::unordered_map<std::string, int> opset_map(model->opsets.begin(), model->opsets.end());
       ctx.set_opset_imports(opset_map);
       ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
-      if (!path.empty()) ctx.set_model_dir(model->folder);
+      if (!model->folder.empty()) ctx.set_model_dir(model->folder);
       onnx::checker::LexicalScopeContext lex;
       onnx::checker::check_graph(proto->graph(), ctx, lex);
     } catch (const std::exception& e) {

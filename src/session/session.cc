@@ -45,7 +45,8 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
                   config.intra_op_num_threads);
   s->num_threads_ = config.intra_op_num_threads > 0 ? config.intra_op_num_threads : DefaultNumThreads();
   const Graph& g = *s->model_->graph;
-  for (const auto& in : g.inputs) s->inputs_.push_back(in);
+  for (const auto& in : g.inputs)
+    if (!g.initializers.count(in.name)) s->inputs_.push_back(in);  // overridable initializers are not listed
   auto t0 = std::chrono::steady_clock::now();
   PlanOptions po;
   po.num_threads = s->num_threads_;

@@ -45,7 +45,8 @@ class InferenceSession {
   Status Run(const std::vector<std::string>& input_names, const std::vector<IValue>& inputs,
              const std::vector<std::string>& output_names, std::vector<IValue>* outputs) const;
 
-  const std::vector<ValueInfo>& inputs() const { return inputs_; }  // required + optional inputs, model order
+  // Graph inputs without an initializer default, in model order (overridable initializers may still be fed).
+  const std::vector<ValueInfo>& inputs() const { return inputs_; }
   const std::vector<ValueInfo>& outputs() const { return model_->graph->outputs; }
   const Model& model() const { return *model_; }
   const SessionConfig& config() const { return config_; }

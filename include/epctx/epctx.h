@@ -1,0 +1,231 @@
+// epctx's public C++ API. Names follow ONNX Runtime's C++ API (Ort::Env, Ort::SessionOptions, Ort::Session,
+// Ort::Value) so code written for ONNX Runtime ports by changing the namespace. Every failure throws
+// epctx::Exception carrying an ErrorCode (ONNX Runtime's codes); nothing else is thrown.
+//
+// Thread safety: Env and Session are safe to use from several threads (Session::Run concurrently);
+// SessionOptions and Value are not synchronised.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "epctx/status_codes.h"
+
+namespace epctx {
+
+// Thrown by every API call that fails. code() is the status code, what() the message.
+class Exception : public std::runtime_error {
+ public:
+  Exception(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+  ErrorCode GetOrtErrorCode() const noexcept { return code_; }  // ONNX Runtime's spelling
+
+ private:
+  ErrorCode code_;
+};
+
+// Element types; values equal ONNX's TensorProto.DataType (and ONNX Runtime's ONNXTensorElementDataType).
+enum class ElementType : int32_t {
+  UNDEFINED = 0, FLOAT = 1, UINT8 = 2, INT8 = 3, UINT16 = 4, INT16 = 5, INT32 = 6, INT64 = 7, STRING = 8, BOOL = 9,
+  FLOAT16 = 10, DOUBLE = 11, UINT32 = 12, UINT64 = 13, COMPLEX64 = 14, COMPLEX128 = 15, BFLOAT16 = 16,
+};
+
+enum class GraphOptimizationLevel : int { ORT_DISABLE_ALL = 0, ORT_ENABLE_BASIC = 1, ORT_ENABLE_EXTENDED = 2, ORT_ENABLE_ALL = 99 };
+enum class LoggingLevel : int { VERBOSE = 0, INFO = 1, WARNING = 2, ERROR = 3, FATAL = 4 };
+
+// The process-wide runtime environment. Cheap to create; sessions keep what they need alive.
+class Env {
+ public:
+  explicit Env(LoggingLevel level = LoggingLevel::WARNING, const char* log_id = "epctx");
+  ~Env();
+  Env(Env&&) noexcept;
+  Env& operator=(Env&&) noexcept;
+  LoggingLevel logging_level() const;
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class SessionOptions {
+ public:
+  SessionOptions();
+  ~SessionOptions();
+  SessionOptions(const SessionOptions&);
+  SessionOptions& operator=(const SessionOptions&);
+
+  // Session configuration entries (ep.context_enable, session.model_external_initializers_file_folder_path, ...).
+  // Setting a key again replaces its value.
+  SessionOptions& AddConfigEntry(const char* key, const char* value);
+  // The value of a config entry, or `default_value` when unset.
+  std::string GetConfigEntryOrDefault(const char* key, const std::string& default_value) const;
+  bool HasConfigEntry(const char* key) const;
+  // Threads for operators (0 = one per core). INVALID_ARGUMENT when negative.
+  SessionOptions& SetIntraOpNumThreads(int threads);
+  // Fixes a free (named) input dimension, e.g. ("batch", 1), before shapes are inferred.
+  // INVALID_ARGUMENT for an empty name or a negative value.
+  SessionOptions& AddFreeDimensionOverrideByName(const char* dim_name, int64_t value);
+  SessionOptions& SetGraphOptimizationLevel(GraphOptimizationLevel level);
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Shape and element type of a tensor (a model input/output or a Value). Unknown dims are -1 with their
+// symbolic name (if any) in GetSymbolicDimensions().
+class TensorTypeAndShapeInfo {
+ public:
+  ElementType GetElementType() const { return element_type_; }
+  const std::vector<int64_t>& GetShape() const { return shape_; }
+  size_t GetDimensionsCount() const { return shape_.size(); }
+  const std::vector<std::string>& GetSymbolicDimensions() const { return symbolic_; }
+  // Product of dims; -1 if any is unknown.
+  int64_t GetElementCount() const;
+
+  TensorTypeAndShapeInfo(ElementType t, std::vector<int64_t> shape, std::vector<std::string> symbolic)
+      : element_type_(t), shape_(std::move(shape)), symbolic_(std::move(symbolic)) {}
+
+ private:
+  ElementType element_type_;
+  std::vector<int64_t> shape_;
+  std::vector<std::string> symbolic_;
+};
+
+enum class OnnxType : int { UNKNOWN = 0, TENSOR = 1, SEQUENCE = 2, MAP = 3, OPAQUE = 4, SPARSETENSOR = 5, OPTIONAL = 6 };
+
+class TypeInfo {
+ public:
+  OnnxType GetONNXType() const { return type_; }
+  // For tensors (and the element of sequences/optionals).
+  const TensorTypeAndShapeInfo& GetTensorTypeAndShapeInfo() const { return tensor_; }
+  TypeInfo(OnnxType type, TensorTypeAndShapeInfo tensor) : type_(type), tensor_(std::move(tensor)) {}
+
+ private:
+  OnnxType type_;
+  TensorTypeAndShapeInfo tensor_;
+};
+
+// Where a tensor's memory lives. epctx runs on the CPU only; kept for ONNX Runtime source compatibility.
+enum OrtAllocatorType { OrtInvalidAllocator = -1, OrtDeviceAllocator = 0, OrtArenaAllocator = 1 };
+enum OrtMemType { OrtMemTypeCPUInput = -2, OrtMemTypeCPUOutput = -1, OrtMemTypeDefault = 0 };
+class MemoryInfo {
+ public:
+  static MemoryInfo CreateCpu(OrtAllocatorType, OrtMemType) { return MemoryInfo(); }
+};
+
+// A value: a tensor (owned or over caller memory), a sequence of tensors, or an empty optional.
+class Value {
+ public:
+  Value();  // an empty value (IsTensor() false)
+  ~Value();
+  Value(Value&&) noexcept;
+  Value& operator=(Value&&) noexcept;
+  Value(const Value&) = delete;
+  Value& operator=(const Value&) = delete;
+
+  // A tensor over caller memory (not copied): `data` must stay valid and unchanged while the Value or any session
+  // run using it is alive. count must equal the shape's element count (INVALID_ARGUMENT otherwise).
+  template <typename T>
+  static Value CreateTensor(const MemoryInfo&, T* data, size_t count, const int64_t* shape, size_t shape_len) {
+    return CreateTensor(ElementTypeOf<T>(), data, count * sizeof(T), shape, shape_len);
+  }
+  template <typename T>
+  static Value CreateTensor(T* data, size_t count, const int64_t* shape, size_t shape_len) {
+    return CreateTensor(ElementTypeOf<T>(), data, count * sizeof(T), shape, shape_len);
+  }
+  // Over caller memory with an explicit element type and byte size.
+  static Value CreateTensor(ElementType type, void* data, size_t byte_count, const int64_t* shape, size_t shape_len);
+  // An owned, zero-initialised tensor.
+  static Value CreateTensor(ElementType type, const int64_t* shape, size_t shape_len);
+  template <typename T>
+  static Value CreateTensor(const int64_t* shape, size_t shape_len) {
+    return CreateTensor(ElementTypeOf<T>(), shape, shape_len);
+  }
+
+  bool IsTensor() const;
+  bool IsSequence() const;
+  bool HasValue() const;  // false for an empty optional / default-constructed Value
+  TensorTypeAndShapeInfo GetTensorTypeAndShapeInfo() const;  // FAIL if not a tensor
+  void* GetTensorMutableRawData();
+  const void* GetTensorRawData() const;
+  template <typename T>
+  T* GetTensorMutableData() { return static_cast<T*>(GetTensorMutableRawData()); }
+  template <typename T>
+  const T* GetTensorData() const { return static_cast<const T*>(GetTensorRawData()); }
+  // Element i of a string tensor.
+  std::string GetStringTensorElement(size_t i) const;
+  // Number of tensors in a sequence; and one of them (copy of the handle, shares memory).
+  size_t GetCount() const;
+  Value GetValue(size_t index) const;
+
+  template <typename T>
+  static constexpr ElementType ElementTypeOf();
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+  explicit Value(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+template <> constexpr ElementType Value::ElementTypeOf<float>() { return ElementType::FLOAT; }
+template <> constexpr ElementType Value::ElementTypeOf<double>() { return ElementType::DOUBLE; }
+template <> constexpr ElementType Value::ElementTypeOf<int8_t>() { return ElementType::INT8; }
+template <> constexpr ElementType Value::ElementTypeOf<int16_t>() { return ElementType::INT16; }
+template <> constexpr ElementType Value::ElementTypeOf<int32_t>() { return ElementType::INT32; }
+template <> constexpr ElementType Value::ElementTypeOf<int64_t>() { return ElementType::INT64; }
+template <> constexpr ElementType Value::ElementTypeOf<uint8_t>() { return ElementType::UINT8; }
+template <> constexpr ElementType Value::ElementTypeOf<uint16_t>() { return ElementType::UINT16; }
+template <> constexpr ElementType Value::ElementTypeOf<uint32_t>() { return ElementType::UINT32; }
+template <> constexpr ElementType Value::ElementTypeOf<uint64_t>() { return ElementType::UINT64; }
+template <> constexpr ElementType Value::ElementTypeOf<bool>() { return ElementType::BOOL; }
+
+class RunOptions {
+ public:
+  RunOptions() = default;
+};
+
+class Session {
+ public:
+  // Loads and prepares a model from a file. NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH, NOT_IMPLEMENTED (an op
+  // without a kernel) as Exception.
+  Session(const Env& env, const char* model_path, const SessionOptions& options);
+  // From bytes in memory (copied during the call; external data is found through the config entry
+  // session.model_external_initializers_file_folder_path).
+  Session(const Env& env, const void* model_data, size_t model_data_length, const SessionOptions& options);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Runs the model. Inputs are matched by name (any order); outputs come back in output_names order.
+  // INVALID_ARGUMENT naming the input for a missing or unknown input, a wrong element type or shape.
+  std::vector<Value> Run(const RunOptions& run_options, const char* const* input_names, const Value* input_values,
+                         size_t input_count, const char* const* output_names, size_t output_count) const;
+  std::vector<Value> Run(const std::vector<std::string>& input_names, const std::vector<Value>& inputs,
+                         const std::vector<std::string>& output_names = {}) const;
+
+  size_t GetInputCount() const;
+  size_t GetOutputCount() const;
+  std::vector<std::string> GetInputNames() const;
+  std::vector<std::string> GetOutputNames() const;
+  TypeInfo GetInputTypeInfo(size_t index) const;   // INVALID_ARGUMENT when out of range
+  TypeInfo GetOutputTypeInfo(size_t index) const;
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace epctx
