@@ -88,8 +88,7 @@ void PoolDirect(PoolKind kind, const WindowGeom& g, int64_t planes, const T* x, 
       for (int64_t oi = 0; oi < out_size; ++oi, NextIndex(o, g.out)) {
         int64_t padded = 0;
         if (kind == PoolKind::kMax) {
-          T best = std::numeric_limits<T>::lowest();
-          if constexpr (std::numeric_limits<T>::has_infinity) best = -std::numeric_limits<T>::infinity();
+          T best = std::numeric_limits<T>::lowest();  // also the value of a window lying wholly in padding
           int64_t best_idx = -1, best_col = -1;
           w.VisitWindow(o, k, [&](int64_t idx, int64_t col) {
             T v = xp[idx];
@@ -228,9 +227,9 @@ class PoolKernel final : public OpKernel {
           for (int64_t i = 1; i < in_size; ++i) best = src[i] > best ? src[i] : best;
           yp[pl] = best;
         } else if (kind_ == PoolKind::kAverage) {
-          T sum = 0;  // vectorizes; float sums of one plane are accurate enough and match common runtimes
-          for (int64_t i = 0; i < in_size; ++i) sum += src[i];
-          yp[pl] = in_size ? static_cast<T>(sum / static_cast<T>(in_size)) : T(0);
+          double sum = 0;
+          for (int64_t i = 0; i < in_size; ++i) sum += static_cast<double>(src[i]);
+          yp[pl] = in_size ? static_cast<T>(sum / static_cast<double>(in_size)) : T(0);
         } else {
           double sum = 0;
           for (int64_t i = 0; i < in_size; ++i) {
