@@ -114,7 +114,7 @@ class DnnlConvRunner {
     else w_dims = {p.m, p.c};
     int64_t ks = 1;
     for (size_t i = 0; i < r; ++i) {
-      src_dims.push_back(transposed_ ? g.in[i] : g.in[i]);
+      src_dims.push_back(g.in[i]);
       dst_dims.push_back(g.out[i]);
       w_dims.push_back(g.kernel[i]);
       strides.push_back(g.stride[i]);

@@ -4,6 +4,7 @@
 // refuses). Gemm maps transA/transB to strides, alpha to an output scale and beta*C to a bias or a sum post-op.
 // double and integer types use plain loops.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +28,9 @@ struct MatMulSpec {
   bool pack_weights = false;
 
   std::vector<int64_t> Key(int threads) const {
-    std::vector<int64_t> k{threads, accumulate, has_bias, pack_weights, static_cast<int64_t>(alpha * 1e6)};
+    uint32_t alpha_bits;
+    std::memcpy(&alpha_bits, &alpha, sizeof(alpha_bits));
+    std::vector<int64_t> k{threads, accumulate, has_bias, pack_weights, alpha_bits};
     for (const auto* v : {&src_dims, &src_strides, &w_dims, &w_strides, &dst_dims}) {
       k.push_back(static_cast<int64_t>(v->size()));
       k.insert(k.end(), v->begin(), v->end());
