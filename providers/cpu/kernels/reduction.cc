@@ -3,8 +3,8 @@
 //
 // Every reduction is planned as [R0] x [outer, R, inner] after dropping size-1 dims and merging neighbouring dims
 // of the same kind (kept/reduced); that covers all patterns up to "reduced, kept, reduced, kept". Anything more
-// fragmented falls back to per-output offset tables. Hot loops use `#pragma omp simd` because -O2's very-cheap
-// vectorizer cost model rejects loops with unknown trip counts.
+// fragmented falls back to per-output offset tables. Contiguous rows reduce with LaneReduce, strided rows with
+// element-wise `omp simd` loops (see reduction_simd.h for why).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/reduction_simd.h"
 
 namespace epctx {
 
@@ -21,6 +22,7 @@ void RegisterReductionNormKernels(KernelRegistry& r);     // reduction_norm.cc
 
 namespace {
 
+using namespace reduction_internal;  // NOLINT: the family's private helpers
 using KernelPtr = std::unique_ptr<OpKernel>;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -39,50 +41,6 @@ template <>
 struct AccOf<BFloat16> {
   using type = float;
 };
-
-template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-
-template <typename A, typename T>
-inline A ToAcc(T v) {
-  if constexpr (kIsHalf<T>) {
-    return static_cast<A>(static_cast<float>(v));
-  } else {
-    return static_cast<A>(v);
-  }
-}
-
-template <typename T, typename A>
-inline T FromAcc(A v) {
-  if constexpr (kIsHalf<T>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-// exp(x) for float with ~1 ulp error, written with plain arithmetic so `omp simd` loops vectorize it.
-inline float FastExp(float x) {
-  const float lo = -87.3f, hi = 88.3f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
-  float t = xc * 1.44269504088896341f + 12582912.0f;  // round(x / ln2) via the 1.5*2^23 trick
-  float n = t - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float y = p * __builtin_bit_cast(float, bits);
-  y = x < lo ? 0.0f : y;
-  y = x > hi ? std::numeric_limits<float>::infinity() : y;
-  return y;
-}
-inline double FastExp(double x) { return std::exp(x); }
 
 // Reads an int32/int64 tensor (any shape) as int64 values.
 StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const Tensor& t, const char* what) {
@@ -240,7 +198,7 @@ void RunReduce(const T* x, const ReducePlan& p, const A* shift, A* acc, int num_
         const T* base = x + p.out_base[k];
         A sh = shift ? shift[k] : A(0);
         A a = init;
-        for (int64_t j = 0; j < nred; ++j) a = CombineValues<A, C>(a, MapValue<A, M>(ToAcc<A>(base[p.red_off[j]]), sh));
+        for (int64_t j = 0; j < nred; ++j) a = CombineValues<A, C>(a, MapValue<A, M>(ToC<A>(base[p.red_off[j]]), sh));
         acc[k] = a;
       }
     });
@@ -250,27 +208,9 @@ void RunReduce(const T* x, const ReducePlan& p, const A* shift, A* acc, int num_
   if (p.inner == 1) {
     // Contiguous rows of length r.
     auto row = [&](const T* src, int64_t n, A sh) -> A {
-      A a = init;
-      if constexpr (C == Combine::kSum) {
-#pragma omp simd reduction(+ : a)
-        for (int64_t i = 0; i < n; ++i) a += MapValue<A, M>(ToAcc<A>(src[i]), sh);
-      } else if constexpr (C == Combine::kProd) {
-#pragma omp simd reduction(* : a)
-        for (int64_t i = 0; i < n; ++i) a *= MapValue<A, M>(ToAcc<A>(src[i]), sh);
-      } else if constexpr (C == Combine::kMax) {
-#pragma omp simd reduction(max : a)
-        for (int64_t i = 0; i < n; ++i) {
-          A v = MapValue<A, M>(ToAcc<A>(src[i]), sh);
-          a = v > a ? v : a;
-        }
-      } else {
-#pragma omp simd reduction(min : a)
-        for (int64_t i = 0; i < n; ++i) {
-          A v = MapValue<A, M>(ToAcc<A>(src[i]), sh);
-          a = v < a ? v : a;
-        }
-      }
-      return a;
+      return LaneReduce<A>(
+          n, init, [](A a, A b) { return CombineValues<A, C>(a, b); },
+          [&](int64_t i) { return MapValue<A, M>(ToC<A>(src[i]), sh); });
     };
     constexpr int64_t kChunk = 1 << 15;
     if (p.r0 == 1 && p.outer < num_threads && p.r >= 2 * kChunk) {
@@ -317,11 +257,11 @@ void RunReduce(const T* x, const ReducePlan& p, const A* shift, A* acc, int num_
                       if (sh) {
 #pragma omp simd
                         for (int64_t i = i0; i < i1; ++i)
-                          a[i] = CombineValues<A, C>(a[i], MapValue<A, M>(ToAcc<A>(src[i]), sh[i]));
+                          a[i] = CombineValues<A, C>(a[i], MapValue<A, M>(ToC<A>(src[i]), sh[i]));
                       } else {
 #pragma omp simd
                         for (int64_t i = i0; i < i1; ++i)
-                          a[i] = CombineValues<A, C>(a[i], MapValue<A, M>(ToAcc<A>(src[i]), A(0)));
+                          a[i] = CombineValues<A, C>(a[i], MapValue<A, M>(ToC<A>(src[i]), A(0)));
                       }
                     }
                   }
@@ -349,19 +289,19 @@ template <typename T, typename A>
 T FinishValue(A a, Finish f, int64_t count, A shift) {
   switch (f) {
     case Finish::kNone:
-      return FromAcc<T>(a);
+      return FromC<T>(a);
     case Finish::kMean:
       if constexpr (std::is_integral_v<A>) {
-        return FromAcc<T>(count == 0 ? A(0) : static_cast<A>(a / static_cast<A>(count)));
+        return FromC<T>(count == 0 ? A(0) : static_cast<A>(a / static_cast<A>(count)));
       } else {
-        return FromAcc<T>(a / static_cast<A>(count));
+        return FromC<T>(a / static_cast<A>(count));
       }
     case Finish::kSqrt:
-      return FromAcc<T>(std::sqrt(static_cast<double>(a)));
+      return FromC<T>(std::sqrt(static_cast<double>(a)));
     case Finish::kLog:
-      return FromAcc<T>(std::log(static_cast<double>(a)));
+      return FromC<T>(std::log(static_cast<double>(a)));
     case Finish::kLogShift:
-      return FromAcc<T>(std::log(a) + shift);
+      return FromC<T>(std::log(a) + shift);
   }
   return T();
 }
@@ -377,19 +317,19 @@ Status ReduceTyped(KernelContext& ctx, ReduceOp op, const Tensor& x, const std::
     // Reduction over an empty set: the identity of the operation (sum 0, prod 1, max -inf, ...).
     T v{};
     switch (op) {
-      case ReduceOp::kMax: v = FromAcc<T>(InitValue<A0, Combine::kMax>()); break;
-      case ReduceOp::kMin: v = FromAcc<T>(InitValue<A0, Combine::kMin>()); break;
-      case ReduceOp::kProd: v = FromAcc<T>(A0(1)); break;
+      case ReduceOp::kMax: v = FromC<T>(InitValue<A0, Combine::kMax>()); break;
+      case ReduceOp::kMin: v = FromC<T>(InitValue<A0, Combine::kMin>()); break;
+      case ReduceOp::kProd: v = FromC<T>(A0(1)); break;
       case ReduceOp::kMean: v = FinishValue<T, AF>(AF(0), Finish::kMean, 0, AF(0)); break;
       case ReduceOp::kLogSum:
       case ReduceOp::kLogSumExp:  // log(0)
         if constexpr (std::is_integral_v<T>) {
           v = std::numeric_limits<T>::lowest();
         } else {
-          v = FromAcc<T>(-std::numeric_limits<double>::infinity());
+          v = FromC<T>(-std::numeric_limits<double>::infinity());
         }
         break;
-      default: v = FromAcc<T>(A0(0)); break;
+      default: v = FromC<T>(A0(0)); break;
     }
     for (int64_t k = 0; k < nout; ++k) out[k] = v;
     return Status::OK();
@@ -625,13 +565,13 @@ class CumSumKernel : public OpKernel {
                         const T* in = src + (o * n + j) * inner;
                         T* out = dst + (o * n + j) * inner;
                         for (int64_t i = i0; i < i1; ++i) {
-                          A v = ToAcc<A>(in[i]);
+                          A v = ToC<A>(in[i]);
                           if (excl) {
-                            out[i] = FromAcc<T>(a[i]);
+                            out[i] = FromC<T>(a[i]);
                             a[i] += v;
                           } else {
                             a[i] += v;
-                            out[i] = FromAcc<T>(a[i]);
+                            out[i] = FromC<T>(a[i]);
                           }
                         }
                       }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/reduction_simd.h"
 
 namespace epctx {
 
@@ -17,30 +18,8 @@ void RegisterReductionNormKernels(KernelRegistry& r);
 
 namespace {
 
+using namespace reduction_internal;  // NOLINT: the family's private helpers
 using KernelPtr = std::unique_ptr<OpKernel>;
-
-template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-
-template <typename T>
-using ComputeOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename C, typename T>
-inline C ToC(T v) {
-  if constexpr (kIsHalf<T>) {
-    return static_cast<C>(static_cast<float>(v));
-  } else {
-    return static_cast<C>(v);
-  }
-}
-template <typename T, typename C>
-inline T FromC(C v) {
-  if constexpr (kIsHalf<T>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 Status NormalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank, int64_t* out) {
   if (axis < -rank || axis >= rank)
@@ -282,13 +261,8 @@ class InstanceNormKernel : public OpKernel {
             for (int64_t j = 0; j < s; ++j) buf[j] = ToC<C>(src[plane * s + j]);
             q = buf.data();
           }
-          C sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < s; ++j) sum += q[j];
-          const C mean = sum / static_cast<C>(s);
-          C sq = 0;
-#pragma omp simd reduction(+ : sq)
-          for (int64_t j = 0; j < s; ++j) sq += (q[j] - mean) * (q[j] - mean);
+          const C mean = LaneSum<C>(s, [&](int64_t j) { return q[j]; }) / static_cast<C>(s);
+          const C sq = LaneSum<C>(s, [&](int64_t j) { return (q[j] - mean) * (q[j] - mean); });
           const C inv = static_cast<C>(1.0 / std::sqrt(static_cast<double>(sq) / s + eps));
           const C ka = inv * static_cast<C>(sc[ch]);
           const C kb = static_cast<C>(bi[ch]) - mean * ka;
@@ -397,13 +371,8 @@ class LayerNormKernel : public OpKernel {
             q = buf.data();
             o = buf.data();
           }
-          C sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < d; ++j) sum += q[j];
-          const C mean = sum / static_cast<C>(d);
-          C sq = 0;
-#pragma omp simd reduction(+ : sq)
-          for (int64_t j = 0; j < d; ++j) sq += (q[j] - mean) * (q[j] - mean);
+          const C mean = LaneSum<C>(d, [&](int64_t j) { return q[j]; }) / static_cast<C>(d);
+          const C sq = LaneSum<C>(d, [&](int64_t j) { return (q[j] - mean) * (q[j] - mean); });
           const C inv = C(1) / std::sqrt(sq / static_cast<C>(d) + eps);
           const C* ps = scv.data() + r * sc_stride;
           if (!biv.empty()) {

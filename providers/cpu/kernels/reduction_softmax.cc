@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/reduction_simd.h"
 
 namespace epctx {
 
@@ -17,54 +18,8 @@ void RegisterReductionSoftmaxKernels(KernelRegistry& r);
 
 namespace {
 
+using namespace reduction_internal;  // NOLINT: the family's private helpers
 using KernelPtr = std::unique_ptr<OpKernel>;
-
-template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
-
-// Compute type: double for double, float otherwise.
-template <typename T>
-using ComputeOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename C, typename T>
-inline C ToC(T v) {
-  if constexpr (kIsHalf<T>) {
-    return static_cast<C>(static_cast<float>(v));
-  } else {
-    return static_cast<C>(v);
-  }
-}
-template <typename T, typename C>
-inline T FromC(C v) {
-  if constexpr (kIsHalf<T>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-// exp(x) for float with ~1 ulp error, written with plain arithmetic so `omp simd` loops vectorize it.
-inline float FastExp(float x) {
-  const float lo = -87.3f, hi = 88.3f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
-  float t = xc * 1.44269504088896341f + 12582912.0f;  // round(x / ln2) via the 1.5*2^23 trick
-  float n = t - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float y = p * __builtin_bit_cast(float, bits);
-  y = x < lo ? 0.0f : y;
-  y = x > hi ? std::numeric_limits<float>::infinity() : y;
-  return y;
-}
-inline double FastExp(double x) { return std::exp(x); }
 
 Status NormalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank, int64_t* out) {
   if (axis < -rank || axis >= rank)
@@ -78,9 +33,7 @@ enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
 // One contiguous row; y may alias x.
 template <typename C>
 void SoftmaxRow(const C* x, C* y, int64_t n, SoftKind kind) {
-  C m = -std::numeric_limits<C>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const C m = LaneMax<C>(n, [&](int64_t i) { return x[i]; });
   if (kind == SoftKind::kHardmax) {
     int64_t idx = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -93,60 +46,59 @@ void SoftmaxRow(const C* x, C* y, int64_t n, SoftKind kind) {
     if (n > 0) y[idx] = C(1);
     return;
   }
-  C s = 0;
   if (kind == SoftKind::kSoftmax) {
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) {
+    const C s = LaneSum<C>(n, [&](int64_t i) {
       C e = FastExp(x[i] - m);
       y[i] = e;
-      s += e;
-    }
+      return e;
+    });
     const C inv = C(1) / s;
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   } else {
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += FastExp(x[i] - m);
-    const C ls = std::log(s);
+    // (x - m) - log(s) rather than x - (m + log(s)): keeps precision when |m| is large.
+    const C ls = std::log(LaneSum<C>(n, [&](int64_t i) { return FastExp(x[i] - m); }));
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
   }
 }
 
-// A block buf[n][w] (rows of stride w), softmax down each column; in place.
+// Softmax down the columns of a w-wide block of n rows: x rows are xs apart, y rows ys apart (y may be x).
 template <typename C>
-void SoftmaxColumns(C* buf, int64_t n, int64_t w, SoftKind kind, C* mx, C* sum) {
+void SoftmaxColumns(const C* x, int64_t xs, C* y, int64_t ys, int64_t n, int64_t w, SoftKind kind, C* mx, C* sum) {
   for (int64_t i = 0; i < w; ++i) {
     mx[i] = -std::numeric_limits<C>::infinity();
     sum[i] = 0;
   }
   for (int64_t j = 0; j < n; ++j) {
-    const C* row = buf + j * w;
+    const C* row = x + j * xs;
 #pragma omp simd
     for (int64_t i = 0; i < w; ++i) mx[i] = row[i] > mx[i] ? row[i] : mx[i];
   }
   if (kind == SoftKind::kHardmax) {
     // sum[] marks columns whose max was already placed (first occurrence wins).
     for (int64_t j = 0; j < n; ++j) {
-      C* row = buf + j * w;
+      const C* row = x + j * xs;
+      C* out = y + j * ys;
       for (int64_t i = 0; i < w; ++i) {
         bool hit = sum[i] == 0 && row[i] == mx[i];
         if (hit) sum[i] = 1;
-        row[i] = hit ? C(1) : C(0);
+        out[i] = hit ? C(1) : C(0);
       }
     }
     // Columns without a match (all NaN) get the first index, as a row would.
     for (int64_t i = 0; i < w; ++i)
-      if (sum[i] == 0 && n > 0) buf[i] = C(1);
+      if (sum[i] == 0 && n > 0) y[i] = C(1);
     return;
   }
   for (int64_t j = 0; j < n; ++j) {
-    C* row = buf + j * w;
+    const C* row = x + j * xs;
+    C* out = y + j * ys;
     if (kind == SoftKind::kSoftmax) {
 #pragma omp simd
       for (int64_t i = 0; i < w; ++i) {
         C e = FastExp(row[i] - mx[i]);
-        row[i] = e;
+        out[i] = e;
         sum[i] += e;
       }
     } else {
@@ -157,16 +109,17 @@ void SoftmaxColumns(C* buf, int64_t n, int64_t w, SoftKind kind, C* mx, C* sum) 
   if (kind == SoftKind::kSoftmax) {
     for (int64_t i = 0; i < w; ++i) sum[i] = C(1) / sum[i];
     for (int64_t j = 0; j < n; ++j) {
-      C* row = buf + j * w;
+      C* out = y + j * ys;
 #pragma omp simd
-      for (int64_t i = 0; i < w; ++i) row[i] *= sum[i];
+      for (int64_t i = 0; i < w; ++i) out[i] *= sum[i];
     }
   } else {
     for (int64_t i = 0; i < w; ++i) sum[i] = std::log(sum[i]);
     for (int64_t j = 0; j < n; ++j) {
-      C* row = buf + j * w;
+      const C* row = x + j * xs;
+      C* out = y + j * ys;
 #pragma omp simd
-      for (int64_t i = 0; i < w; ++i) row[i] = (row[i] - mx[i]) - sum[i];
+      for (int64_t i = 0; i < w; ++i) out[i] = (row[i] - mx[i]) - sum[i];
     }
   }
 }
@@ -192,24 +145,40 @@ void SoftmaxAlong(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, Sof
     });
     return;
   }
-  const int64_t block = std::max<int64_t>(16, std::min<int64_t>(inner, 4096 / std::max<int64_t>(n, 1)));
-  const int64_t nblock = (inner + block - 1) / block;
-  ParallelFor(num_threads, outer * nblock, static_cast<double>(n * std::min(block, inner)) * 8,
-              [&](int64_t b, int64_t e) {
-                std::vector<C> buf(static_cast<size_t>(n * block)), mx(block), sum(block);
-                for (int64_t t = b; t < e; ++t) {
-                  int64_t o = t / nblock, i0 = (t % nblock) * block, w = std::min(inner, i0 + block) - i0;
-                  for (int64_t j = 0; j < n; ++j) {
-                    const T* src = x + (o * n + j) * inner + i0;
-                    for (int64_t i = 0; i < w; ++i) buf[j * w + i] = ToC<C>(src[i]);
+  if constexpr (std::is_same_v<T, C>) {
+    // Directly on the tensors, in blocks of columns.
+    constexpr int64_t kBlock = 1024;
+    const int64_t block = std::min(inner, kBlock);
+    const int64_t nblock = (inner + block - 1) / block;
+    ParallelFor(num_threads, outer * nblock, static_cast<double>(n * block) * 8, [&](int64_t b, int64_t e) {
+      std::vector<C> mx(block), sum(block);
+      for (int64_t t = b; t < e; ++t) {
+        int64_t o = t / nblock, i0 = (t % nblock) * block, w = std::min(inner, i0 + block) - i0;
+        const int64_t off = o * n * inner + i0;
+        SoftmaxColumns<C>(x + off, inner, y + off, inner, n, w, kind, mx.data(), sum.data());
+      }
+    });
+  } else {
+    // 16-bit floats: through a float copy of each block.
+    const int64_t block = std::max<int64_t>(16, std::min<int64_t>(inner, 4096 / std::max<int64_t>(n, 1)));
+    const int64_t nblock = (inner + block - 1) / block;
+    ParallelFor(num_threads, outer * nblock, static_cast<double>(n * std::min(block, inner)) * 8,
+                [&](int64_t b, int64_t e) {
+                  std::vector<C> buf(static_cast<size_t>(n * block)), mx(block), sum(block);
+                  for (int64_t t = b; t < e; ++t) {
+                    int64_t o = t / nblock, i0 = (t % nblock) * block, w = std::min(inner, i0 + block) - i0;
+                    for (int64_t j = 0; j < n; ++j) {
+                      const T* src = x + (o * n + j) * inner + i0;
+                      for (int64_t i = 0; i < w; ++i) buf[j * w + i] = ToC<C>(src[i]);
+                    }
+                    SoftmaxColumns<C>(buf.data(), w, buf.data(), w, n, w, kind, mx.data(), sum.data());
+                    for (int64_t j = 0; j < n; ++j) {
+                      T* dst = y + (o * n + j) * inner + i0;
+                      for (int64_t i = 0; i < w; ++i) dst[i] = FromC<T>(buf[j * w + i]);
+                    }
                   }
-                  SoftmaxColumns<C>(buf.data(), n, w, kind, mx.data(), sum.data());
-                  for (int64_t j = 0; j < n; ++j) {
-                    T* dst = y + (o * n + j) * inner + i0;
-                    for (int64_t i = 0; i < w; ++i) dst[i] = FromC<T>(buf[j * w + i]);
-                  }
-                }
-              });
+                });
+  }
 }
 
 const char* SoftKindName(SoftKind k) {
