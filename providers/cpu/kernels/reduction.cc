@@ -603,7 +603,6 @@ class TopKKernel : public OpKernel {
   explicit TopKKernel(const KernelInfo& info)
       : axis_(info.GetInt("axis", -1)),
         largest_(info.GetInt("largest", 1) != 0),
-        sorted_(info.GetInt("sorted", 1) != 0),
         k_from_input_(info.opset() >= 10),
         k_attr_(info.GetInt("k", -1)) {}
 
@@ -674,7 +673,7 @@ class TopKKernel : public OpKernel {
 
  private:
   int64_t axis_;
-  bool largest_, sorted_, k_from_input_;
+  bool largest_, k_from_input_;  // `sorted` is not read: the output is always sorted
   int64_t k_attr_;
 };
 

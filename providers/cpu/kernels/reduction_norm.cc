@@ -97,7 +97,8 @@ class BatchNormKernel : public OpKernel {
         epsilon_(info.GetFloat("epsilon", 1e-5f)),
         momentum_(info.GetFloat("momentum", 0.9f)),
         training_mode_(info.GetInt("training_mode", 0) != 0),
-        spatial_(info.opset() < 9 ? info.GetInt("spatial", 1) != 0 : true) {}
+        spatial_(info.opset() < 9 ? info.GetInt("spatial", 1) != 0 : true),
+        is_test_(info.opset() < 7 && info.GetInt("is_test", 0) != 0) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
@@ -120,8 +121,10 @@ class BatchNormKernel : public OpKernel {
                          ShapeToString(x->shape()), " needs ", pcount, " values");
       ASSIGN_OR_RETURN(p[i], ReadFloats(ctx, *in[i], kNames[i]));
     }
+    // Opset 14+: the training_mode attribute. Before: training iff the optional statistics outputs are wired,
+    // except that opsets 1-6 say so explicitly with is_test.
     bool training = opset_ >= 14 ? training_mode_ : false;
-    if (opset_ < 14)
+    if (opset_ < 14 && !is_test_)
       for (size_t i = 1; i < 5; ++i) training = training || (i < ctx.num_outputs() && ctx.OutputRequested(i));
     if (training && pcount != c)
       return ctx.Error(ErrorCode::NOT_IMPLEMENTED, "training mode with non-spatial parameters is not supported");
@@ -217,7 +220,7 @@ class BatchNormKernel : public OpKernel {
  private:
   int opset_;
   float epsilon_, momentum_;
-  bool training_mode_, spatial_;
+  bool training_mode_, spatial_, is_test_;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
