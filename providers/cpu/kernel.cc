@@ -126,6 +126,7 @@ const KernelRegistry& CpuKernelRegistry() {
     RegisterControlFlowKernels(*r);
     RegisterRecurrentKernels(*r);
     RegisterExtraKernels(*r);
+    RegisterGradientKernels(*r);
     return r;
   }();
   return *registry;

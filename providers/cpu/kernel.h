@@ -31,6 +31,8 @@ class KernelInfo {
   KernelInfo(const Node& node, const Graph& graph, int num_threads) : node_(node), graph_(graph), num_threads_(num_threads) {}
 
   const Node& node() const { return node_; }
+  // The graph that holds the node (a subgraph's parent chain is reachable through Graph::parent).
+  const Graph& graph() const { return graph_; }
   const std::string& op_type() const { return node_.op_type; }
   // The opset version of the node's domain imported by the model (e.g. 13 means opset-13 semantics).
   int opset() const { return node_.opset; }
@@ -160,6 +162,7 @@ void RegisterMiscKernels(KernelRegistry& r);
 void RegisterControlFlowKernels(KernelRegistry& r);
 void RegisterRecurrentKernels(KernelRegistry& r);
 void RegisterExtraKernels(KernelRegistry& r);
+void RegisterGradientKernels(KernelRegistry& r);
 
 // All of the above.
 const KernelRegistry& CpuKernelRegistry();
