@@ -236,6 +236,15 @@ Status RecurrentKernel::Run(KernelContext& ctx) const {
   if (init_c && init_c->shape() != state_shape) return shape_error("initial_c", *init_c, state_shape);
   if (p && p->shape() != Shape{nd, 3 * hs}) return shape_error("P", *p, {nd, 3 * hs});
 
+  // Scratch sizes come from X's dims, which may be large even when X is empty (input_size 0): bound them before
+  // allocating so a hostile shape gives a status, not bad_alloc.
+  constexpr int64_t kMaxScratchElements = int64_t{1} << 32;
+  for (const Shape& s : {Shape{seq, batch, gh}, Shape{seq, nd, batch, hs}, Shape{in_size, gh}}) {
+    const int64_t n = ShapeSize(s);
+    if (n < 0 || n > kMaxScratchElements)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "scratch of shape ", ShapeToString(s),
+                       " is too large (X is ", ShapeToString(x.shape()), ", hidden_size ", hs, ")");
+  }
   std::vector<int64_t> seq_lens(static_cast<size_t>(batch), seq);
   if (seq_lens_t) {
     if (seq_lens_t->shape() != Shape{batch}) return shape_error("sequence_lens", *seq_lens_t, {batch});
