@@ -424,6 +424,7 @@ class EinsumKernel final : public OpKernel {
         for (int64_t k = 0; k < K; ++k) {
           const Acc av = arow[k];
           const Acc* brow = bmat + k * N;
+#pragma omp simd
           for (int64_t n = 0; n < N; ++n) crow[n] += av * brow[n];
         }
       }

@@ -38,6 +38,7 @@ double Determinant(double* a, int64_t n) {
       double* ri = a + i * n;
       const double f = ri[k] / d;
       if (f == 0) continue;
+#pragma omp simd
       for (int64_t j = k + 1; j < n; ++j) ri[j] -= f * rk[j];
     }
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -207,15 +208,44 @@ using AccFor = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T,
                                       std::is_same_v<T, uint64_t>,
                                   double, float>;
 
+// One line of the innermost axis: d[j] = sum_t w[j,t] * s[index[j,t]] (K taps known at compile time).
+template <int K, typename Src, typename Dst, typename Acc>
+inline void ResampleLine(const Src* s, Dst* d, int64_t out_len, const int64_t* idx, const Acc* w) {
+#pragma omp simd
+  for (int64_t j = 0; j < out_len; ++j) {
+    Acc sum = w[j * K] * ToAcc<Acc>(s[idx[j * K]]);
+    for (int t = 1; t < K; ++t) sum += w[j * K + t] * ToAcc<Acc>(s[idx[j * K + t]]);
+    d[j] = FromAcc<Dst, Acc>(sum);
+  }
+}
+
 // dst[o, j, i] = sum_t w[j,t] * src[o, index[j,t], i] for a tensor viewed as [outer, len, inner].
 template <typename Src, typename Dst, typename Acc>
 void ResamplePass(const Src* src, Dst* dst, int64_t outer, int64_t inner, const AxisPlan& p, float extrapolation,
                   int num_threads) {
   const int K = p.taps;
   const int64_t in_len = p.in_len, out_len = p.out_len;
-  std::vector<Acc> w(p.weight.begin(), p.weight.end());
-  const Acc fill_acc = static_cast<Acc>(extrapolation);
-  const Dst fill = FromAcc<Dst, Acc>(fill_acc);
+  const std::vector<Acc> w(p.weight.begin(), p.weight.end());
+  const Dst fill = FromAcc<Dst, Acc>(static_cast<Acc>(extrapolation));
+  if (inner == 1) {
+    // The innermost axis: a gather per output element, one input line at a time.
+    ParallelFor(num_threads, outer, static_cast<double>(out_len) * K * 2, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const Src* s = src + o * in_len;
+        Dst* d = dst + o * out_len;
+        switch (K) {
+          case 1: ResampleLine<1>(s, d, out_len, p.index.data(), w.data()); break;
+          case 2: ResampleLine<2>(s, d, out_len, p.index.data(), w.data()); break;
+          default: ResampleLine<4>(s, d, out_len, p.index.data(), w.data()); break;
+        }
+        if (p.any_outside)
+          for (int64_t j = 0; j < out_len; ++j)
+            if (p.outside[j]) d[j] = fill;
+      }
+    });
+    return;
+  }
+  // An outer axis: each output row is a weighted sum of K contiguous input rows.
   ParallelFor(num_threads, outer * out_len, static_cast<double>(K) * inner * 2, [&](int64_t begin, int64_t end) {
     std::vector<Acc> scratch;
     if constexpr (!std::is_same_v<Dst, Acc>) scratch.resize(static_cast<size_t>(inner));
@@ -229,12 +259,6 @@ void ResamplePass(const Src* src, Dst* dst, int64_t outer, int64_t inner, const 
       const Src* s = src + o * in_len * inner;
       const int64_t* idx = &p.index[j * K];
       const Acc* wj = &w[j * K];
-      if (inner == 1) {
-        Acc sum = 0;
-        for (int t = 0; t < K; ++t) sum += wj[t] * ToAcc<Acc>(s[idx[t]]);
-        d[0] = FromAcc<Dst, Acc>(sum);
-        continue;
-      }
       Acc* a;
       if constexpr (std::is_same_v<Dst, Acc>) {
         a = d;
@@ -244,23 +268,38 @@ void ResamplePass(const Src* src, Dst* dst, int64_t outer, int64_t inner, const 
       {
         const Src* row = s + idx[0] * inner;
         const Acc w0 = wj[0];
+#pragma omp simd
         for (int64_t i = 0; i < inner; ++i) a[i] = w0 * ToAcc<Acc>(row[i]);
       }
       for (int t = 1; t < K; ++t) {
         const Src* row = s + idx[t] * inner;
         const Acc wt = wj[t];
         if (wt == 0) continue;
+#pragma omp simd
         for (int64_t i = 0; i < inner; ++i) a[i] += wt * ToAcc<Acc>(row[i]);
       }
       if constexpr (!std::is_same_v<Dst, Acc>) {
+#pragma omp simd
         for (int64_t i = 0; i < inner; ++i) d[i] = FromAcc<Dst, Acc>(a[i]);
       }
     }
   });
 }
 
-// Linear / cubic: one pass per resized axis, smallest out/in ratio first so that downsampling shrinks the data
-// early.
+// Relative cost of resizing `axes` in this order: elements produced per pass times taps, gathers (the innermost
+// axis) weighted as three times a contiguous row pass.
+double PassOrderCost(const std::vector<AxisPlan>& plans, Shape shape, const std::vector<size_t>& axes) {
+  double cost = 0;
+  for (size_t a : axes) {
+    shape[a] = plans[a].out_len;
+    double n = 1;
+    for (int64_t d : shape) n *= static_cast<double>(d);
+    cost += n * plans[a].taps * (a + 1 == shape.size() ? 3.0 : 1.0);
+  }
+  return cost;
+}
+
+// Linear / cubic: one pass per resized axis, in the order that produces the fewest intermediate elements.
 template <typename T>
 Status InterpolateSeparable(const Tensor& x, Tensor* y, const std::vector<AxisPlan>& plans, float extrapolation,
                             int num_threads) {
@@ -275,11 +314,21 @@ Status InterpolateSeparable(const Tensor& x, Tensor* y, const std::vector<AxisPl
     std::copy(src, src + x.NumElements(), dst);
     return Status::OK();
   }
-  std::stable_sort(axes.begin(), axes.end(), [&](size_t a, size_t b) {
-    return static_cast<double>(plans[a].out_len) / plans[a].in_len < static_cast<double>(plans[b].out_len) / plans[b].in_len;
-  });
+  if (axes.size() <= 5) {
+    std::vector<size_t> best = axes, perm = axes;
+    double best_cost = PassOrderCost(plans, x.shape(), best);
+    while (std::next_permutation(perm.begin(), perm.end())) {
+      const double c = PassOrderCost(plans, x.shape(), perm);
+      if (c < best_cost) {
+        best_cost = c;
+        best = perm;
+      }
+    }
+    axes = best;
+  }
   Shape cur = x.shape();
-  std::vector<Acc> buf_a, buf_b;
+  // Intermediate buffers (uninitialised: every element is written by its pass).
+  std::unique_ptr<Acc[]> buf_a, buf_b;
   const Acc* cur_acc = nullptr;
   for (size_t step = 0; step < axes.size(); ++step) {
     const size_t a = axes[step];
@@ -289,18 +338,21 @@ Status InterpolateSeparable(const Tensor& x, Tensor* y, const std::vector<AxisPl
     const bool first = step == 0, last = step + 1 == axes.size();
     Shape next = cur;
     next[a] = plans[a].out_len;
-    std::vector<Acc>& out_buf = (step % 2 == 0) ? buf_a : buf_b;
-    if (!last) out_buf.resize(static_cast<size_t>(ShapeSize(next)));
+    std::unique_ptr<Acc[]>& out_buf = (step % 2 == 0) ? buf_a : buf_b;
+    if (!last) {
+      out_buf.reset(new (std::nothrow) Acc[static_cast<size_t>(ShapeSize(next))]);
+      RETURN_ERROR_IF(out_buf == nullptr, FAIL, "out of memory for an intermediate of shape ", ShapeToString(next));
+    }
     if (first && last) {
       ResamplePass<T, T, Acc>(src, dst, outer, inner, plans[a], extrapolation, num_threads);
     } else if (first) {
-      ResamplePass<T, Acc, Acc>(src, out_buf.data(), outer, inner, plans[a], extrapolation, num_threads);
+      ResamplePass<T, Acc, Acc>(src, out_buf.get(), outer, inner, plans[a], extrapolation, num_threads);
     } else if (last) {
       ResamplePass<Acc, T, Acc>(cur_acc, dst, outer, inner, plans[a], extrapolation, num_threads);
     } else {
-      ResamplePass<Acc, Acc, Acc>(cur_acc, out_buf.data(), outer, inner, plans[a], extrapolation, num_threads);
+      ResamplePass<Acc, Acc, Acc>(cur_acc, out_buf.get(), outer, inner, plans[a], extrapolation, num_threads);
     }
-    cur_acc = out_buf.data();
+    cur_acc = out_buf.get();
     cur = next;
   }
   return Status::OK();
