@@ -26,6 +26,10 @@
 
 #include "providers/cpu/kernel.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace epctx {
 
 namespace {
@@ -227,6 +231,27 @@ std::string FormatValue(S v) {
 
 #define CAST_TYPES EPCTX_NUMERIC_TYPES, bool
 
+// float <-> float16 in bulk: F16C converts 8 values per instruction with the same rounding (nearest even) as
+// Float16(float).
+void FloatToHalf(const float* src, Float16* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = Float16(src[i]);
+}
+void HalfToFloat(const Float16* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
 // Casts `in` into `out` (already allocated with the target type and the same element count).
 Status CastTensor(const Tensor& in, Tensor* out, int threads, const std::string& what) {
   const int64_t n = in.NumElements();
@@ -255,7 +280,13 @@ Status CastTensor(const Tensor& in, Tensor* out, int threads, const std::string&
       using D = decltype(dtag);
       D* dst = out->data<D>();
       ParallelFor(threads, n, 2, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) dst[i] = CastValue<D>(src[i]);
+        if constexpr (std::is_same_v<S, float> && std::is_same_v<D, Float16>) {
+          FloatToHalf(src + b, dst + b, e - b);
+        } else if constexpr (std::is_same_v<S, Float16> && std::is_same_v<D, float>) {
+          HalfToFloat(src + b, dst + b, e - b);
+        } else {
+          for (int64_t i = b; i < e; ++i) dst[i] = CastValue<D>(src[i]);
+        }
       });
       return Status::OK();
     });

@@ -361,6 +361,23 @@ TEST(ElementwiseCast, CornerCases) {
   ASSERT_TRUE(d2h.status.ok());
   EXPECT_EQ(d2h.out().data<Float16>()[0].bits, 0x3c01);
 
+  // float <-> float16 in bulk (vector path plus a tail) matches the scalar conversion bit for bit.
+  std::vector<float> fx;
+  for (int i = 0; i < 37; ++i) fx.push_back(std::ldexp(1.0f + i / 37.0f, i - 26) * (i % 2 ? -1.0f : 1.0f));
+  fx[3] = std::numeric_limits<float>::infinity();
+  fx[4] = std::numeric_limits<float>::quiet_NaN();
+  fx[5] = 70000.0f;
+  auto f2h = RunNode("Cast", 13, {Make<float>({37}, fx)}, {IntAttr("to", 10)});
+  ASSERT_TRUE(f2h.status.ok());
+  for (int i = 0; i < 37; ++i) EXPECT_EQ(f2h.out().data<Float16>()[i].bits, Float16(fx[i]).bits) << i;
+  auto h2f = RunNode("Cast", 13, {f2h.out()}, {IntAttr("to", 1)});
+  ASSERT_TRUE(h2f.status.ok());
+  for (int i = 0; i < 37; ++i) {
+    const float want = static_cast<float>(f2h.out().data<Float16>()[i]);
+    const float got = h2f.out().data<float>()[i];
+    EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want))) << i;
+  }
+
   // Opset 1 names the type with a string; unknown names and complex targets are rejected at creation.
   auto old = RunNode("Cast", 1, {Make<int32_t>({2}, {0, 5})}, {StringAttr("to", "BOOL")});
   ASSERT_TRUE(old.status.ok()) << old.status.ToString();

@@ -35,7 +35,7 @@ inline int32_t FloatToBits(float f) {
 
 // e^x: x = n*ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial, 2^n applied in two halves so
 // that results in the subnormal range round once.
-inline float ExpF(float x) {
+__attribute__((always_inline)) inline float ExpF(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer held in the low bits
   const bool nan = x != x;
   const float xc = std::min(std::max(nan ? 0.0f : x, -104.0f), 89.0f);
@@ -56,10 +56,10 @@ inline float ExpF(float x) {
   return nan ? x : res;
 }
 
-inline float SigmoidF(float x) { return 1.0f / (1.0f + ExpF(-x)); }
+__attribute__((always_inline)) inline float SigmoidF(float x) { return 1.0f / (1.0f + ExpF(-x)); }
 
 // tanh: odd polynomial below 0.625 (tanh(x)/x fitted in x^2), 1 - 2/(e^2|x| + 1) above.
-inline float TanhF(float x) {
+__attribute__((always_inline)) inline float TanhF(float x) {
   const float ax = std::fabs(x);
   const float u = x * x;
   float p = -5.680156049e-03f;
@@ -75,7 +75,7 @@ inline float TanhF(float x) {
 
 // erf: odd polynomial below 1 (erf(x)/x fitted in x^2); above, 1 - e^(-x^2) * Q(1/(1 + x/2) - 1/2) with
 // Q ~ erfc(x) e^(x^2) fitted on [1, 4]; erf rounds to 1 beyond 4. x^2 is split in hi + lo for e^(-x^2).
-inline float ErfF(float x) {
+__attribute__((always_inline)) inline float ErfF(float x) {
   const float ax = std::fabs(x);
   const float u = x * x;
   float p = 7.877458860e-05f;
@@ -214,12 +214,15 @@ KernelFactory UnaryFactoryFn(Fn fn, double cost = 1) {
   return UnaryFactory<Ts...>([fn](const KernelInfo&) { return fn; }, cost);
 }
 
+// Op functors are forced inline so that the loop around them vectorizes (g++ would otherwise call the larger
+// ones, Erf for instance, out of line per element).
+#define EW_INLINE __attribute__((always_inline))
 #define EW_FLOATS EPCTX_FLOAT_TYPES
 #define EW_SIGNED_AND_FLOATS EPCTX_FLOAT_TYPES, int8_t, int16_t, int32_t, int64_t
 #define EW_NUMERIC EPCTX_NUMERIC_TYPES
 
 // Calls the C library in the compute type (float or double).
-#define EW_LIBM(fn) [](auto x) { return std::fn(x); }
+#define EW_LIBM(fn) [](auto x) EW_INLINE { return std::fn(x); }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Unary ops whose result type differs from the input: IsNaN, IsInf, Not.
@@ -387,7 +390,7 @@ class DropoutKernel final : public OpKernel {
 
 void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
   // --- math -------------------------------------------------------------------------------------------------
-  r.Register("", "Abs", UnaryFactoryFn<EW_NUMERIC>([](auto x) {
+  r.Register("", "Abs", UnaryFactoryFn<EW_NUMERIC>([](auto x) EW_INLINE {
                using C = decltype(x);
                if constexpr (std::is_unsigned_v<C>) {
                  return x;
@@ -397,14 +400,14 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
                  return std::fabs(x);
                }
              }));
-  r.Register("", "Neg", UnaryFactoryFn<EW_SIGNED_AND_FLOATS>([](auto x) { return Negate(x); }));
-  r.Register("", "Reciprocal", UnaryFactoryFn<EW_FLOATS>([](auto x) { return decltype(x)(1) / x; }));
+  r.Register("", "Neg", UnaryFactoryFn<EW_SIGNED_AND_FLOATS>([](auto x) EW_INLINE { return Negate(x); }));
+  r.Register("", "Reciprocal", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE { return decltype(x)(1) / x; }));
   r.Register("", "Floor", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(floor)));
   r.Register("", "Ceil", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(ceil)));
   // Round half to even: nearbyint under the default rounding mode.
   r.Register("", "Round", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(nearbyint)));
   r.Register("", "Sqrt", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(sqrt)));
-  r.Register("", "Exp", UnaryFactoryFn<EW_FLOATS>([](auto x) {
+  r.Register("", "Exp", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
                if constexpr (std::is_same_v<decltype(x), float>) {
                  return ExpF(x);
                } else {
@@ -423,7 +426,7 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
   r.Register("", "Asinh", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(asinh), 10));
   r.Register("", "Acosh", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(acosh), 10));
   r.Register("", "Atanh", UnaryFactoryFn<EW_FLOATS>(EW_LIBM(atanh), 10));
-  r.Register("", "Sign", UnaryFactoryFn<EW_NUMERIC>([](auto x) {
+  r.Register("", "Sign", UnaryFactoryFn<EW_NUMERIC>([](auto x) EW_INLINE {
                using C = decltype(x);
                if constexpr (std::is_unsigned_v<C>) {
                  return static_cast<C>(x > 0 ? 1 : 0);
@@ -432,7 +435,7 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
                  return x > 0 ? C(1) : (x < 0 ? C(-1) : (x == 0 ? C(0) : x));
                }
              }));
-  r.Register("", "Erf", UnaryFactoryFn<EW_NUMERIC>([](auto x) {
+  r.Register("", "Erf", UnaryFactoryFn<EW_NUMERIC>([](auto x) EW_INLINE {
                using C = decltype(x);
                if constexpr (std::is_same_v<C, float>) {
                  return ErfF(x);
@@ -443,7 +446,7 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
                }
              }, 4));
   // --- activations ------------------------------------------------------------------------------------------
-  r.Register("", "Sigmoid", UnaryFactoryFn<EW_FLOATS>([](auto x) {
+  r.Register("", "Sigmoid", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
                using C = decltype(x);
                if constexpr (std::is_same_v<C, float>) {
                  return SigmoidF(x);
@@ -451,24 +454,24 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
                  return C(1) / (C(1) + std::exp(-x));
                }
              }, 4));
-  r.Register("", "Tanh", UnaryFactoryFn<EW_FLOATS>([](auto x) {
+  r.Register("", "Tanh", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
                if constexpr (std::is_same_v<decltype(x), float>) {
                  return TanhF(x);
                } else {
                  return std::tanh(x);
                }
              }, 4));
-  r.Register("", "Relu", UnaryFactoryFn<EW_SIGNED_AND_FLOATS>([](auto x) { return x > 0 ? x : decltype(x)(0); }));
+  r.Register("", "Relu", UnaryFactoryFn<EW_SIGNED_AND_FLOATS>([](auto x) EW_INLINE { return x > 0 ? x : decltype(x)(0); }));
   r.Register("", "LeakyRelu", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
                const float alpha = info.GetFloat("alpha", 0.01f);
-               return [alpha](auto x) {
+               return [alpha](auto x) EW_INLINE {
                  using C = decltype(x);
                  return x >= 0 ? x : static_cast<C>(alpha) * x;
                };
              }));
   r.Register("", "Elu", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
                const float alpha = info.GetFloat("alpha", 1.0f);
-               return [alpha](auto x) {
+               return [alpha](auto x) EW_INLINE {
                  using C = decltype(x);
                  return x >= 0 ? x : static_cast<C>(alpha) * std::expm1(x);
                };
@@ -476,14 +479,14 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
   r.Register("", "Selu", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
                const float alpha = info.GetFloat("alpha", 1.67326319217681884765625f);
                const float gamma = info.GetFloat("gamma", 1.05070102214813232421875f);
-               return [alpha, gamma](auto x) {
+               return [alpha, gamma](auto x) EW_INLINE {
                  using C = decltype(x);
                  return static_cast<C>(gamma) * (x > 0 ? x : static_cast<C>(alpha) * std::expm1(x));
                };
              }, 10));
   r.Register("", "Celu", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
                const float alpha = info.GetFloat("alpha", 1.0f);
-               return [alpha](auto x) {
+               return [alpha](auto x) EW_INLINE {
                  using C = decltype(x);
                  const C a = static_cast<C>(alpha);
                  return std::max(C(0), x) + std::min(C(0), a * std::expm1(x / a));
@@ -491,33 +494,33 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
              }, 10));
   r.Register("", "HardSigmoid", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
                const float alpha = info.GetFloat("alpha", 0.2f), beta = info.GetFloat("beta", 0.5f);
-               return [alpha, beta](auto x) {
+               return [alpha, beta](auto x) EW_INLINE {
                  using C = decltype(x);
                  return std::max(C(0), std::min(C(1), static_cast<C>(alpha) * x + static_cast<C>(beta)));
                };
              }));
-  r.Register("", "HardSwish", UnaryFactoryFn<EW_FLOATS>([](auto x) {
+  r.Register("", "HardSwish", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
                using C = decltype(x);
                return x * std::max(C(0), std::min(C(1), x / C(6) + C(0.5)));
              }));
-  r.Register("", "Softplus", UnaryFactoryFn<EW_FLOATS>([](auto x) {
+  r.Register("", "Softplus", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
                // log(1 + e^x) without overflow: x + log(1 + e^-x) for positive x.
                return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
              }, 10));
-  r.Register("", "Softsign", UnaryFactoryFn<EW_FLOATS>([](auto x) {
+  r.Register("", "Softsign", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
                using C = decltype(x);
                return x / (C(1) + std::fabs(x));
              }));
   r.Register("", "ThresholdedRelu", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
                const float alpha = info.GetFloat("alpha", 1.0f);
-               return [alpha](auto x) {
+               return [alpha](auto x) EW_INLINE {
                  using C = decltype(x);
                  return x > static_cast<C>(alpha) ? x : C(0);
                };
              }));
   r.Register("", "Shrink", UnaryFactory<EW_NUMERIC>([](const KernelInfo& info) {
                const double lambd = info.GetFloat("lambd", 0.5f), bias = info.GetFloat("bias", 0.0f);
-               return [lambd, bias](auto x) {
+               return [lambd, bias](auto x) EW_INLINE {
                  using C = decltype(x);
                  const double v = static_cast<double>(x);
                  const double y = v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0);
@@ -526,12 +529,12 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
              }));
   // --- predicates -------------------------------------------------------------------------------------------
   r.Register("", "IsNaN", LambdaKernel([](KernelContext& ctx) {
-               return PredicateKernel(ctx, [](auto x) { return x != x; });
+               return PredicateKernel(ctx, [](auto x) EW_INLINE { return x != x; });
              }));
   r.Register("", "IsInf", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
     const bool neg = info.GetInt("detect_negative", 1) != 0, pos = info.GetInt("detect_positive", 1) != 0;
     return LambdaKernel([neg, pos](KernelContext& ctx) {
-      return PredicateKernel(ctx, [neg, pos](auto x) { return std::isinf(x) && (x > 0 ? pos : neg); });
+      return PredicateKernel(ctx, [neg, pos](auto x) EW_INLINE { return std::isinf(x) && (x > 0 ? pos : neg); });
     })(info);
   });
   r.Register("", "Not", LambdaKernel([](KernelContext& ctx) -> Status {
