@@ -421,7 +421,8 @@ StatusOr<std::unique_ptr<OpKernel>> MakeBitShift(const KernelInfo& info) {
   return info.Error(ErrorCode::INVALID_GRAPH, "attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"", dir, "\"");
 }
 
-// PRelu: slope broadcasts to X (unidirectionally); y = x < 0 ? slope * x : x.
+// PRelu: slope broadcasts to X (unidirectionally); y = x < 0 ? slope * x : x. Before opset 7 the slope was
+// per channel: a 1-D slope of X's dim 1 size applies along axis 1.
 Status PReluCompute(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const Tensor* X, RequireInput(ctx, 0));
   ASSIGN_OR_RETURN(const Tensor* S, RequireInput(ctx, 1));
@@ -429,7 +430,12 @@ Status PReluCompute(KernelContext& ctx) {
   const std::string what = ctx.node().Describe();
   return DispatchType<EW_FLOATS, int32_t, int64_t, uint32_t, uint64_t>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    ASSIGN_OR_RETURN(BroadcastPlan plan, MakePlanTo(ctx, {&X->shape(), &S->shape()}, X->shape()));
+    Shape slope_shape = S->shape();
+    if (ctx.node().opset < 7 && slope_shape.size() == 1 && X->rank() >= 2 && slope_shape[0] == X->dim(1) &&
+        slope_shape[0] != 1) {
+      slope_shape.resize(X->rank() - 1, 1);
+    }
+    ASSIGN_OR_RETURN(BroadcastPlan plan, MakePlanTo(ctx, {&X->shape(), &slope_shape}, X->shape()));
     ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, X->dtype(), X->shape()));
     auto op = [](auto x, auto s) {
       using C = decltype(x);
