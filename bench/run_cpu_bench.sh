@@ -79,6 +79,7 @@ default_runs() {
   esac
 }
 
+LOAD_START="$(cut -d" " -f1-3 /proc/loadavg)"
 RAW="$(mktemp)"
 trap 'rm -f "$RAW"' EXIT
 IFS=',' read -r -a CASES <<<"$ONLY"
@@ -110,4 +111,4 @@ if [ "$SAVE" = 1 ]; then
   OUTFILE="$ROOT/bench/results/cpu_ep_$(date +%Y-%m-%d).md"
 fi
 "$PY" "$ROOT/bench/summarize.py" --raw "$RAW" --cmdline "$CMDLINE" --threads "$THREADS" --reps "$REPS" \
-  --note "$EPCTX_NOTE" ${OUTFILE:+--out "$OUTFILE"}
+  --load-start "$LOAD_START" --note "$EPCTX_NOTE" ${OUTFILE:+--out "$OUTFILE"}

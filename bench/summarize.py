@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--threads", default="")
     ap.add_argument("--reps", default="")
     ap.add_argument("--note", default="")
+    ap.add_argument("--load-start", default="")
     ap.add_argument("--out")
     a = ap.parse_args()
 
@@ -75,13 +76,15 @@ def main():
     dirty = " (with uncommitted changes)" if sh(f"git -C '{root}' status --porcelain --untracked-files=no") else ""
     mem = sh("free -g | awk '/^Mem:/{print $2\" GiB\"}'")
     now = datetime.datetime.now()
+    load_end = " ".join(open("/proc/loadavg").read().split()[:3])
 
     out = []
     out.append(f"# CPU EP benchmark: epctx vs ONNX Runtime 1.30 ({now:%Y-%m-%d %H:%M})")
     out.append("")
     out.append(f"- command: `{a.cmdline}`")
     out.append(f"- machine: nproc {os.cpu_count()}, {cpu_model()}, {mem}")
-    out.append(f"- load average before summarizing: {sh('cat /proc/loadavg')} (other work on the machine skews numbers)")
+    out.append(f"- load average (1/5/15 min) at start: {a.load_start or '?'}, at end: {load_end} "
+               f"(on {os.cpu_count()} cores; other work on the machine skews the numbers)")
     out.append(f"- epctx commit: {commit}{dirty}")
     out.append(f"- threads: {a.threads} (ORT: intraOpNumThreads={a.threads}, interOpNumThreads=1, "
                f"graphOptimizationLevel all, sequential; epctx: `epctx perf -x {a.threads}`)")
