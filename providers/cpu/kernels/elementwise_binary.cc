@@ -158,7 +158,7 @@ struct LegacyBroadcast {
     const int64_t ra = static_cast<int64_t>(a.size()), rb = static_cast<int64_t>(b.size());
     int64_t ax = has_axis ? axis : ra - rb;
     if (ax < 0) ax += ra;
-    if (ax < 0 || ax + rb > ra)
+    if (ax < 0 || ax > ra - rb)
       return ctx.Error(ErrorCode::INVALID_ARGUMENT, "cannot broadcast ", ShapeToString(b), " into ", ShapeToString(a),
                        " at axis ", axis);
     Shape padded(static_cast<size_t>(ra), 1);

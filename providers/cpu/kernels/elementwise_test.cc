@@ -207,6 +207,23 @@ TEST(ElementwiseBinary, LegacyBroadcastAxis) {
   EXPECT_EQ(no_bcast.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
+TEST(ElementwiseBinary, PReluSlopeBroadcast) {
+  // Opset 6: a 1-D slope is per channel (axis 1); opset 16: it must broadcast unidirectionally from the right.
+  Tensor x = Make<float>({1, 2, 3}, {-1, -1, -1, -1, -1, 2});
+  Tensor slope = Make<float>({2}, {0.5f, 0.25f});
+  auto old = RunNode("PRelu", 6, {x, slope});
+  ASSERT_TRUE(old.status.ok()) << old.status.ToString();
+  EXPECT_EQ(Values<float>(old.out()), (std::vector<float>{-0.5f, -0.5f, -0.5f, -0.25f, -0.25f, 2}));
+  auto now = RunNode("PRelu", 16, {x, slope});
+  EXPECT_EQ(now.status.code(), ErrorCode::INVALID_ARGUMENT);
+  auto now_ok = RunNode("PRelu", 16, {x, Make<float>({2, 1}, {0.5f, 0.25f})});
+  ASSERT_TRUE(now_ok.status.ok());
+  EXPECT_EQ(Values<float>(now_ok.out()), Values<float>(old.out()));
+  // Legacy broadcasting with an absurd axis is an error, not an overflow.
+  auto bad_axis = RunNode("Add", 6, {x, slope}, {IntAttr("broadcast", 1), IntAttr("axis", std::numeric_limits<int64_t>::max())});
+  EXPECT_EQ(bad_axis.status.code(), ErrorCode::INVALID_ARGUMENT);
+}
+
 TEST(ElementwiseBinary, ComparisonsBitShiftAndVariadic) {
   auto eq = RunNode("Equal", 13, {Make<std::string>({2}, {"a", "b"}), Make<std::string>({1}, {"b"})});
   ASSERT_TRUE(eq.status.ok());
