@@ -106,6 +106,21 @@ TEST(Api, RunRejectsBadInputsNamingThem) {
   EXPECT_EQ(Catch([&] { Value::CreateTensor<float>(x.data(), 3, shape, 2); }).code(), ErrorCode::INVALID_ARGUMENT);
 }
 
+TEST(Api, ConfigEntryLimits) {
+  SessionOptions opts;
+  opts.AddConfigEntry("ep.context_enable", "1");
+  opts.AddConfigEntry("ep.context_enable", "0");  // re-adding overwrites
+  EXPECT_EQ(opts.GetConfigEntryOrDefault("ep.context_enable", ""), "0");
+  EXPECT_EQ(opts.GetConfigEntryOrDefault("absent", "dflt"), "dflt");
+  Exception empty = Catch([&] { opts.AddConfigEntry("", "x"); });
+  EXPECT_EQ(empty.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_STREQ(empty.what(), "Config key is empty or longer than maximum length 1024");
+  EXPECT_EQ(Catch([&] { opts.AddConfigEntry(std::string(1025, 'k').c_str(), "x"); }).code(), ErrorCode::INVALID_ARGUMENT);
+  Exception long_value = Catch([&] { opts.AddConfigEntry("k", std::string(4097, 'v').c_str()); });
+  EXPECT_STREQ(long_value.what(), "Config value is longer than maximum length: 4096");
+  opts.AddConfigEntry(std::string(1024, 'k').c_str(), std::string(4096, 'v').c_str());
+}
+
 TEST(Api, FreeDimensionOverrideFixesShape) {
   std::string bytes = Serialize(AddReluModel());
   SessionOptions opts;

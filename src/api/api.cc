@@ -1,4 +1,5 @@
 // The public C++ API over the runtime: translates Status into epctx::Exception, once, here.
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -42,8 +43,12 @@ SessionOptions& SessionOptions::operator=(const SessionOptions& o) {
   return *this;
 }
 SessionOptions& SessionOptions::AddConfigEntry(const char* key, const char* value) {
-  if (!key || !*key) Throw(Status(ErrorCode::INVALID_ARGUMENT, "config entry key must not be empty"));
+  // Limits and messages as ONNX Runtime's ConfigOptions.
+  if (!key || !*key || std::strlen(key) > 1024)
+    Throw(Status(ErrorCode::INVALID_ARGUMENT, "Config key is empty or longer than maximum length 1024"));
   if (!value) Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "config entry '", key, "' has a null value"));
+  if (std::strlen(value) > 4096)
+    Throw(Status(ErrorCode::INVALID_ARGUMENT, "Config value is longer than maximum length: 4096"));
   impl_->config.entries[key] = value;
   return *this;
 }
