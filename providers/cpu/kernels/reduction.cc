@@ -1,10 +1,10 @@
-// Reductions over axes (Reduce*), ArgMax/ArgMin, CumSum and TopK, plus the family's registration entry point.
-// Softmax-like and loss kernels live in reduction_softmax.cc, normalizations in reduction_norm.cc.
+// Reductions over axes (Reduce*), plus the family's registration entry point. ArgMax/ArgMin, CumSum and TopK live
+// in reduction_index.cc, softmax-like and loss kernels in reduction_softmax.cc, normalizations in reduction_norm.cc.
 //
 // Every reduction is planned as [R0] x [outer, R, inner] after dropping size-1 dims and merging neighbouring dims
 // of the same kind (kept/reduced); that covers all patterns up to "reduced, kept, reduced, kept". Anything more
 // fragmented falls back to per-output offset tables. Contiguous rows reduce with LaneReduce, strided rows with
-// element-wise `omp simd` loops (see reduction_simd.h for why).
+// element-wise `omp simd` loops (see reduction_common.h for why).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
-#include "providers/cpu/kernels/reduction_simd.h"
+#include "providers/cpu/kernels/reduction_common.h"
 
 namespace epctx {
 
+void RegisterReductionIndexKernels(KernelRegistry& r);    // reduction_index.cc
 void RegisterReductionSoftmaxKernels(KernelRegistry& r);  // reduction_softmax.cc
 void RegisterReductionNormKernels(KernelRegistry& r);     // reduction_norm.cc
 
@@ -24,52 +25,6 @@ namespace {
 
 using namespace reduction_internal;  // NOLINT: the family's private helpers
 using KernelPtr = std::unique_ptr<OpKernel>;
-
-// ---------------------------------------------------------------------------------------------------------------
-// Element helpers.
-
-// Accumulation type: float for float and the 16-bit floats, double for double, 64-bit for integers.
-template <typename T>
-struct AccOf {
-  using type = std::conditional_t<std::is_integral_v<T>, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>, T>;
-};
-template <>
-struct AccOf<Float16> {
-  using type = float;
-};
-template <>
-struct AccOf<BFloat16> {
-  using type = float;
-};
-
-// Reads an int32/int64 tensor (any shape) as int64 values.
-StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const Tensor& t, const char* what) {
-  std::vector<int64_t> v(static_cast<size_t>(t.NumElements()));
-  if (t.dtype() == DataType::kInt64) {
-    std::copy(t.data<int64_t>(), t.data<int64_t>() + v.size(), v.begin());
-  } else if (t.dtype() == DataType::kInt32) {
-    std::copy(t.data<int32_t>(), t.data<int32_t>() + v.size(), v.begin());
-  } else {
-    return ctx.Error(ErrorCode::INVALID_ARGUMENT, what, " must be int32 or int64, got ", DataTypeName(t.dtype()));
-  }
-  return v;
-}
-
-Status NormalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank, int64_t* out) {
-  if (axis < -rank || axis >= rank)
-    return ctx.Error(ErrorCode::INVALID_ARGUMENT, "axis ", axis, " is out of range for a tensor of rank ", rank);
-  *out = axis < 0 ? axis + rank : axis;
-  return Status::OK();
-}
-
-// outer = prod(shape[:axis]), n = shape[axis], inner = prod(shape[axis+1:]).
-void SplitAtAxis(const Shape& shape, int64_t axis, int64_t* outer, int64_t* n, int64_t* inner) {
-  *outer = 1;
-  *inner = 1;
-  for (int64_t i = 0; i < axis; ++i) *outer *= shape[i];
-  *n = shape[axis];
-  for (size_t i = axis + 1; i < shape.size(); ++i) *inner *= shape[i];
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Reduce* ops.
@@ -342,49 +297,76 @@ Status ReduceTyped(KernelContext& ctx, ReduceOp op, const Tensor& x, const std::
     using A = std::remove_const_t<std::remove_pointer_t<decltype(acc)>>;
     for (int64_t k = 0; k < nout; ++k) out[k] = FinishValue<T, A>(acc[k], f, count, shift ? shift[k] : A(0));
   };
-  if (op == ReduceOp::kLogSumExp) {
-    std::vector<AF> mx(nout), sum(nout);
-    RunReduce<T, AF, Combine::kMax, MapKind::kId>(src, plan, nullptr, mx.data(), nt);
-    for (auto& m : mx) m = std::isfinite(m) ? m : AF(0);  // avoids inf - inf; all -inf inputs still give -inf
-    RunReduce<T, AF, Combine::kSum, MapKind::kExpShift>(src, plan, mx.data(), sum.data(), nt);
-    finish(sum.data(), Finish::kLogShift, mx.data());
-    return Status::OK();
-  }
   std::vector<A0> acc(nout);
   const A0* no_shift = nullptr;
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kMean:
-    case ReduceOp::kLogSum:
-      RunReduce<T, A0, Combine::kSum, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
-      finish(acc.data(), op == ReduceOp::kSum ? Finish::kNone : op == ReduceOp::kMean ? Finish::kMean : Finish::kLog,
-             no_shift);
-      break;
-    case ReduceOp::kMax:
+  if constexpr (sizeof(T) == 1) {  // 8-bit integers: ReduceMax/ReduceMin only (the caller checks)
+    if (op == ReduceOp::kMax) {
       RunReduce<T, A0, Combine::kMax, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
-      finish(acc.data(), Finish::kNone, no_shift);
-      break;
-    case ReduceOp::kMin:
+    } else {
       RunReduce<T, A0, Combine::kMin, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
-      finish(acc.data(), Finish::kNone, no_shift);
-      break;
-    case ReduceOp::kProd:
-      RunReduce<T, A0, Combine::kProd, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
-      finish(acc.data(), Finish::kNone, no_shift);
-      break;
-    case ReduceOp::kL1:
-      RunReduce<T, A0, Combine::kSum, MapKind::kAbs>(src, plan, nullptr, acc.data(), nt);
-      finish(acc.data(), Finish::kNone, no_shift);
-      break;
-    case ReduceOp::kL2:
-    case ReduceOp::kSumSquare:
-      RunReduce<T, A0, Combine::kSum, MapKind::kSquare>(src, plan, nullptr, acc.data(), nt);
-      finish(acc.data(), op == ReduceOp::kL2 ? Finish::kSqrt : Finish::kNone, no_shift);
-      break;
-    case ReduceOp::kLogSumExp:
-      break;
+    }
+    finish(acc.data(), Finish::kNone, no_shift);
+  } else {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kMean:
+      case ReduceOp::kLogSum:
+        RunReduce<T, A0, Combine::kSum, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
+        finish(acc.data(),
+               op == ReduceOp::kSum ? Finish::kNone : op == ReduceOp::kMean ? Finish::kMean : Finish::kLog, no_shift);
+        break;
+      case ReduceOp::kMax:
+        RunReduce<T, A0, Combine::kMax, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
+        finish(acc.data(), Finish::kNone, no_shift);
+        break;
+      case ReduceOp::kMin:
+        RunReduce<T, A0, Combine::kMin, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
+        finish(acc.data(), Finish::kNone, no_shift);
+        break;
+      case ReduceOp::kProd:
+        RunReduce<T, A0, Combine::kProd, MapKind::kId>(src, plan, nullptr, acc.data(), nt);
+        finish(acc.data(), Finish::kNone, no_shift);
+        break;
+      case ReduceOp::kL1:
+        RunReduce<T, A0, Combine::kSum, MapKind::kAbs>(src, plan, nullptr, acc.data(), nt);
+        finish(acc.data(), Finish::kNone, no_shift);
+        break;
+      case ReduceOp::kL2:
+      case ReduceOp::kSumSquare:
+        RunReduce<T, A0, Combine::kSum, MapKind::kSquare>(src, plan, nullptr, acc.data(), nt);
+        finish(acc.data(), op == ReduceOp::kL2 ? Finish::kSqrt : Finish::kNone, no_shift);
+        break;
+      case ReduceOp::kLogSumExp: {
+        // max first, then log(sum(exp(x - max))) + max.
+        std::vector<AF> mx(nout), sum(nout);
+        RunReduce<T, AF, Combine::kMax, MapKind::kId>(src, plan, nullptr, mx.data(), nt);
+        for (auto& m : mx) m = std::isfinite(m) ? m : AF(0);  // avoids inf - inf; all -inf inputs still give -inf
+        RunReduce<T, AF, Combine::kSum, MapKind::kExpShift>(src, plan, mx.data(), sum.data(), nt);
+        finish(sum.data(), Finish::kLogShift, mx.data());
+        break;
+      }
+    }
   }
   return Status::OK();
+}
+
+// Copies a Float16/BFloat16 tensor into a float tensor of the same size (to_float) or back.
+Status ConvertHalf(const Tensor& src, Tensor* dst, bool to_float) {
+  const DataType half = to_float ? src.dtype() : dst->dtype();
+  return DispatchType<Float16, BFloat16>(half, "conversion", [&](auto tag) {
+    using H = decltype(tag);
+    const int64_t n = src.NumElements();
+    if (to_float) {
+      const H* s = src.data<H>();
+      float* d = dst->data<float>();
+      for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+    } else {
+      const float* s = src.data<float>();
+      H* d = dst->data<H>();
+      for (int64_t i = 0; i < n; ++i) d[i] = H(s[i]);
+    }
+    return Status::OK();
+  });
 }
 
 class ReduceKernel : public OpKernel {
@@ -432,7 +414,25 @@ class ReduceKernel : public OpKernel {
       }
     }
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
-    return DispatchType<EPCTX_NUMERIC_TYPES>(x->dtype(), ReduceOpName(op_), [&](auto tag) {
+    const DataType dt = x->dtype();
+    if (dt == DataType::kFloat16 || dt == DataType::kBFloat16) {
+      // 16-bit floats reduce through float copies: one conversion pass instead of a second set of kernels.
+      ASSIGN_OR_RETURN(Tensor xf, Tensor::Allocate(DataType::kFloat, x->shape()));
+      ASSIGN_OR_RETURN(Tensor yf, Tensor::Allocate(DataType::kFloat, out_shape));
+      RETURN_IF_ERROR(ConvertHalf(*x, &xf, true));
+      RETURN_IF_ERROR(ReduceTyped<float>(ctx, op_, xf, reduced, &yf));
+      return ConvertHalf(yf, y, false);
+    }
+    if (dt == DataType::kInt8 || dt == DataType::kUint8) {
+      if (op_ != ReduceOp::kMax && op_ != ReduceOp::kMin)
+        return ctx.Error(ErrorCode::NOT_IMPLEMENTED, ReduceOpName(op_), ": element type ", DataTypeName(dt),
+                         " is not supported (only ReduceMax/ReduceMin take 8-bit integers)");
+      return DispatchType<int8_t, uint8_t>(dt, ReduceOpName(op_), [&](auto tag) {
+        using T = decltype(tag);
+        return ReduceTyped<T>(ctx, op_, *x, reduced, y);
+      });
+    }
+    return DispatchType<float, double, int32_t, int64_t, uint32_t, uint64_t>(dt, ReduceOpName(op_), [&](auto tag) {
       using T = decltype(tag);
       return ReduceTyped<T>(ctx, op_, *x, reduced, y);
     });
@@ -444,237 +444,6 @@ class ReduceKernel : public OpKernel {
   bool noop_with_empty_axes_ = false;
   bool axes_from_input_ = false;
   std::vector<int64_t> axes_;
-};
-
-// ---------------------------------------------------------------------------------------------------------------
-// ArgMax / ArgMin.
-
-template <typename T>
-inline float CompareKey(T v) {
-  return static_cast<float>(v);
-}
-inline double CompareKey(double v) { return v; }
-inline int64_t CompareKey(int64_t v) { return v; }
-inline uint64_t CompareKey(uint64_t v) { return v; }
-inline int64_t CompareKey(int32_t v) { return v; }
-inline uint64_t CompareKey(uint32_t v) { return v; }
-inline int64_t CompareKey(int16_t v) { return v; }
-inline int64_t CompareKey(int8_t v) { return v; }
-inline uint64_t CompareKey(uint16_t v) { return v; }
-inline uint64_t CompareKey(uint8_t v) { return v; }
-
-class ArgKernel : public OpKernel {
- public:
-  ArgKernel(const KernelInfo& info, bool is_max)
-      : is_max_(is_max),
-        axis_(info.GetInt("axis", 0)),
-        keepdims_(info.GetInt("keepdims", 1) != 0),
-        select_last_(info.GetInt("select_last_index", 0) != 0) {}
-
-  Status Compute(KernelContext& ctx) const override {
-    const Tensor* x = ctx.Input(0);
-    if (!x) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input 0 is missing");
-    const int64_t rank = static_cast<int64_t>(x->rank());
-    if (rank == 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input must have rank >= 1");
-    int64_t axis = 0;
-    RETURN_IF_ERROR(NormalizeAxis(ctx, axis_, rank, &axis));
-    int64_t outer, n, inner;
-    SplitAtAxis(x->shape(), axis, &outer, &n, &inner);
-    Shape out_shape = x->shape();
-    if (keepdims_) {
-      out_shape[axis] = 1;
-    } else {
-      out_shape.erase(out_shape.begin() + axis);
-    }
-    if (n == 0 && outer * inner > 0)
-      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "cannot take the arg ", is_max_ ? "max" : "min", " of an empty axis ",
-                       axis, " (input shape ", ShapeToString(x->shape()), ")");
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kInt64, out_shape));
-    int64_t* out = y->data<int64_t>();
-    return DispatchType<EPCTX_NUMERIC_TYPES>(x->dtype(), is_max_ ? "ArgMax" : "ArgMin", [&](auto tag) {
-      using T = decltype(tag);
-      const T* src = x->data<T>();
-      const bool is_max = is_max_, last = select_last_;
-      ParallelFor(ctx.num_threads(), outer * inner, static_cast<double>(n), [&](int64_t b, int64_t e) {
-        for (int64_t t = b; t < e; ++t) {
-          int64_t o = t / inner, i = t % inner;
-          const T* p = src + o * n * inner + i;
-          auto best = CompareKey(p[0]);
-          int64_t best_j = 0;
-          for (int64_t j = 1; j < n; ++j) {
-            auto v = CompareKey(p[j * inner]);
-            bool better = is_max ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
-            if (better) {
-              best = v;
-              best_j = j;
-            }
-          }
-          out[t] = best_j;
-        }
-      });
-      return Status::OK();
-    });
-  }
-
- private:
-  bool is_max_;
-  int64_t axis_;
-  bool keepdims_, select_last_;
-};
-
-// ---------------------------------------------------------------------------------------------------------------
-// CumSum.
-
-class CumSumKernel : public OpKernel {
- public:
-  explicit CumSumKernel(const KernelInfo& info)
-      : exclusive_(info.GetInt("exclusive", 0) != 0), reverse_(info.GetInt("reverse", 0) != 0) {}
-
-  Status Compute(KernelContext& ctx) const override {
-    const Tensor* x = ctx.Input(0);
-    const Tensor* axis_t = ctx.Input(1);
-    if (!x || !axis_t) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "inputs x and axis are required");
-    if (axis_t->NumElements() != 1 || axis_t->rank() > 1)
-      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "axis must be a scalar or a 1-element 1-D tensor, got shape ",
-                       ShapeToString(axis_t->shape()));
-    ASSIGN_OR_RETURN(std::vector<int64_t> axis_v, ReadInts(ctx, *axis_t, "axis"));
-    const int64_t rank = static_cast<int64_t>(x->rank());
-    if (rank == 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input must have rank >= 1");
-    int64_t axis = 0;
-    RETURN_IF_ERROR(NormalizeAxis(ctx, axis_v[0], rank, &axis));
-    int64_t outer, n, inner;
-    SplitAtAxis(x->shape(), axis, &outer, &n, &inner);
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), x->shape()));
-    return DispatchType<EPCTX_NUMERIC_TYPES>(x->dtype(), "CumSum", [&](auto tag) {
-      using T = decltype(tag);
-      using A = typename AccOf<T>::type;
-      const T* src = x->data<T>();
-      T* dst = y->data<T>();
-      const bool excl = exclusive_, rev = reverse_;
-      constexpr int64_t kBlock = 1024;
-      const int64_t nblock = std::max<int64_t>(1, (inner + kBlock - 1) / kBlock);
-      ParallelFor(ctx.num_threads(), outer * nblock, static_cast<double>(n * std::min(inner, kBlock)),
-                  [&](int64_t b, int64_t e) {
-                    std::vector<A> acc;
-                    for (int64_t t = b; t < e; ++t) {
-                      int64_t o = t / nblock, i0 = (t % nblock) * kBlock, i1 = std::min(inner, i0 + kBlock);
-                      acc.assign(static_cast<size_t>(i1 - i0), A(0));
-                      A* a = acc.data() - i0;
-                      for (int64_t s = 0; s < n; ++s) {
-                        int64_t j = rev ? n - 1 - s : s;
-                        const T* in = src + (o * n + j) * inner;
-                        T* out = dst + (o * n + j) * inner;
-                        for (int64_t i = i0; i < i1; ++i) {
-                          A v = ToC<A>(in[i]);
-                          if (excl) {
-                            out[i] = FromC<T>(a[i]);
-                            a[i] += v;
-                          } else {
-                            a[i] += v;
-                            out[i] = FromC<T>(a[i]);
-                          }
-                        }
-                      }
-                    }
-                  });
-      return Status::OK();
-    });
-  }
-
- private:
-  bool exclusive_, reverse_;
-};
-
-// ---------------------------------------------------------------------------------------------------------------
-// TopK.
-
-// A strict weak order that places NaN above every number (as a sort would).
-template <typename K>
-inline bool KeyLess(K a, K b) {
-  if constexpr (std::is_floating_point_v<K>) {
-    if (std::isnan(a)) return false;
-    if (std::isnan(b)) return true;
-  }
-  return a < b;
-}
-
-class TopKKernel : public OpKernel {
- public:
-  explicit TopKKernel(const KernelInfo& info)
-      : axis_(info.GetInt("axis", -1)),
-        largest_(info.GetInt("largest", 1) != 0),
-        k_from_input_(info.opset() >= 10),
-        k_attr_(info.GetInt("k", -1)) {}
-
-  Status Compute(KernelContext& ctx) const override {
-    const Tensor* x = ctx.Input(0);
-    if (!x) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input 0 is missing");
-    int64_t k = k_attr_;
-    if (k_from_input_) {
-      const Tensor* kt = ctx.Input(1);
-      if (!kt) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input K is missing");
-      if (kt->NumElements() != 1 || kt->rank() > 1)
-        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "K must be a 1-D tensor of one element, got shape ",
-                         ShapeToString(kt->shape()));
-      ASSIGN_OR_RETURN(std::vector<int64_t> kv, ReadInts(ctx, *kt, "K"));
-      k = kv[0];
-    }
-    const int64_t rank = static_cast<int64_t>(x->rank());
-    if (rank == 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input must have rank >= 1");
-    int64_t axis = 0;
-    RETURN_IF_ERROR(NormalizeAxis(ctx, axis_, rank, &axis));
-    int64_t outer, n, inner;
-    SplitAtAxis(x->shape(), axis, &outer, &n, &inner);
-    if (k < 0 || k > n)
-      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "k = ", k, " must be in [0, ", n, "] (the size of axis ", axis,
-                       " of input shape ", ShapeToString(x->shape()), ")");
-    Shape out_shape = x->shape();
-    out_shape[axis] = k;
-    ASSIGN_OR_RETURN(Tensor * values, ctx.Output(0, x->dtype(), out_shape));
-    ASSIGN_OR_RETURN(Tensor * indices, ctx.Output(1, DataType::kInt64, out_shape));
-    if (k == 0 || outer * inner == 0) return Status::OK();
-    return DispatchType<EPCTX_NUMERIC_TYPES>(x->dtype(), "TopK", [&](auto tag) {
-      using T = decltype(tag);
-      const T* src = x->data<T>();
-      T* vout = values->data<T>();
-      int64_t* iout = indices->data<int64_t>();
-      const bool largest = largest_;
-      ParallelFor(ctx.num_threads(), outer * inner, static_cast<double>(n) * 4, [&](int64_t b, int64_t e) {
-        using K = decltype(CompareKey(src[0]));
-        std::vector<std::pair<K, int64_t>> items(static_cast<size_t>(n));
-        for (int64_t t = b; t < e; ++t) {
-          int64_t o = t / inner, i = t % inner;
-          const T* p = src + o * n * inner + i;
-          for (int64_t j = 0; j < n; ++j) items[j] = {CompareKey(p[j * inner]), j};
-          // Ties keep the lower index first.
-          auto before = [largest](const std::pair<K, int64_t>& a, const std::pair<K, int64_t>& c) {
-            bool lt = largest ? KeyLess(c.first, a.first) : KeyLess(a.first, c.first);
-            if (lt) return true;
-            bool gt = largest ? KeyLess(a.first, c.first) : KeyLess(c.first, a.first);
-            return !gt && a.second < c.second;
-          };
-          if (k < n) {
-            std::nth_element(items.begin(), items.begin() + (k - 1), items.end(), before);
-            // Sorted even when sorted=0: the order is then unspecified, and a deterministic one costs little.
-            std::sort(items.begin(), items.begin() + k, before);
-          } else {
-            std::sort(items.begin(), items.end(), before);
-          }
-          for (int64_t j = 0; j < k; ++j) {
-            int64_t dst = (o * k + j) * inner + i;
-            vout[dst] = p[items[j].second * inner];
-            iout[dst] = items[j].second;
-          }
-        }
-      });
-      return Status::OK();
-    });
-  }
-
- private:
-  int64_t axis_;
-  bool largest_, k_from_input_;  // `sorted` is not read: the output is always sorted
-  int64_t k_attr_;
 };
 
 KernelFactory ReduceFactory(ReduceOp op) {
@@ -694,18 +463,7 @@ void RegisterReductionKernels(KernelRegistry& r) {
   r.Register("", "ReduceLogSum", ReduceFactory(ReduceOp::kLogSum));
   r.Register("", "ReduceLogSumExp", ReduceFactory(ReduceOp::kLogSumExp));
   r.Register("", "ReduceSumSquare", ReduceFactory(ReduceOp::kSumSquare));
-  r.Register("", "ArgMax", [](const KernelInfo& info) -> StatusOr<KernelPtr> {
-    return KernelPtr(new ArgKernel(info, true));
-  });
-  r.Register("", "ArgMin", [](const KernelInfo& info) -> StatusOr<KernelPtr> {
-    return KernelPtr(new ArgKernel(info, false));
-  });
-  r.Register("", "CumSum", MakeFactory<CumSumKernel>(), 11);
-  r.Register("", "TopK", [](const KernelInfo& info) -> StatusOr<KernelPtr> {
-    if (info.opset() < 10 && !info.HasAttr("k"))
-      return info.Error(ErrorCode::INVALID_GRAPH, "TopK before opset 10 requires the attribute 'k'");
-    return KernelPtr(new TopKKernel(info));
-  });
+  RegisterReductionIndexKernels(r);
   RegisterReductionSoftmaxKernels(r);
   RegisterReductionNormKernels(r);
 }

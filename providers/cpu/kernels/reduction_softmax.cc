@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
-#include "providers/cpu/kernels/reduction_simd.h"
+#include "providers/cpu/kernels/reduction_common.h"
 
 namespace epctx {
 
@@ -20,13 +20,6 @@ namespace {
 
 using namespace reduction_internal;  // NOLINT: the family's private helpers
 using KernelPtr = std::unique_ptr<OpKernel>;
-
-Status NormalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank, int64_t* out) {
-  if (axis < -rank || axis >= rank)
-    return ctx.Error(ErrorCode::INVALID_ARGUMENT, "axis ", axis, " is out of range for a tensor of rank ", rank);
-  *out = axis < 0 ? axis + rank : axis;
-  return Status::OK();
-}
 
 enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
 

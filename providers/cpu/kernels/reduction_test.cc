@@ -193,6 +193,12 @@ TEST(ReductionTest, IntegerAndHalfTypes) {
   EXPECT_EQ(half.out().dtype(), DataType::kFloat16);
   EXPECT_EQ(float(half.values<Float16>()[0]), 0.25f);
   EXPECT_EQ(float(half.values<Float16>()[1]), 2.75f);
+  OpRun bf("ReduceSum", 13, {MakeTensor<BFloat16>({3}, {BFloat16(1), BFloat16(2), BFloat16(-0.5f)})}, 1, {});
+  ASSERT_TRUE(bf.status.ok());
+  EXPECT_EQ(float(bf.values<BFloat16>()[0]), 2.5f);
+  // 8-bit integers are ReduceMax/ReduceMin types only.
+  OpRun i8sum("ReduceSum", 13, {MakeTensor<int8_t>({2}, {1, 2})}, 1, {});
+  EXPECT_EQ(i8sum.status.code(), ErrorCode::NOT_IMPLEMENTED);
   OpRun str("ReduceSum", 11, {MakeTensor<std::string>({1}, {"a"})}, 1, {});
   EXPECT_EQ(str.status.code(), ErrorCode::NOT_IMPLEMENTED);
 }

@@ -1,4 +1,5 @@
-// Numeric building blocks shared by the reduction family's kernels (reduction*.cc); private to them.
+// Building blocks shared by the reduction family's kernels (reduction*.cc); private to them: axis handling,
+// element conversions, vectorizable lane reductions and exp.
 //
 // Vectorization: the project builds with -O2, whose "very cheap" vectorizer cost model rejects loops with unknown
 // trip counts, and GCC's `omp simd reduction(...)` lowering leaves a slow scalar lane combine. So reductions here
@@ -6,18 +7,49 @@
 // floats), then combine the lanes once. Element-wise loops use a plain `#pragma omp simd`.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "core/float16.h"
+#include "providers/cpu/kernel.h"
 
 namespace epctx {
 namespace reduction_internal {
 
-constexpr int kLanes = 16;
+// Reads an int32/int64 tensor (any shape) as int64 values; INVALID_ARGUMENT naming `what` for other types.
+inline StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const Tensor& t, const char* what) {
+  std::vector<int64_t> v(static_cast<size_t>(t.NumElements()));
+  if (t.dtype() == DataType::kInt64) {
+    std::copy(t.data<int64_t>(), t.data<int64_t>() + v.size(), v.begin());
+  } else if (t.dtype() == DataType::kInt32) {
+    std::copy(t.data<int32_t>(), t.data<int32_t>() + v.size(), v.begin());
+  } else {
+    return ctx.Error(ErrorCode::INVALID_ARGUMENT, what, " must be int32 or int64, got ", DataTypeName(t.dtype()));
+  }
+  return v;
+}
+
+// Maps axis in [-rank, rank) to [0, rank); INVALID_ARGUMENT otherwise.
+inline Status NormalizeAxis(const KernelContext& ctx, int64_t axis, int64_t rank, int64_t* out) {
+  if (axis < -rank || axis >= rank)
+    return ctx.Error(ErrorCode::INVALID_ARGUMENT, "axis ", axis, " is out of range for a tensor of rank ", rank);
+  *out = axis < 0 ? axis + rank : axis;
+  return Status::OK();
+}
+
+// outer = prod(shape[:axis]), n = shape[axis], inner = prod(shape[axis+1:]).
+inline void SplitAtAxis(const Shape& shape, int64_t axis, int64_t* outer, int64_t* n, int64_t* inner) {
+  *outer = 1;
+  *inner = 1;
+  for (int64_t i = 0; i < axis; ++i) *outer *= shape[i];
+  *n = shape[axis];
+  for (size_t i = axis + 1; i < shape.size(); ++i) *inner *= shape[i];
+}
 
 template <typename T>
 constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
@@ -40,9 +72,25 @@ inline T FromC(C v) {
   }
 }
 
+// Accumulation type: float for float and the 16-bit floats, double for double, 64-bit for integers.
+template <typename T>
+struct AccOf {
+  using type = std::conditional_t<std::is_integral_v<T>, std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>, T>;
+};
+template <>
+struct AccOf<Float16> {
+  using type = float;
+};
+template <>
+struct AccOf<BFloat16> {
+  using type = float;
+};
+
 // Compute type of the float kernels: double for double, float otherwise.
 template <typename T>
 using ComputeOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+constexpr int kLanes = 16;
 
 // Combines f(0..n-1) with `combine`, starting from `init` (which must be combine's identity).
 template <typename A, typename Combine, typename F>
