@@ -274,11 +274,11 @@ StatusOr<std::unique_ptr<OpKernel>> CreatePad(const KernelInfo& info) {
       CopyElements(x->dtype(), x->raw_data(), y->raw_data(), 1);
       return Status::OK();
     }
-    return DispatchByElementSize(x->dtype(), "Pad", [&](auto tag) {
+    return WithNode(ctx, DispatchByElementSize(x->dtype(), "Pad", [&](auto tag) {
       using T = decltype(tag);
       PadImpl<T>(*x, y, before, mode, value.data<T>()[0], ctx.num_threads());
       return Status::OK();
-    });
+    }));
   })(info);
 }
 
@@ -304,8 +304,12 @@ StatusOr<std::unique_ptr<OpKernel>> CreateCompress(const KernelInfo& info) {
     }
     std::vector<int64_t> keep;
     const bool* cond = c->data<bool>();
-    for (int64_t i = 0; i < std::min(dim, c->NumElements()); ++i)
-      if (cond[i]) keep.push_back(i);
+    for (int64_t i = 0; i < c->NumElements(); ++i) {
+      if (!cond[i]) continue;
+      if (i >= dim)  // as numpy.compress: a true entry past the axis is an index error
+        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "condition selects index ", i, " but the axis has size ", dim);
+      keep.push_back(i);
+    }
     Shape out_shape = {static_cast<int64_t>(keep.size())};
     if (has_axis) {
       out_shape = x->shape();

@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <type_traits>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include "providers/cpu/kernels/broadcast.h"
 #include "providers/cpu/kernels/tensor_util.h"
 
@@ -23,6 +27,30 @@ inline int64_t OuterOffset(int64_t o, const Shape& dims, const std::vector<int64
   return off;
 }
 
+#ifdef __AVX2__
+// d[j * ds + i] = s[i * ss + j] for an 8x8 block of 4-byte elements (moved as float bit patterns).
+inline void Transpose8x8(const float* s, int64_t ss, float* d, int64_t ds) {
+  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ss), r2 = _mm256_loadu_ps(s + 2 * ss),
+         r3 = _mm256_loadu_ps(s + 3 * ss), r4 = _mm256_loadu_ps(s + 4 * ss), r5 = _mm256_loadu_ps(s + 5 * ss),
+         r6 = _mm256_loadu_ps(s + 6 * ss), r7 = _mm256_loadu_ps(s + 7 * ss);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+         t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+         t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+         u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+         u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+         u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(d + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
 template <typename T>
 void CopyRow(const T* s, T* d, int64_t n) {
   if constexpr (std::is_trivially_copyable_v<T>) {
@@ -40,26 +68,38 @@ void StridedCopyImpl(const T* src, T* dst, const Shape& dims, const std::vector<
     return;
   }
   if (r >= 2 && st[r - 2] == 1 && st[r - 1] != 1) {
-    // dst[o][a][b] = src[off(o) + a + b * sb]: a batch of 2-D transposes, done in tiles so that both the
-    // reads (along a) and the writes (along b) stay within a few cache lines.
-    constexpr int64_t kTile = 16;
+    // dst[o][a][b] = src[off(o) + a + b * sb]: a batch of 2-D transposes, done in kT x kT tiles so that both
+    // the reads (along a) and the writes (along b) stay within a few cache lines. 4-byte elements use an
+    // in-register 8x8 transpose where AVX2 is available.
+    constexpr int64_t kT = 16;
     const int64_t A = dims[r - 2], B = dims[r - 1], sb = st[r - 1];
     int64_t outer = 1;
     for (size_t k = 0; k + 2 < r; ++k) outer *= dims[k];
-    const int64_t a_tiles = (A + kTile - 1) / kTile;
-    ParallelFor(threads, outer * a_tiles, static_cast<double>(kTile * B), [&](int64_t begin, int64_t end) {
+    const int64_t a_tiles = (A + kT - 1) / kT;
+    ParallelFor(threads, outer * a_tiles, static_cast<double>(kT * B), [&](int64_t begin, int64_t end) {
       for (int64_t item = begin; item < end; ++item) {
         const int64_t o = item / a_tiles;
-        const int64_t a0 = (item - o * a_tiles) * kTile;
-        const int64_t a1 = std::min(A, a0 + kTile);
-        const T* s = src + OuterOffset(o, dims, st, r - 2);
-        T* d = dst + o * A * B;
-        for (int64_t b0 = 0; b0 < B; b0 += kTile) {
-          const int64_t b1 = std::min(B, b0 + kTile);
-          for (int64_t a = a0; a < a1; ++a) {
-            T* drow = d + a * B;
-            const T* scol = s + a;
-            for (int64_t b = b0; b < b1; ++b) drow[b] = scol[b * sb];
+        const int64_t a0 = (item - o * a_tiles) * kT;
+        const int64_t na = std::min(A - a0, kT);
+        const T* s = src + OuterOffset(o, dims, st, r - 2) + a0;
+        T* d = dst + o * A * B + a0 * B;
+        for (int64_t b0 = 0; b0 < B; b0 += kT) {
+          const int64_t nb = std::min(B - b0, kT);
+#ifdef __AVX2__
+          if constexpr (sizeof(T) == 4 && std::is_trivially_copyable_v<T>) {
+            if (na == kT && nb == kT) {
+              const float* sf = reinterpret_cast<const float*>(s + b0 * sb);
+              float* df = reinterpret_cast<float*>(d + b0);
+              for (int64_t aa = 0; aa < kT; aa += 8)
+                for (int64_t bb = 0; bb < kT; bb += 8) Transpose8x8(sf + bb * sb + aa, sb, df + aa * B + bb, B);
+              continue;
+            }
+          }
+#endif
+          for (int64_t a = 0; a < na; ++a) {
+            T* drow = d + a * B + b0;
+            const T* scol = s + a + b0 * sb;
+            for (int64_t b = 0; b < nb; ++b) drow[b] = scol[b * sb];
           }
         }
       }
@@ -191,8 +231,8 @@ struct SliceAxis {
 
 SliceAxis ClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
   SliceAxis a;
+  if (dim == 0) return a;  // empty: count 0, step 1
   a.step = step;
-  if (dim == 0) return a;
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
@@ -210,6 +250,7 @@ SliceAxis ClampSlice(int64_t start, int64_t end, int64_t step, int64_t dim) {
     }
   }
   a.start = start;
+  if (a.count <= 1) a.step = 1;  // a huge step over one element must not overflow stride arithmetic
   return a;
 }
 
@@ -339,9 +380,9 @@ Status TileCompute(KernelContext& ctx, int opset) {
   for (int64_t k = 0; k < r; ++k) {
     if (repeats[k] < 0)
       return ctx.Error(ErrorCode::INVALID_ARGUMENT, "repeats ", ShapeToString(repeats), " has a negative value");
-    out_shape[k] = repeats[k] * x->dim(k);
-    if (x->dim(k) != 0 && out_shape[k] / x->dim(k) != repeats[k])
+    if (x->dim(k) != 0 && repeats[k] > INT64_MAX / x->dim(k))
       return ctx.Error(ErrorCode::INVALID_ARGUMENT, "repeats ", ShapeToString(repeats), " overflow the output size");
+    out_shape[k] = repeats[k] * x->dim(k);
     dims[2 * k] = repeats[k];
     strides[2 * k] = 0;
     dims[2 * k + 1] = x->dim(k);
@@ -381,10 +422,15 @@ class DepthSpace final : public OpKernel {
     std::vector<int64_t> st;
     const int64_t sN = C * H * W;
     if (to_space_) {
-      if (C % (b * b) != 0)
-        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "channels ", C, " are not divisible by blocksize^2 = ", b * b);
-      const int64_t Cq = C / (b * b);
+      if (C % b != 0 || (C / b) % b != 0)  // C % (b * b) without overflowing b * b
+        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "channels ", C, " are not divisible by blocksize^2 (blocksize ",
+                         b, ")");
+      if (H > INT64_MAX / b || W > INT64_MAX / b)
+        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "blocksize ", b, " makes the output too large");
+      const int64_t Cq = C / b / b;
       out_shape = {N, Cq, H * b, W * b};
+      // Stride products below are bounded by the element count only when the input is non-empty.
+      if (x->NumElements() == 0) return ctx.Output(0, x->dtype(), out_shape).status();
       dims = {N, Cq, H, b, W, b};
       // Source channel of (c, b1, b2): DCR = (b1 * b + b2) * Cq + c, CRD = (c * b + b1) * b + b2.
       const int64_t sc = crd_ ? b * b * H * W : H * W;
@@ -395,8 +441,11 @@ class DepthSpace final : public OpKernel {
       if (H % b != 0 || W % b != 0)
         return ctx.Error(ErrorCode::INVALID_ARGUMENT, "spatial dims ", H, "x", W, " are not divisible by blocksize ",
                          b);
+      if (C > INT64_MAX / b / b)
+        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "blocksize ", b, " makes the output too large");
       const int64_t Hq = H / b, Wq = W / b;
       out_shape = {N, C * b * b, Hq, Wq};
+      if (x->NumElements() == 0) return ctx.Output(0, x->dtype(), out_shape).status();
       dims = {N, b, b, C, Hq, Wq};
       st = {sN, W, 1, H * W, b * W, b};
     }

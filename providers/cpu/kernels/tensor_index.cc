@@ -67,11 +67,11 @@ StatusOr<std::unique_ptr<OpKernel>> CreateGather(const KernelInfo& info) {
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
     if (y->NumElements() == 0) return Status::OK();
     const int64_t outer = Product(x->shape(), 0, a), inner = Product(x->shape(), a + 1, r);
-    return DispatchByElementSize(x->dtype(), "Gather", [&](auto tag) {
+    return WithNode(ctx, DispatchByElementSize(x->dtype(), "Gather", [&](auto tag) {
       using T = decltype(tag);
       GatherImpl<T>(x->data<T>(), y->data<T>(), idx, outer, x->dim(a), inner, ctx.num_threads());
       return Status::OK();
-    });
+    }));
   })(info);
 }
 
@@ -113,13 +113,13 @@ StatusOr<std::unique_ptr<OpKernel>> CreateGatherElements(const KernelInfo& info)
     ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(ctx, axis, static_cast<int64_t>(x->rank())));
     ASSIGN_OR_RETURN(std::vector<int64_t> off, ElementOffsets(ctx, *x, *ti, a));
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), ti->shape()));
-    return DispatchByElementSize(x->dtype(), "GatherElements", [&](auto tag) {
+    return WithNode(ctx, DispatchByElementSize(x->dtype(), "GatherElements", [&](auto tag) {
       using T = decltype(tag);
       const T* s = x->data<T>();
       T* d = y->data<T>();
       for (size_t e = 0; e < off.size(); ++e) d[e] = s[off[e]];
       return Status::OK();
-    });
+    }));
   })(info);
 }
 
@@ -139,14 +139,14 @@ StatusOr<Reduction> ParseReduction(const KernelInfo& info) {
 Status ScatterApply(const KernelContext& ctx, Tensor* y, const Tensor& u, const std::vector<int64_t>& off,
                     int64_t block, Reduction red) {
   if (red == Reduction::kNone) {
-    return DispatchByElementSize(y->dtype(), "Scatter", [&](auto tag) {
+    return WithNode(ctx, DispatchByElementSize(y->dtype(), "Scatter", [&](auto tag) {
       using T = decltype(tag);
       T* d = y->data<T>();
       const T* s = u.data<T>();
       for (size_t e = 0; e < off.size(); ++e)
         for (int64_t i = 0; i < block; ++i) d[off[e] + i] = s[e * block + i];
       return Status::OK();
-    });
+    }));
   }
   Status st = DispatchType<EPCTX_NUMERIC_TYPES, bool>(y->dtype(), "reduction", [&](auto tag) {
     using T = decltype(tag);
@@ -166,6 +166,15 @@ Status ScatterApply(const KernelContext& ctx, Tensor* y, const Tensor& u, const 
         switch (red) {
           case Reduction::kAdd: case Reduction::kMax: return a || b;
           case Reduction::kMul: case Reduction::kMin: return a && b;
+          default: return b;
+        }
+      } else if constexpr (std::is_integral_v<T>) {
+        // Integers wrap (computed modulo 2^64, then narrowed) rather than overflow.
+        switch (red) {
+          case Reduction::kAdd: return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+          case Reduction::kMul: return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+          case Reduction::kMax: return a < b ? b : a;
+          case Reduction::kMin: return b < a ? b : a;
           default: return b;
         }
       } else {
@@ -333,7 +342,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateOneHot(const KernelInfo& info) {
     out_shape.insert(out_shape.begin() + a, depth);
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, tv->dtype(), out_shape));
     const int64_t inner = Product(ti->shape(), a, r);
-    return DispatchByElementSize(tv->dtype(), "OneHot", [&](auto tag) {
+    return WithNode(ctx, DispatchByElementSize(tv->dtype(), "OneHot", [&](auto tag) {
       using T = decltype(tag);
       const T off_v = tv->data<T>()[0], on_v = tv->data<T>()[1];
       T* d = y->data<T>();
@@ -347,7 +356,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateOneHot(const KernelInfo& info) {
         d[(o * depth + v) * inner + i] = on_v;
       }
       return Status::OK();
-    });
+    }));
   })(info);
 }
 
@@ -478,10 +487,10 @@ StatusOr<std::unique_ptr<OpKernel>> CreateUnique(const KernelInfo& info) {
     if (has_axis) {
       ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, axis, static_cast<int64_t>(x->rank())));
     }
-    return DispatchType<EPCTX_ALL_TYPES>(x->dtype(), "Unique", [&](auto tag) {
+    return WithNode(ctx, DispatchType<EPCTX_ALL_TYPES>(x->dtype(), "Unique", [&](auto tag) {
       using T = decltype(tag);
       return UniqueImpl<T>(ctx, *x, sorted, has_axis, a);
-    });
+    }));
   })(info);
 }
 

@@ -264,14 +264,14 @@ StatusOr<std::unique_ptr<OpKernel>> CreateConstantOfShape(const KernelInfo& info
     for (int64_t d : shape)
       if (d < 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "shape ", ShapeToString(shape), " has a negative dim");
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, value.dtype(), shape));
-    return DispatchByElementSize(value.dtype(), "ConstantOfShape", [&](auto tag) {
+    return WithNode(ctx, DispatchByElementSize(value.dtype(), "ConstantOfShape", [&](auto tag) {
       using T = decltype(tag);
       const T v = value.data<T>()[0];
       T* p = y->data<T>();
       const int64_t n = y->NumElements();
       for (int64_t i = 0; i < n; ++i) p[i] = v;
       return Status::OK();
-    });
+    }));
   })(info);
 }
 
@@ -299,7 +299,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateEyeLike(const KernelInfo& info) {
     const DataType dt = has_dtype ? static_cast<DataType>(dtype_attr) : x->dtype();
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, dt, x->shape()));
     const int64_t rows = x->dim(0), cols = x->dim(1);
-    return DispatchType<EPCTX_NUMERIC_TYPES, bool>(dt, "EyeLike", [&](auto tag) {
+    return WithNode(ctx, DispatchType<EPCTX_NUMERIC_TYPES, bool>(dt, "EyeLike", [&](auto tag) {
       using T = decltype(tag);
       T* p = y->data<T>();
       for (int64_t i = 0; i < rows; ++i) {
@@ -309,7 +309,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateEyeLike(const KernelInfo& info) {
         if (j >= 0 && j < cols) p[i * cols + j] = OneOf<T>();
       }
       return Status::OK();
-    });
+    }));
   })(info);
 }
 
@@ -325,7 +325,7 @@ Status RangeCompute(KernelContext& ctx) {
     if (t->NumElements() != 1)
       return ctx.Error(ErrorCode::INVALID_ARGUMENT, "start, limit and delta must be scalars, got shape ",
                        ShapeToString(t->shape()));
-  return DispatchType<float, double, int16_t, int32_t, int64_t>(ts->dtype(), "Range", [&](auto tag) -> Status {
+  return WithNode(ctx, DispatchType<float, double, int16_t, int32_t, int64_t>(ts->dtype(), "Range", [&](auto tag) -> Status {
     using T = decltype(tag);
     const T start = ts->data<T>()[0], limit = tl->data<T>()[0], delta = td->data<T>()[0];
     if (delta == 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "delta is 0");
@@ -346,7 +346,7 @@ Status RangeCompute(KernelContext& ctx) {
     T* p = y->data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<T>(i) * delta);
     return Status::OK();
-  });
+  }));
 }
 
 }  // namespace

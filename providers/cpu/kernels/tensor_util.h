@@ -86,6 +86,12 @@ StatusOr<std::vector<int64_t>> ReadIndices(const KernelContext& ctx, const Tenso
 // The input tensor i, or INVALID_ARGUMENT naming the node when it is missing or not a tensor.
 StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, size_t i, const char* what);
 
+// `st` with the node's description prefixed when it is an error (for statuses from DispatchType and friends).
+inline Status WithNode(const KernelContext& ctx, Status st) {
+  if (st.ok() || st.message().rfind(ctx.node().Describe(), 0) == 0) return st;  // OK or already named
+  return ctx.Error(st.code(), st.message());
+}
+
 // Registration of each group of kernels (tensor_*.cc).
 void RegisterShapeKernels(KernelRegistry& r);    // Reshape, Flatten, Squeeze, Unsqueeze, Shape, Size, Identity, ...
 void RegisterCopyKernels(KernelRegistry& r);     // Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth
