@@ -321,7 +321,9 @@ class EinsumKernel final : public OpKernel {
       std::vector<bool> keep = in_output;
       for (size_t j = i + 1; j < ops.size(); ++j)
         for (int l : ops[j].labels) keep[l] = true;
-      cur = Contract(cur, ops[i], keep, size, ctx.num_threads());
+      auto next = Contract(cur, ops[i], keep, size, ctx.num_threads());
+      if (!next.ok()) return next.status().WithContext(ctx.node().Describe() + ": equation '" + equation_ + "'");
+      cur = std::move(next).value();
     }
 
     // 3. Sum what the output does not use and permute into the output order.
@@ -350,7 +352,7 @@ class EinsumKernel final : public OpKernel {
   // A and B over their labels -> result over (batch, A-only, B-only) labels, summing the shared labels that
   // `keep` does not need. Labels of one operand that neither the other nor `keep` uses are summed first.
   template <typename Acc>
-  static Operand<Acc> Contract(const Operand<Acc>& a, const Operand<Acc>& b, const std::vector<bool>& keep,
+  static StatusOr<Operand<Acc>> Contract(const Operand<Acc>& a, const Operand<Acc>& b, const std::vector<bool>& keep,
                                const std::vector<int64_t>& size, int num_threads) {
     auto has = [](const Operand<Acc>& o, int l) { return std::find(o.labels.begin(), o.labels.end(), l) != o.labels.end(); };
     std::vector<int> batch, rows, cols, inner, a_private, b_private;
@@ -397,6 +399,19 @@ class EinsumKernel final : public OpKernel {
       for (int l : g) p *= size[l];
       return p;
     };
+    // Intermediates can outgrow every input and the output (an outer product summed later): bound them.
+    auto approx = [&](std::initializer_list<const std::vector<int>*> groups) {
+      double p = 1;
+      for (const auto* g : groups)
+        for (int l : *g) p *= static_cast<double>(size[l]);
+      return p;
+    };
+    constexpr double kMaxIntermediate = 4294967296.0;  // elements
+    for (double n : {approx({&batch, &rows, &cols}), approx({&batch, &rows, &inner}), approx({&batch, &inner, &cols})}) {
+      if (n > kMaxIntermediate)
+        return MakeStatus(ErrorCode::FAIL, "an intermediate of the contraction would hold ", n,
+                          " elements (limit 2^32); reorder the operands");
+    }
     const int64_t nb = prod(batch), M = prod(rows), N = prod(cols), K = prod(inner);
     int64_t ca, cb;
     const std::vector<Acc> A = layout(a, {&batch, &rows, &inner}, a_private, &ca);

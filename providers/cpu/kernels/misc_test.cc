@@ -358,6 +358,15 @@ TEST(MiscEinsumTest, IntegerContractionsWrapAndEmptySumsAreZero) {
   EXPECT_EQ(Values<double>(d.out()), (std::vector<double>{82, 170}));
 }
 
+TEST(MiscEinsumTest, OversizedIntermediateIsRefusedNotAllocated) {
+  // The third operand broadcasts (1x1), so contracting the first two makes a 70000 x 70000 outer product.
+  Tensor a = Tensor::Allocate(DataType::kFloat, {70000}).value();
+  Tensor b = Tensor::Allocate(DataType::kFloat, {70000}).value();
+  Result r = RunNode("Einsum", 12, {a, b, Make<float>({1, 1}, {1})}, {StringAttr("equation", "a,b,ab->")});
+  EXPECT_EQ(r.status.code(), ErrorCode::FAIL) << r.status.ToString();
+  EXPECT_NE(r.status.message().find("intermediate"), std::string::npos) << r.status.message();
+}
+
 // -------------------------------------------------------------------------------------------------------- Det
 
 TEST(MiscLinalgTest, DetShapesAndValues) {
