@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 namespace epctx {
 namespace nn {
@@ -261,6 +262,17 @@ void ForEachTap(const WindowGeom& g, const int64_t* koff, Fn&& fn) {
   }
 }
 
+// acc + a * b; integer accumulations wrap (two's complement) as ONNX allows, without signed-overflow UB.
+template <typename T>
+inline T MulAdd(T acc, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(acc) + static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return acc + a * b;
+  }
+}
+
 void UnravelKernel(const WindowGeom& g, int64_t kidx, int64_t* koff) {
   for (size_t d = g.rank(); d-- > 0;) {
     koff[d] = kidx % g.kernel[d];
@@ -304,7 +316,7 @@ Status ConvPlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, int64_t g
             const T wv = wg[mi * ck + kk];
             if (wv == T(0)) continue;
             const T* cr = colp + kk * out_size;
-            for (int64_t p = 0; p < out_size; ++p) yr[p] += wv * cr[p];
+            for (int64_t p = 0; p < out_size; ++p) yr[p] = MulAdd(yr[p], wv, cr[p]);
           }
         }
       });
@@ -335,7 +347,7 @@ Status ConvTransposePlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, 
             const T wv = wg[ci * rows + row];
             if (wv == T(0)) continue;
             const T* xr = xg + ci * in_size;
-            for (int64_t p = 0; p < in_size; ++p) cr[p] += wv * xr[p];
+            for (int64_t p = 0; p < in_size; ++p) cr[p] = MulAdd(cr[p], wv, xr[p]);
           }
         }
       });
@@ -359,7 +371,7 @@ Status ConvTransposePlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, 
                 }
                 off = off * g.out[d] + od;
               }
-              if (valid) yr[off] += cr[p];
+              if (valid) yr[off] = MulAdd(yr[off], T(1), cr[p]);
               for (size_t d = r; d-- > 0;) {
                 if (++ii[d] < g.in[d]) break;
                 ii[d] = 0;
@@ -368,7 +380,7 @@ Status ConvTransposePlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, 
           }
           if (bias) {
             const T bv = bias[gi * mg + mi];
-            for (int64_t p = 0; p < out_size; ++p) yr[p] += bv;
+            for (int64_t p = 0; p < out_size; ++p) yr[p] = MulAdd(yr[p], T(1), bv);
           }
         }
       });
@@ -387,7 +399,7 @@ void GemmPlain(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, bo
       for (int64_t kk = 0; kk < k; ++kk) {
         const T av = a[i * k + kk];
         const T* br = b + kk * n;
-        for (int64_t j = 0; j < n; ++j) cr[j] += av * br[j];
+        for (int64_t j = 0; j < n; ++j) cr[j] = MulAdd(cr[j], av, br[j]);
       }
     }
   });

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 
@@ -526,7 +527,12 @@ class GemmKernel final : public OpKernel {
     const bool add = accumulate_y || (ci.use && c);
     for (int64_t i = 0; i < m * n; ++i) {
       T v = alpha_ == 1.f ? prod[i] : static_cast<T>(alpha_ * prod[i]);
-      y[i] = add ? static_cast<T>(y[i] + v) : v;
+      if constexpr (std::is_integral_v<T>) {  // wrap like the products instead of signed-overflow UB
+        using U = std::make_unsigned_t<T>;
+        y[i] = add ? static_cast<T>(static_cast<U>(y[i]) + static_cast<U>(v)) : v;
+      } else {
+        y[i] = add ? y[i] + v : v;
+      }
     }
     return Status::OK();
   }
