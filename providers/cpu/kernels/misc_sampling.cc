@@ -288,14 +288,14 @@ class RoiAlignKernel final : public OpKernel {
     const T* xd = x.data<T>();
     T* yd = y->data<T>();
     if (H == 0 || W == 0) return Status::OK();  // nothing to sample: the zero-filled output stands
-    // Per ROI: the grid size and the bilinear taps of every sample point (4 per point), shared by all channels.
-    struct Roi {
+    // Geometry of every ROI, validated before any work: start, bin size and sampling grid.
+    struct Geometry {
+      A start_h, start_w, bin_h, bin_w;
       int64_t grid_h, grid_w;
-      std::vector<int64_t> pos;
-      std::vector<A> w;
     };
-    std::vector<Roi> plans(static_cast<size_t>(R));
+    std::vector<Geometry> geo(static_cast<size_t>(R));
     const A offset = p_.half_pixel ? A(0.5) : A(0);
+    constexpr double kMaxSamples = 4194304.0;  // per ROI (2^22): bounds memory and time for absurd ROIs
     for (int64_t r = 0; r < R; ++r) {
       A c[4];
       for (int i = 0; i < 4; ++i) {
@@ -304,31 +304,36 @@ class RoiAlignKernel final : public OpKernel {
                         "non-finite coordinate");
       }
       const A scale = static_cast<A>(p_.spatial_scale);
-      const A start_w = c[0] * scale - offset, start_h = c[1] * scale - offset;
-      const A end_w = c[2] * scale - offset, end_h = c[3] * scale - offset;
-      A roi_w = end_w - start_w, roi_h = end_h - start_h;
+      Geometry& g = geo[r];
+      g.start_w = c[0] * scale - offset;
+      g.start_h = c[1] * scale - offset;
+      A roi_w = c[2] * scale - offset - g.start_w, roi_h = c[3] * scale - offset - g.start_h;
       if (!p_.half_pixel) {
         roi_w = std::max(roi_w, A(1));
         roi_h = std::max(roi_h, A(1));
       }
-      const A bin_h = roi_h / static_cast<A>(PH), bin_w = roi_w / static_cast<A>(PW);
+      g.bin_h = roi_h / static_cast<A>(PH);
+      g.bin_w = roi_w / static_cast<A>(PW);
       const double gh = p_.sampling_ratio > 0 ? static_cast<double>(p_.sampling_ratio) : std::ceil(roi_h / PH);
       const double gw = p_.sampling_ratio > 0 ? static_cast<double>(p_.sampling_ratio) : std::ceil(roi_w / PW);
-      RETURN_ERROR_IF(gh * gw * PH * PW > static_cast<double>(1 << 26), INVALID_ARGUMENT, ctx.node().Describe(),
-                      ": rois[", r, "] needs ", gh * gw * PH * PW, " sample points; the limit is 2^26");
-      Roi& plan = plans[r];
-      plan.grid_h = std::max<int64_t>(static_cast<int64_t>(gh), 0);
-      plan.grid_w = std::max<int64_t>(static_cast<int64_t>(gw), 0);
-      const size_t samples = static_cast<size_t>(PH * PW * plan.grid_h * plan.grid_w);
-      plan.pos.assign(samples * 4, 0);
-      plan.w.assign(samples * 4, A(0));
+      RETURN_ERROR_IF(!(gh * gw * PH * PW <= kMaxSamples), INVALID_ARGUMENT, ctx.node().Describe(), ": rois[", r,
+                      "] needs ", gh * gw * PH * PW, " sample points; the limit is 2^22");
+      g.grid_h = std::max<int64_t>(static_cast<int64_t>(gh), 0);
+      g.grid_w = std::max<int64_t>(static_cast<int64_t>(gw), 0);
+    }
+    // Bilinear taps of every sample point of one ROI (4 per point), shared by its channels.
+    auto build_taps = [&](const Geometry& g, std::vector<int64_t>* taps_pos, std::vector<A>* taps_w) {
+      const size_t samples = static_cast<size_t>(PH * PW * g.grid_h * g.grid_w);
+      taps_pos->assign(samples * 4, 0);
+      taps_w->assign(samples * 4, A(0));
       size_t s = 0;
       for (int64_t ph = 0; ph < PH; ++ph) {
         for (int64_t pw = 0; pw < PW; ++pw) {
-          for (int64_t iy = 0; iy < plan.grid_h; ++iy) {
-            const A yy = start_h + ph * bin_h + (static_cast<A>(iy) + A(0.5)) * bin_h / static_cast<A>(plan.grid_h);
-            for (int64_t ix = 0; ix < plan.grid_w; ++ix, ++s) {
-              const A xx = start_w + pw * bin_w + (static_cast<A>(ix) + A(0.5)) * bin_w / static_cast<A>(plan.grid_w);
+          for (int64_t iy = 0; iy < g.grid_h; ++iy) {
+            const A yy = g.start_h + ph * g.bin_h + (static_cast<A>(iy) + A(0.5)) * g.bin_h / static_cast<A>(g.grid_h);
+            for (int64_t ix = 0; ix < g.grid_w; ++ix, ++s) {
+              const A xx =
+                  g.start_w + pw * g.bin_w + (static_cast<A>(ix) + A(0.5)) * g.bin_w / static_cast<A>(g.grid_w);
               if (!(yy >= -1 && yy <= static_cast<A>(H) && xx >= -1 && xx <= static_cast<A>(W))) continue;
               A sy = std::max(yy, A(0)), sx = std::max(xx, A(0));
               int64_t y0 = static_cast<int64_t>(sy), x0 = static_cast<int64_t>(sx), y1, x1;
@@ -344,10 +349,9 @@ class RoiAlignKernel final : public OpKernel {
               } else {
                 x1 = x0 + 1;
               }
-              if (y0 < 0 || x0 < 0) continue;  // H or W is 0
               const A ly = sy - y0, lx = sx - x0, hy = 1 - ly, hx = 1 - lx;
-              int64_t* pos = &plan.pos[s * 4];
-              A* w = &plan.w[s * 4];
+              int64_t* pos = &(*taps_pos)[s * 4];
+              A* w = &(*taps_w)[s * 4];
               pos[0] = y0 * W + x0;
               pos[1] = y0 * W + x1;
               pos[2] = y1 * W + x0;
@@ -360,21 +364,29 @@ class RoiAlignKernel final : public OpKernel {
           }
         }
       }
-    }
+    };
+    // Work items are (roi, channel) pairs; a thread rebuilds the taps only when its roi changes.
     ParallelFor(ctx.num_threads(), R * C, static_cast<double>(PH * PW) * 16, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> taps_pos;
+      std::vector<A> taps_w;
+      int64_t built = -1;
       for (int64_t rc = begin; rc < end; ++rc) {
         const int64_t r = rc / C, c = rc % C;
-        const Roi& plan = plans[r];
+        const Geometry& g = geo[r];
+        if (built != r) {
+          build_taps(g, &taps_pos, &taps_w);
+          built = r;
+        }
         const T* src = xd + (batch[r] * C + c) * H * W;
         T* dst = yd + rc * PH * PW;
-        const int64_t per_bin = plan.grid_h * plan.grid_w;
+        const int64_t per_bin = g.grid_h * g.grid_w;
         const A count = static_cast<A>(std::max<int64_t>(per_bin, 1));
         for (int64_t b = 0; b < PH * PW; ++b) {
           A acc = 0;
           bool first = true;
           for (int64_t s = b * per_bin; s < (b + 1) * per_bin; ++s) {
-            const int64_t* pos = &plan.pos[s * 4];
-            const A* w = &plan.w[s * 4];
+            const int64_t* pos = &taps_pos[s * 4];
+            const A* w = &taps_w[s * 4];
             if (p_.max_mode) {
               // As ONNX Runtime: the largest weighted corner value of each sample, then the largest sample.
               A v = w[0] * ToCompute<A>(src[pos[0]]);

@@ -171,27 +171,25 @@ class MelWeightMatrixKernel final : public OpKernel {
       if (std::isnan(bin)) bin = -1;
       points[i] = static_cast<int64_t>(std::min(std::max(bin, -1e15), 1e15));
     }
-    std::vector<double> w(static_cast<size_t>(bins * num_mel_bins), 0.0);
-    auto set = [&](int64_t row, int64_t col, double v) {
-      if (row >= 0 && row < bins) w[row * num_mel_bins + col] = v;
-    };
-    for (int64_t i = 0; i < num_mel_bins; ++i) {
-      const int64_t lo = points[i], center = points[i + 1], hi = points[i + 2];
-      if (center == lo) {
-        set(center, i, 1.0);
-      } else {
-        for (int64_t j = std::max<int64_t>(lo, 0); j <= std::min(center, bins - 1); ++j)
-          set(j, i, static_cast<double>(j - lo) / static_cast<double>(center - lo));
-      }
-      if (hi > center) {
-        for (int64_t j = std::max<int64_t>(center, 0); j < std::min(hi, bins); ++j)
-          set(j, i, static_cast<double>(hi - j) / static_cast<double>(hi - center));
-      }
-    }
     return DispatchType<EPCTX_SIGNAL_OUTPUT_TYPES>(out_, "MelWeightMatrix", [&](auto tag) {
       using T = decltype(tag);
-      T* d = y->data<T>();
-      for (size_t k = 0; k < w.size(); ++k) d[k] = FromDouble<T>(w[k]);
+      T* d = y->data<T>();  // zero-filled
+      auto set = [&](int64_t row, int64_t col, double v) {
+        if (row >= 0 && row < bins) d[row * num_mel_bins + col] = FromDouble<T>(v);
+      };
+      for (int64_t i = 0; i < num_mel_bins; ++i) {
+        const int64_t lo = points[i], center = points[i + 1], hi = points[i + 2];
+        if (center == lo) {
+          set(center, i, 1.0);
+        } else {
+          for (int64_t j = std::max<int64_t>(lo, 0); j <= std::min(center, bins - 1); ++j)
+            set(j, i, static_cast<double>(j - lo) / static_cast<double>(center - lo));
+        }
+        if (hi > center) {
+          for (int64_t j = std::max<int64_t>(center, 0); j < std::min(hi, bins); ++j)
+            set(j, i, static_cast<double>(hi - j) / static_cast<double>(hi - center));
+        }
+      }
       return Status::OK();
     });
   }
@@ -303,7 +301,7 @@ class FourierPlan {
   std::vector<Complex> m_fwd_, m_inv_, chirp_, kernel_;
 };
 
-constexpr int64_t kMaxDftLength = int64_t{1} << 28;
+constexpr int64_t kMaxDftLength = int64_t{1} << 22;  // bounds the Bluestein buffers (4 x 2^24 complex doubles)
 
 class DftKernel final : public OpKernel {
  public:
@@ -329,10 +327,10 @@ class DftKernel final : public OpKernel {
     if (ctx.Input(1) != nullptr) {
       RETURN_IF_ERROR(ReadIntScalar(ctx, 1, "dft_length", &n));
       RETURN_ERROR_IF(n <= 0 || n > kMaxDftLength, INVALID_ARGUMENT, ctx.node().Describe(), ": dft_length ", n,
-                      " is out of range [1, 2^28]");
+                      " is out of range [1, 2^22]");
     }
     RETURN_ERROR_IF(n == 0, INVALID_ARGUMENT, ctx.node().Describe(), ": the signal axis is empty");
-    RETURN_ERROR_IF(n > kMaxDftLength, INVALID_ARGUMENT, ctx.node().Describe(), ": DFT length ", n, " exceeds 2^28");
+    RETURN_ERROR_IF(n > kMaxDftLength, INVALID_ARGUMENT, ctx.node().Describe(), ": DFT length ", n, " exceeds 2^22");
     const int64_t out_len = onesided_ ? n / 2 + 1 : n;
     Shape out_shape = x->shape();
     out_shape[axis] = out_len;
@@ -410,7 +408,7 @@ class StftKernel final : public OpKernel {
     }
     RETURN_ERROR_IF(n < 0, INVALID_ARGUMENT, ctx.node().Describe(), ": one of window and frame_length is required");
     RETURN_ERROR_IF(n == 0 || n > kMaxDftLength, INVALID_ARGUMENT, ctx.node().Describe(), ": frame length ", n,
-                    " is out of range [1, 2^28]");
+                    " is out of range [1, 2^22]");
     RETURN_ERROR_IF(n > length, INVALID_ARGUMENT, ctx.node().Describe(), ": frame length ", n,
                     " exceeds the signal length ", length);
     const int64_t frames = (length - n) / step + 1;
