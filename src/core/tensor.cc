@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <sstream>
 
@@ -10,6 +12,50 @@ namespace epctx {
 namespace {
 constexpr size_t kAlignment = 64;
 constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 40;  // refuse > 1 TiB outright rather than die in malloc
+
+// Large blocks are kept for reuse: a fresh multi-megabyte block costs a page fault per 4 KiB on first touch,
+// which dominated data-movement kernels (64 MiB took ~38 ms). Blocks are bucketed by size rounded up to a power of
+// two; the cache holds at most kMaxCachedBytes and is shared by all sessions of the process.
+constexpr size_t kMinCachedBlock = size_t{1} << 20;
+constexpr size_t kMaxCachedBytes = size_t{256} << 20;
+
+class BlockCache {
+ public:
+  static BlockCache& Get() {
+    static BlockCache* cache = new BlockCache();  // never destroyed: tensors may outlive static destruction
+    return *cache;
+  }
+  static size_t Bucket(size_t bytes) {
+    size_t b = kMinCachedBlock;
+    while (b < bytes) b <<= 1;
+    return b;
+  }
+  void* Take(size_t bucket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(bucket);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= bucket;
+    return p;
+  }
+  void Give(void* p, size_t bucket) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + bucket <= kMaxCachedBytes) {
+        free_[bucket].push_back(p);
+        cached_ += bucket;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
 }  // namespace
 
 int64_t ShapeSize(const Shape& shape) {
@@ -43,7 +89,13 @@ StatusOr<Tensor> Tensor::Allocate(DataType dtype, Shape shape) {
   size_t bytes = static_cast<size_t>(n) * esize;
   size_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (padded == 0) padded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, padded);
+  const bool cached = dtype != DataType::kString && padded >= kMinCachedBlock;
+  void* p = nullptr;
+  if (cached) {
+    padded = BlockCache::Bucket(padded);
+    p = BlockCache::Get().Take(padded);
+  }
+  if (!p) p = std::aligned_alloc(kAlignment, padded);
   RETURN_ERROR_IF(p == nullptr, FAIL, "out of memory allocating ", bytes, " bytes for a tensor of shape ",
                   ShapeToString(shape));
   std::shared_ptr<void> holder;
@@ -55,6 +107,9 @@ StatusOr<Tensor> Tensor::Allocate(DataType dtype, Shape shape) {
       for (int64_t i = 0; i < n; ++i) str[i].~basic_string();
       std::free(q);
     });
+  } else if (cached) {
+    std::memset(p, 0, bytes);
+    holder = std::shared_ptr<void>(p, [padded](void* q) { BlockCache::Get().Give(q, padded); });
   } else {
     std::memset(p, 0, padded);
     holder = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
