@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "providers/cpu/kernel.h"
 
 namespace epctx {
@@ -53,12 +55,15 @@ inline T FromAcc(Acc v) {
   }
 }
 
-// A contiguous row-major tensor whose dimension i carries labels[i].
+// A contiguous row-major tensor whose dimension i carries labels[i]: its own buffer, or (when no copy was needed)
+// an input's memory.
 template <typename Acc>
 struct Operand {
   std::vector<int> labels;
   Shape dims;
-  std::vector<Acc> data;
+  std::vector<Acc> owned;
+  const Acc* borrowed = nullptr;
+  const Acc* data() const { return borrowed != nullptr ? borrowed : owned.data(); }
 };
 
 // dst[i] = sum over r of src[offset(i) + offset(r)], i over out_dims (strides out_strides), r over red_dims.
@@ -77,6 +82,18 @@ void StridedSum(const Src* src, const Shape& out_dims, const std::vector<int64_t
     red_off.swap(next);
   }
   const size_t rank = out_dims.size();
+  bool contiguous = red_dims.empty();
+  for (size_t d = rank, expect = 1; contiguous && d-- > 0;) {
+    contiguous = out_dims[d] == 1 || out_strides[d] == static_cast<int64_t>(expect);
+    expect *= static_cast<size_t>(out_dims[d]);
+  }
+  if (contiguous) {  // a plain conversion copy
+    ParallelFor(num_threads, total, 1, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) dst[i] = FromAcc<Dst>(ToAcc<Acc>(src[i]));
+    });
+    return;
+  }
   ParallelFor(num_threads, total, static_cast<double>(red_off.size()) + 1, [&](int64_t begin, int64_t end) {
     std::vector<int64_t> idx(rank, 0);
     int64_t rem = begin, off = 0;
@@ -309,8 +326,14 @@ class EinsumKernel final : public OpKernel {
           red_strides.push_back(stride_of[k]);
         }
       }
-      op.data.resize(static_cast<size_t>(ShapeSize(op.dims)));
-      StridedSum<T, Acc, Acc>(t.data<T>(), op.dims, out_strides, red_dims, red_strides, op.data.data(),
+      if constexpr (std::is_same_v<T, Acc>) {
+        if (red_dims.empty() && distinct.size() == labels[i].size()) {  // no diagonal, nothing to sum: use as is
+          op.borrowed = t.data<T>();
+          continue;
+        }
+      }
+      op.owned.resize(static_cast<size_t>(ShapeSize(op.dims)));
+      StridedSum<T, Acc, Acc>(t.data<T>(), op.dims, out_strides, red_dims, red_strides, op.owned.data(),
                               ctx.num_threads());
     }
 
@@ -344,61 +367,61 @@ class EinsumKernel final : public OpKernel {
         red_strides.push_back(cur_strides[d]);
       }
     }
-    StridedSum<Acc, T, Acc>(cur.data.data(), out_shape, out_strides, red_dims, red_strides, y->data<T>(),
+    StridedSum<Acc, T, Acc>(cur.data(), out_shape, out_strides, red_dims, red_strides, y->data<T>(),
                             ctx.num_threads());
     return Status::OK();
   }
 
+  // Sums the labels `priv` out of o (keeping the order of the others).
+  template <typename Acc>
+  static Operand<Acc> SumOut(const Operand<Acc>& o, const std::vector<int>& priv, int num_threads) {
+    std::vector<int64_t> strides(o.dims.size(), 1);
+    for (size_t d = o.dims.size(); d-- > 1;) strides[d - 1] = strides[d] * o.dims[d];
+    Operand<Acc> r;
+    Shape red_dims;
+    std::vector<int64_t> st, red_st;
+    for (size_t d = 0; d < o.labels.size(); ++d) {
+      if (std::find(priv.begin(), priv.end(), o.labels[d]) != priv.end()) {
+        red_dims.push_back(o.dims[d]);
+        red_st.push_back(strides[d]);
+      } else {
+        r.labels.push_back(o.labels[d]);
+        r.dims.push_back(o.dims[d]);
+        st.push_back(strides[d]);
+      }
+    }
+    r.owned.resize(static_cast<size_t>(ShapeSize(r.dims)));
+    StridedSum<Acc, Acc, Acc>(o.data(), r.dims, st, red_dims, red_st, r.owned.data(), num_threads);
+    return r;
+  }
+
   // A and B over their labels -> result over (batch, A-only, B-only) labels, summing the shared labels that
   // `keep` does not need. Labels of one operand that neither the other nor `keep` uses are summed first.
+  // Each operand is used in place when its layout already is [batch, rows, k] or [batch, k, rows] (the matrix
+  // product takes a transposition flag); otherwise it is copied into [batch, rows, k] / [batch, k, cols].
   template <typename Acc>
-  static StatusOr<Operand<Acc>> Contract(const Operand<Acc>& a, const Operand<Acc>& b, const std::vector<bool>& keep,
-                               const std::vector<int64_t>& size, int num_threads) {
+  static StatusOr<Operand<Acc>> Contract(const Operand<Acc>& a_in, const Operand<Acc>& b_in,
+                                         const std::vector<bool>& keep, const std::vector<int64_t>& size,
+                                         int num_threads) {
     auto has = [](const Operand<Acc>& o, int l) { return std::find(o.labels.begin(), o.labels.end(), l) != o.labels.end(); };
-    std::vector<int> batch, rows, cols, inner, a_private, b_private;
+    std::vector<int> a_private, b_private;
+    for (int l : a_in.labels)
+      if (!has(b_in, l) && !keep[l]) a_private.push_back(l);
+    for (int l : b_in.labels)
+      if (!has(a_in, l) && !keep[l]) b_private.push_back(l);
+    Operand<Acc> a_summed, b_summed;
+    if (!a_private.empty()) a_summed = SumOut(a_in, a_private, num_threads);
+    if (!b_private.empty()) b_summed = SumOut(b_in, b_private, num_threads);
+    const Operand<Acc>& a = a_private.empty() ? a_in : a_summed;
+    const Operand<Acc>& b = b_private.empty() ? b_in : b_summed;
+
+    std::vector<int> batch, rows, cols, inner;
     for (int l : a.labels) {
       if (has(b, l)) (keep[l] ? batch : inner).push_back(l);
-      else (keep[l] ? rows : a_private).push_back(l);
+      else rows.push_back(l);
     }
     for (int l : b.labels)
-      if (!has(a, l)) (keep[l] ? cols : b_private).push_back(l);
-    // Lays operand o out as the concatenation of label groups (sizes global; size-1 dims broadcast),
-    // summing `priv`.
-    auto layout = [&](const Operand<Acc>& o, std::initializer_list<const std::vector<int>*> groups,
-                      const std::vector<int>& priv, int64_t* count) {
-      std::vector<int64_t> strides(o.dims.size(), 1);
-      for (size_t d = o.dims.size(); d-- > 1;) strides[d - 1] = strides[d] * o.dims[d];
-      auto stride_of = [&](int l, int64_t* dim) {
-        const size_t d = std::find(o.labels.begin(), o.labels.end(), l) - o.labels.begin();
-        *dim = o.dims[d];
-        return strides[d];
-      };
-      Shape dims, red_dims;
-      std::vector<int64_t> st, red_st;
-      for (const auto* g : groups) {
-        for (int l : *g) {
-          int64_t own;
-          const int64_t s = stride_of(l, &own);
-          dims.push_back(size[l]);
-          st.push_back(own == 1 ? 0 : s);
-        }
-      }
-      for (int l : priv) {
-        int64_t own;
-        const int64_t s = stride_of(l, &own);
-        red_dims.push_back(own);
-        red_st.push_back(s);
-      }
-      *count = ShapeSize(dims);
-      std::vector<Acc> out(static_cast<size_t>(*count));
-      StridedSum<Acc, Acc, Acc>(o.data.data(), dims, st, red_dims, red_st, out.data(), num_threads);
-      return out;
-    };
-    auto prod = [&](const std::vector<int>& g) {
-      int64_t p = 1;
-      for (int l : g) p *= size[l];
-      return p;
-    };
+      if (!has(a, l)) cols.push_back(l);
     // Intermediates can outgrow every input and the output (an outer product summed later): bound them.
     auto approx = [&](std::initializer_list<const std::vector<int>*> groups) {
       double p = 1;
@@ -412,39 +435,108 @@ class EinsumKernel final : public OpKernel {
         return MakeStatus(ErrorCode::FAIL, "an intermediate of the contraction would hold ", n,
                           " elements (limit 2^32); reorder the operands");
     }
+    auto prod = [&](const std::vector<int>& g) {
+      int64_t p = 1;
+      for (int l : g) p *= size[l];
+      return p;
+    };
     const int64_t nb = prod(batch), M = prod(rows), N = prod(cols), K = prod(inner);
-    int64_t ca, cb;
-    const std::vector<Acc> A = layout(a, {&batch, &rows, &inner}, a_private, &ca);
-    const std::vector<Acc> B = layout(b, {&batch, &inner, &cols}, b_private, &cb);
+    auto concat = [](std::initializer_list<const std::vector<int>*> groups) {
+      std::vector<int> v;
+      for (const auto* g : groups) v.insert(v.end(), g->begin(), g->end());
+      return v;
+    };
+    auto full_size = [&](const Operand<Acc>& o) {  // no dimension broadcasts
+      for (size_t d = 0; d < o.labels.size(); ++d)
+        if (o.dims[d] != size[o.labels[d]]) return false;
+      return true;
+    };
+    // Copies o into the concatenation of label groups (sizes global; size-1 dims broadcast with stride 0).
+    auto layout = [&](const Operand<Acc>& o, std::initializer_list<const std::vector<int>*> groups) {
+      std::vector<int64_t> strides(o.dims.size(), 1);
+      for (size_t d = o.dims.size(); d-- > 1;) strides[d - 1] = strides[d] * o.dims[d];
+      Shape dims;
+      std::vector<int64_t> st;
+      for (int l : concat(groups)) {
+        const size_t d = std::find(o.labels.begin(), o.labels.end(), l) - o.labels.begin();
+        dims.push_back(size[l]);
+        st.push_back(o.dims[d] == 1 ? 0 : strides[d]);
+      }
+      std::vector<Acc> out(static_cast<size_t>(ShapeSize(dims)));
+      StridedSum<Acc, Acc, Acc>(o.data(), dims, st, {}, {}, out.data(), num_threads);
+      return out;
+    };
+    std::vector<Acc> a_copy, b_copy;
+    const Acc* A = a.data();
+    const Acc* B = b.data();
+    bool trans_a = false, trans_b = false;
+    if (full_size(a) && a.labels == concat({&batch, &rows, &inner})) {
+    } else if (full_size(a) && a.labels == concat({&batch, &inner, &rows})) {
+      trans_a = true;
+    } else {
+      a_copy = layout(a, {&batch, &rows, &inner});
+      A = a_copy.data();
+    }
+    if (full_size(b) && b.labels == concat({&batch, &inner, &cols})) {
+    } else if (full_size(b) && b.labels == concat({&batch, &cols, &inner})) {
+      trans_b = true;
+    } else {
+      b_copy = layout(b, {&batch, &inner, &cols});
+      B = b_copy.data();
+    }
     Operand<Acc> r;
-    for (const auto* g : {&batch, &rows, &cols})
-      for (int l : *g) {
-        r.labels.push_back(l);
-        r.dims.push_back(size[l]);
-      }
-    r.data.assign(static_cast<size_t>(nb * M * N), Acc(0));
-    Acc* C = r.data.data();
-    ParallelFor(num_threads, nb * M, static_cast<double>(K) * N + 1, [&](int64_t begin, int64_t end) {
-      for (int64_t bm = begin; bm < end; ++bm) {
-        const int64_t bi = bm / M;
-        const Acc* arow = A.data() + bm * K;
-        const Acc* bmat = B.data() + bi * K * N;
-        Acc* crow = C + bm * N;
-        if (N == 1) {
-          Acc sum = 0;
-          for (int64_t k = 0; k < K; ++k) sum += arow[k] * bmat[k];
-          crow[0] = sum;
-          continue;
-        }
-        for (int64_t k = 0; k < K; ++k) {
-          const Acc av = arow[k];
-          const Acc* brow = bmat + k * N;
-#pragma omp simd
-          for (int64_t n = 0; n < N; ++n) crow[n] += av * brow[n];
-        }
-      }
-    });
+    r.labels = concat({&batch, &rows, &cols});
+    for (int l : r.labels) r.dims.push_back(size[l]);
+    r.owned.assign(static_cast<size_t>(nb * M * N), Acc(0));
+    if (M == 0 || N == 0 || K == 0) return r;
+    RETURN_IF_ERROR(BatchedGemm(nb, M, N, K, A, trans_a, B, trans_b, r.owned.data(), num_threads));
     return r;
+  }
+
+  // C[b] = op(A[b]) * op(B[b]) for row-major M x K / K x M (trans) A and K x N / N x K (trans) B; C zeroed.
+  template <typename Acc>
+  static Status BatchedGemm(int64_t nb, int64_t M, int64_t N, int64_t K, const Acc* A, bool trans_a, const Acc* B,
+                            bool trans_b, Acc* C, int num_threads) {
+    if constexpr (std::is_same_v<Acc, float>) {
+      // oneDNN's GEMM; it threads itself, so batches run one after another unless they are many and small.
+      auto one = [&](int64_t b) {
+        return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.0f, A + b * M * K, trans_a ? M : K,
+                          B + b * K * N, trans_b ? K : N, 0.0f, C + b * M * N, N);
+      };
+      const double work = static_cast<double>(M) * N * K;
+      if (nb > 1 && work < 262144.0) {
+        std::vector<int> failed(static_cast<size_t>(nb), 0);
+        ParallelFor(num_threads, nb, work, [&](int64_t begin, int64_t end) {
+          for (int64_t b = begin; b < end; ++b) failed[b] = one(b) != dnnl_success;
+        });
+        for (int f : failed)
+          if (f) return MakeStatus(ErrorCode::FAIL, "oneDNN sgemm failed");
+        return Status::OK();
+      }
+      for (int64_t b = 0; b < nb; ++b)
+        if (one(b) != dnnl_success) return MakeStatus(ErrorCode::FAIL, "oneDNN sgemm failed");
+      return Status::OK();
+    } else {
+      ParallelFor(num_threads, nb * M, static_cast<double>(K) * N + 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bm = begin; bm < end; ++bm) {
+          const int64_t bi = bm / M, m = bm % M;
+          const Acc* amat = A + bi * M * K;
+          const Acc* bmat = B + bi * K * N;
+          Acc* crow = C + bm * N;
+          for (int64_t k = 0; k < K; ++k) {
+            const Acc av = trans_a ? amat[k * M + m] : amat[m * K + k];
+            if (trans_b) {
+              for (int64_t n = 0; n < N; ++n) crow[n] += av * bmat[n * K + k];
+            } else {
+              const Acc* brow = bmat + k * N;
+#pragma omp simd
+              for (int64_t n = 0; n < N; ++n) crow[n] += av * brow[n];
+            }
+          }
+        }
+      });
+      return Status::OK();
+    }
   }
 
   std::string equation_;
