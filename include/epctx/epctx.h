@@ -8,7 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <unordered_map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,10 +40,82 @@ enum class ElementType : int32_t {
 enum class GraphOptimizationLevel : int { ORT_DISABLE_ALL = 0, ORT_ENABLE_BASIC = 1, ORT_ENABLE_EXTENDED = 2, ORT_ENABLE_ALL = 99 };
 enum class LoggingLevel : int { VERBOSE = 0, INFO = 1, WARNING = 2, ERROR = 3, FATAL = 4 };
 
-// The process-wide runtime environment. Cheap to create; sessions keep what they need alive.
+// Key-value pairs (EP metadata, EP options, device metadata). Copies are independent.
+class KeyValuePairs {
+ public:
+  KeyValuePairs() = default;
+  KeyValuePairs(std::initializer_list<std::pair<const std::string, std::string>> init) : map_(init) {}
+  void Add(const char* key, const char* value) { map_[key] = value; }
+  // NULL when absent (pointer into this object).
+  const char* GetValue(const char* key) const {
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second.c_str();
+  }
+  const std::map<std::string, std::string>& GetKeyValuePairs() const { return map_; }
+  size_t size() const { return map_.size(); }
+
+ private:
+  std::map<std::string, std::string> map_;
+};
+using ConstKeyValuePairs = const KeyValuePairs&;
+
+enum class HardwareDeviceType : int { CPU = 0, GPU = 1, NPU = 2 };
+
+// A hardware device discovered by the runtime (or created by an EP factory, e.g. a virtual device).
+// Valid while the Env (and, for plugin devices, the library) is alive.
+class ConstHardwareDevice {
+ public:
+  HardwareDeviceType Type() const;
+  uint32_t VendorId() const;
+  const char* Vendor() const;
+  uint32_t DeviceId() const;
+  KeyValuePairs Metadata() const;  // e.g. "vendor", "model", "isa", "cores"; "is_virtual"="1" for virtual devices
+  explicit ConstHardwareDevice(const void* impl) : impl_(impl) {}
+
+ private:
+  const void* impl_;
+};
+
+// An (execution provider, hardware device) pair an EP factory reported. Valid while its library is registered.
+class ConstEpDevice {
+ public:
+  ConstEpDevice(std::nullptr_t = nullptr) {}  // NOLINT: an empty handle, like Ort::ConstEpDevice{nullptr}
+  explicit ConstEpDevice(const void* impl) : impl_(impl) {}
+  const char* EpName() const;
+  const char* EpVendor() const;
+  KeyValuePairs EpMetadata() const;
+  KeyValuePairs EpOptions() const;
+  ConstHardwareDevice Device() const;
+  const void* impl() const { return impl_; }
+  explicit operator bool() const { return impl_ != nullptr; }
+  bool operator==(std::nullptr_t) const { return impl_ == nullptr; }
+  bool operator!=(std::nullptr_t) const { return impl_ != nullptr; }
+
+ private:
+  const void* impl_ = nullptr;
+};
+
+// ONNX Runtime's OrtExecutionProviderDevicePolicy.
+enum class ExecutionProviderDevicePolicy : int {
+  DEFAULT = 0, PREFER_CPU, PREFER_NPU, PREFER_GPU, MAX_PERFORMANCE, MAX_EFFICIENCY, MIN_OVERALL_POWER,
+};
+
+// The process-wide runtime environment: hardware devices (discovered at creation) and registered plugin EP
+// libraries. Sessions created with an Env keep the libraries they use loaded.
 class Env {
  public:
   explicit Env(LoggingLevel level = LoggingLevel::WARNING, const char* log_id = "epctx");
+  // With environment config entries, e.g. {"allow_virtual_devices", "1"}.
+  Env(LoggingLevel level, const char* log_id, const KeyValuePairs& config);
+  // Loads a plugin EP library (dlopen, CreateEpFactories, GetSupportedDevices) under `registration_name`.
+  // A name ending in ".virtual" allows the library's virtual devices. FAIL with ONNX Runtime's messages for a
+  // duplicate name, a library that does not load, a missing symbol, an unknown ABI version or a failing factory;
+  // nothing stays loaded then.
+  void RegisterExecutionProviderLibrary(const char* registration_name, const char* path);
+  // ReleaseEpFactory + unload. FAIL when the name is unknown or a session still uses the library.
+  void UnregisterExecutionProviderLibrary(const char* registration_name);
+  // The built-in CPU EP's device first, then every registered library's devices.
+  std::vector<ConstEpDevice> GetEpDevices() const;
   ~Env();
   Env(Env&&) noexcept;
   Env& operator=(Env&&) noexcept;
@@ -72,6 +147,24 @@ class SessionOptions {
   // INVALID_ARGUMENT for an empty name or a negative value.
   SessionOptions& AddFreeDimensionOverrideByName(const char* dim_name, int64_t value);
   SessionOptions& SetGraphOptimizationLevel(GraphOptimizationLevel level);
+  // Adds a plugin EP on the given devices (all from one EP). Provider options become session config entries
+  // "ep.<lowercase ep name>.<key>" (device defaults first, then these). EPs are used in the order appended.
+  SessionOptions& AppendExecutionProvider_V2(const Env& env, const std::vector<ConstEpDevice>& devices,
+                                             const KeyValuePairs& ep_options = {});
+  SessionOptions& AppendExecutionProvider_V2(const Env& env, const std::vector<ConstEpDevice>& devices,
+                                             const std::unordered_map<std::string, std::string>& ep_options);
+  // A built-in EP by name ("CPUExecutionProvider" / "CPU"). NOT_IMPLEMENTED for names this build lacks.
+  SessionOptions& AppendExecutionProvider(const std::string& name,
+                                          const std::unordered_map<std::string, std::string>& options = {});
+  // Automatic EP selection when no EP was appended. Virtual devices are never selected.
+  SessionOptions& SetEpSelectionPolicy(ExecutionProviderDevicePolicy policy);
+  // Custom selection: receives every EP device (built-in CPU first) and returns those to use, in priority order.
+  using EpSelectionDelegate = std::function<std::vector<ConstEpDevice>(const std::vector<ConstEpDevice>& devices)>;
+  SessionOptions& SetEpSelectionPolicyDelegate(EpSelectionDelegate delegate);
+  // Records a Chrome-trace profile (one event per node with its EP); Session::EndProfiling writes
+  // "<prefix>_<timestamp>.json".
+  SessionOptions& EnableProfiling(const char* profile_file_prefix);
+  SessionOptions& DisableProfiling();
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }
@@ -220,6 +313,13 @@ class Session {
   std::vector<std::string> GetOutputNames() const;
   TypeInfo GetInputTypeInfo(size_t index) const;   // INVALID_ARGUMENT when out of range
   TypeInfo GetOutputTypeInfo(size_t index) const;
+  // Writes the profile and returns its file name (FAIL when profiling is not enabled).
+  std::string EndProfiling();
+  // Options for the session's plugin EPs after creation (OrtEp::SetDynamicOptions).
+  void SetEpDynamicOptions(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  // EP names in priority order, and the EP of each partition (fused node name -> EP name).
+  std::vector<std::string> GetExecutionProviders() const;
+  std::map<std::string, std::string> GetPartitionAssignments() const;
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }

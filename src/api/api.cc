@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "epctx/epctx.h"
+#include "plugin/ep_library.h"
 #include "session/session.h"
 
 namespace epctx {
@@ -24,8 +25,52 @@ T ValueOrThrow(StatusOr<T> v) {
 struct Env::Impl {
   LoggingLevel level;
   std::string log_id;
+  std::shared_ptr<EpRegistry> registry;
 };
-Env::Env(LoggingLevel level, const char* log_id) : impl_(new Impl{level, log_id ? log_id : ""}) {}
+Env::Env(LoggingLevel level, const char* log_id)
+    : impl_(new Impl{level, log_id ? log_id : "", std::make_shared<EpRegistry>(std::map<std::string, std::string>())}) {}
+Env::Env(LoggingLevel level, const char* log_id, const KeyValuePairs& config)
+    : impl_(new Impl{level, log_id ? log_id : "", std::make_shared<EpRegistry>(config.GetKeyValuePairs())}) {}
+void Env::RegisterExecutionProviderLibrary(const char* name, const char* path) {
+  if (!name || !path) Throw(Status(ErrorCode::INVALID_ARGUMENT, "registration name and path must not be NULL"));
+  ThrowIfError(impl_->registry->Register(name, path));
+}
+void Env::UnregisterExecutionProviderLibrary(const char* name) {
+  if (!name) Throw(Status(ErrorCode::INVALID_ARGUMENT, "registration name must not be NULL"));
+  ThrowIfError(impl_->registry->Unregister(name));
+}
+std::vector<ConstEpDevice> Env::GetEpDevices() const {
+  std::vector<ConstEpDevice> out;
+  for (const EpctxEpDevice* d : impl_->registry->Devices()) out.emplace_back(static_cast<const void*>(d));
+  return out;
+}
+
+// ---- devices ----
+namespace {
+const EpctxEpDevice* Dev(const void* p) {
+  if (!p) Throw(Status(ErrorCode::INVALID_ARGUMENT, "empty EP device handle"));
+  return static_cast<const EpctxEpDevice*>(p);
+}
+KeyValuePairs ToKvp(const EpctxKeyValuePairs& k) {
+  KeyValuePairs out;
+  for (size_t i = 0; i < k.keys.size(); ++i) out.Add(k.keys[i].c_str(), k.values[i].c_str());
+  return out;
+}
+}  // namespace
+const char* ConstEpDevice::EpName() const { return Dev(impl_)->ep_name.c_str(); }
+const char* ConstEpDevice::EpVendor() const { return Dev(impl_)->ep_vendor.c_str(); }
+KeyValuePairs ConstEpDevice::EpMetadata() const { return ToKvp(Dev(impl_)->ep_metadata); }
+KeyValuePairs ConstEpDevice::EpOptions() const { return ToKvp(Dev(impl_)->ep_options); }
+ConstHardwareDevice ConstEpDevice::Device() const { return ConstHardwareDevice(Dev(impl_)->device); }
+HardwareDeviceType ConstHardwareDevice::Type() const {
+  return static_cast<HardwareDeviceType>(static_cast<const EpctxHardwareDevice*>(impl_)->type);
+}
+uint32_t ConstHardwareDevice::VendorId() const { return static_cast<const EpctxHardwareDevice*>(impl_)->vendor_id; }
+const char* ConstHardwareDevice::Vendor() const { return static_cast<const EpctxHardwareDevice*>(impl_)->vendor.c_str(); }
+uint32_t ConstHardwareDevice::DeviceId() const { return static_cast<const EpctxHardwareDevice*>(impl_)->device_id; }
+KeyValuePairs ConstHardwareDevice::Metadata() const {
+  return ToKvp(static_cast<const EpctxHardwareDevice*>(impl_)->metadata);
+}
 Env::~Env() = default;
 Env::Env(Env&&) noexcept = default;
 Env& Env::operator=(Env&&) noexcept = default;
@@ -70,6 +115,73 @@ SessionOptions& SessionOptions::AddFreeDimensionOverrideByName(const char* dim_n
 }
 SessionOptions& SessionOptions::SetGraphOptimizationLevel(GraphOptimizationLevel level) {
   impl_->config.graph_optimization_level = static_cast<int>(level);
+  return *this;
+}
+SessionOptions& SessionOptions::AppendExecutionProvider_V2(const Env& env, const std::vector<ConstEpDevice>& devices,
+                                                           const KeyValuePairs& ep_options) {
+  if (devices.empty()) Throw(Status(ErrorCode::INVALID_ARGUMENT, "AppendExecutionProvider_V2 needs at least one EP device"));
+  EpRequest req;
+  for (const auto& d : devices) {
+    const EpctxEpDevice* dev = Dev(d.impl());
+    if (!req.devices.empty() && dev->factory != req.devices[0]->factory)
+      Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "all devices given to AppendExecutionProvider_V2 must belong to "
+                                                    "the same EP; got '", req.devices[0]->ep_name, "' and '",
+                       dev->ep_name, "'"));
+    req.devices.push_back(dev);
+  }
+  req.ep_name = req.devices[0]->ep_name;
+  if (req.ep_name == "CPUExecutionProvider") req.devices.clear();
+  req.options = ep_options.GetKeyValuePairs();
+  if (impl_->config.registry && impl_->config.registry != env.impl()->registry)
+    Throw(Status(ErrorCode::INVALID_ARGUMENT, "EP devices from two different Envs in one SessionOptions"));
+  impl_->config.registry = env.impl()->registry;
+  impl_->config.eps.push_back(std::move(req));
+  return *this;
+}
+SessionOptions& SessionOptions::AppendExecutionProvider_V2(
+    const Env& env, const std::vector<ConstEpDevice>& devices,
+    const std::unordered_map<std::string, std::string>& ep_options) {
+  KeyValuePairs k;
+  for (const auto& [a, b] : ep_options) k.Add(a.c_str(), b.c_str());
+  return AppendExecutionProvider_V2(env, devices, k);
+}
+SessionOptions& SessionOptions::AppendExecutionProvider(const std::string& name,
+                                                        const std::unordered_map<std::string, std::string>& options) {
+  if (name != "CPUExecutionProvider" && name != "CPU")
+    Throw(MakeStatus(ErrorCode::NOT_IMPLEMENTED, "execution provider '", name,
+                     "' is not built into epctx (built in: CPUExecutionProvider); plugin EPs are added with "
+                     "AppendExecutionProvider_V2"));
+  EpRequest req;
+  req.ep_name = "CPUExecutionProvider";
+  req.options.insert(options.begin(), options.end());
+  impl_->config.eps.push_back(std::move(req));
+  return *this;
+}
+SessionOptions& SessionOptions::SetEpSelectionPolicy(ExecutionProviderDevicePolicy policy) {
+  int v = static_cast<int>(policy);
+  if (v < 0 || v > static_cast<int>(ExecutionProviderDevicePolicy::MIN_OVERALL_POWER))
+    Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "unknown EP selection policy ", v));
+  impl_->config.policy = static_cast<DevicePolicy>(v);
+  return *this;
+}
+SessionOptions& SessionOptions::SetEpSelectionPolicyDelegate(EpSelectionDelegate delegate) {
+  if (!delegate) Throw(Status(ErrorCode::INVALID_ARGUMENT, "the EP selection delegate is empty"));
+  impl_->config.delegate = [delegate](const std::vector<const EpctxEpDevice*>& all) {
+    std::vector<ConstEpDevice> in;
+    for (const EpctxEpDevice* d : all) in.emplace_back(static_cast<const void*>(d));
+    std::vector<const EpctxEpDevice*> out;
+    for (const auto& d : delegate(in)) out.push_back(static_cast<const EpctxEpDevice*>(d.impl()));
+    return out;
+  };
+  return *this;
+}
+SessionOptions& SessionOptions::EnableProfiling(const char* prefix) {
+  impl_->config.profiling = true;
+  if (prefix && *prefix) impl_->config.profile_prefix = prefix;
+  return *this;
+}
+SessionOptions& SessionOptions::DisableProfiling() {
+  impl_->config.profiling = false;
   return *this;
 }
 
@@ -181,16 +293,32 @@ struct Session::Impl {
   std::unique_ptr<InferenceSession> session;
 };
 
+namespace {
+SessionConfig ConfigFor(const Env& env, const SessionOptions& options) {
+  SessionConfig c = options.impl()->config;
+  if (!c.registry) c.registry = env.impl()->registry;
+  return c;
+}
+}  // namespace
+
 Session::Session(const Env& env, const char* model_path, const SessionOptions& options) : impl_(new Impl()) {
-  (void)env;
   if (!model_path) Throw(Status(ErrorCode::INVALID_ARGUMENT, "model path is null"));
-  impl_->session = ValueOrThrow(InferenceSession::CreateFromFile(model_path, options.impl()->config));
+  impl_->session = ValueOrThrow(InferenceSession::CreateFromFile(model_path, ConfigFor(env, options)));
 }
 Session::Session(const Env& env, const void* data, size_t length, const SessionOptions& options) : impl_(new Impl()) {
-  (void)env;
   if (!data && length) Throw(Status(ErrorCode::INVALID_ARGUMENT, "model data pointer is null"));
-  impl_->session = ValueOrThrow(InferenceSession::CreateFromBytes(data, length, options.impl()->config));
+  impl_->session = ValueOrThrow(InferenceSession::CreateFromBytes(data, length, ConfigFor(env, options)));
 }
+std::string Session::EndProfiling() { return ValueOrThrow(impl_->session->EndProfiling()); }
+void Session::SetEpDynamicOptions(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  if (keys.size() != values.size())
+    Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, keys.size(), " keys but ", values.size(), " values"));
+  std::map<std::string, std::string> m;
+  for (size_t i = 0; i < keys.size(); ++i) m[keys[i]] = values[i];
+  ThrowIfError(impl_->session->SetEpDynamicOptions(m));
+}
+std::vector<std::string> Session::GetExecutionProviders() const { return impl_->session->ep_names(); }
+std::map<std::string, std::string> Session::GetPartitionAssignments() const { return impl_->session->partition_eps(); }
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;

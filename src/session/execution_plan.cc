@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "session/profiler.h"
+
 namespace epctx {
 
 namespace {
@@ -95,7 +97,15 @@ StatusOr<std::unique_ptr<GraphPlan>> GraphPlan::Create(const Graph& graph, const
         step.subgraphs[an] = std::move(sub);
       }
     }
-    const KernelFactory* factory = options.registry->Find(node.domain, node.op_type, node.opset);
+    const KernelFactory* factory = nullptr;
+    if (node.domain == "epctx.fused") {
+      if (options.fused_kernels) {
+        auto fk = options.fused_kernels->find(node.name);
+        if (fk != options.fused_kernels->end()) factory = &fk->second;
+      }
+    } else {
+      factory = options.registry->Find(node.domain, node.op_type, node.opset);
+    }
     if (!factory)
       return MakeStatus(ErrorCode::NOT_IMPLEMENTED, "CPUExecutionProvider has no kernel for ", node.op_type,
                         node.domain.empty() ? "" : " (domain '" + node.domain + "')", " at opset ", node.opset,
@@ -165,7 +175,19 @@ Status GraphPlan::Run(const std::vector<IValue>& feeds, const Frame* parent_fram
       };
     }
     KernelContext ctx(*step.node, in_ptrs, options_.num_threads, get_sub);
+    int64_t t0 = options_.profiler ? options_.profiler->NowUs() : 0;
     Status st = step.kernel->Compute(ctx);
+    if (options_.profiler) {
+      std::string ep = "CPUExecutionProvider";
+      if (options_.node_ep) {
+        auto it = options_.node_ep->find(step.node->name);
+        if (it != options_.node_ep->end()) ep = it->second;
+      }
+      options_.profiler->Add(SessionProfiler::Event{
+          step.node->name.empty() ? step.node->op_type : step.node->name, "Node", t0,
+          options_.profiler->NowUs() - t0,
+          {{"op_name", step.node->domain == "epctx.fused" ? "fused" : step.node->op_type}, {"provider", ep}}});
+    }
     if (!st.ok()) {
       if (st.message().find(step.node->Describe()) == std::string::npos)
         return st.WithContext(step.node->Describe());

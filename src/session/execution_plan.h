@@ -23,9 +23,16 @@ struct Frame {
   const Frame* parent = nullptr;
 };
 
+class SessionProfiler;
+
 struct PlanOptions {
   int num_threads = 1;
   const KernelRegistry* registry = nullptr;
+  // Kernels of fused nodes (domain "epctx.fused") by node name, from the EPs that compiled them.
+  const std::map<std::string, KernelFactory>* fused_kernels = nullptr;
+  // When set, every node run is recorded; `node_ep` names the EP of fused nodes (others: CPUExecutionProvider).
+  SessionProfiler* profiler = nullptr;
+  const std::map<std::string, std::string>* node_ep = nullptr;
 };
 
 class GraphPlan {

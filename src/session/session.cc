@@ -2,7 +2,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "core/parallel.h"
 
@@ -44,16 +46,153 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   RETURN_ERROR_IF(config.intra_op_num_threads < 0, INVALID_ARGUMENT, "intra_op_num_threads must be >= 0, got ",
                   config.intra_op_num_threads);
   s->num_threads_ = config.intra_op_num_threads > 0 ? config.intra_op_num_threads : DefaultNumThreads();
-  const Graph& g = *s->model_->graph;
+  if (config.profiling) s->profiler_ = std::make_unique<SessionProfiler>();
+  RETURN_IF_ERROR(s->SetUpExecutionProviders());
+  const Graph& g = *s->partition_.graph;
   for (const auto& in : g.inputs)
     if (!g.initializers.count(in.name)) s->inputs_.push_back(in);  // overridable initializers are not listed
   auto t0 = std::chrono::steady_clock::now();
   PlanOptions po;
   po.num_threads = s->num_threads_;
   po.registry = &CpuKernelRegistry();
+  po.fused_kernels = &s->partition_.fused_kernels;
+  po.profiler = s->profiler_.get();
+  po.node_ep = &s->partition_.node_ep;
   ASSIGN_OR_RETURN(s->plan_, GraphPlan::Create(g, nullptr, po));
+  for (auto& ep : s->plugin_eps_) RETURN_IF_ERROR(ep->OnSessionInitializationEnd());
   s->timings_.plan_ms = MsSince(t0);
   return s;
+}
+
+InferenceSession::~InferenceSession() {
+  plan_.reset();
+  partition_ = PartitionResult();
+  plugin_eps_.clear();
+  libraries_.clear();
+}
+
+namespace {
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
+
+// Device ranking for automatic selection; lower is preferred, -1 = never.
+int Rank(DevicePolicy p, const EpctxEpDevice* d, bool builtin) {
+  if (d->device->IsVirtual()) return -1;  // never picked automatically
+  EpctxHardwareDeviceType t = d->device->type;
+  switch (p) {
+    case DevicePolicy::kDefault:
+    case DevicePolicy::kPreferCpu: return builtin ? 1 : (t == EPCTX_DEVICE_CPU ? 0 : -1);
+    case DevicePolicy::kPreferNpu: return builtin ? 9 : t == EPCTX_DEVICE_NPU ? 0 : t == EPCTX_DEVICE_GPU ? 1 : 2;
+    case DevicePolicy::kPreferGpu: return builtin ? 9 : t == EPCTX_DEVICE_GPU ? 0 : t == EPCTX_DEVICE_NPU ? 1 : 2;
+    case DevicePolicy::kMaxPerformance: return builtin ? 9 : t == EPCTX_DEVICE_GPU ? 0 : t == EPCTX_DEVICE_NPU ? 1 : 2;
+    case DevicePolicy::kMaxEfficiency:
+    case DevicePolicy::kMinOverallPower: return builtin ? 9 : t == EPCTX_DEVICE_NPU ? 0 : t == EPCTX_DEVICE_CPU ? 1 : 2;
+    default: return -1;
+  }
+}
+}  // namespace
+
+Status InferenceSession::SetUpExecutionProviders() {
+  std::vector<EpRequest> requests = config_.eps;
+  if (requests.empty() && config_.registry && (config_.policy != DevicePolicy::kNone || config_.delegate)) {
+    std::vector<const EpctxEpDevice*> all = config_.registry->Devices();
+    std::vector<const EpctxEpDevice*> chosen;
+    if (config_.delegate) {
+      chosen = config_.delegate(all);
+      for (const EpctxEpDevice* d : chosen) {
+        bool known = false;
+        for (const EpctxEpDevice* a : all) known |= a == d;
+        RETURN_ERROR_IF(!known, INVALID_ARGUMENT, "the EP selection delegate returned a device that is not one of "
+                                                  "the devices it was given");
+      }
+    } else {
+      std::vector<std::pair<int, const EpctxEpDevice*>> ranked;
+      for (size_t i = 0; i < all.size(); ++i) {
+        int r = Rank(config_.policy, all[i], all[i] == config_.registry->cpu_device());
+        if (r >= 0) ranked.emplace_back(r * 1000 + static_cast<int>(i), all[i]);
+      }
+      std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (auto& r : ranked) chosen.push_back(r.second);
+    }
+    // One request per factory, in the order first chosen.
+    for (const EpctxEpDevice* d : chosen) {
+      if (d == config_.registry->cpu_device()) continue;
+      bool merged = false;
+      for (auto& req : requests)
+        if (!req.devices.empty() && req.devices[0]->factory == d->factory) {
+          req.devices.push_back(d);
+          merged = true;
+        }
+      if (!merged) requests.push_back(EpRequest{d->ep_name, {d}, {}});
+    }
+  }
+  std::vector<PluginEp*> eps;
+  for (const auto& req : requests) {
+    if (req.ep_name == "CPUExecutionProvider" || req.devices.empty()) {
+      RETURN_ERROR_IF(req.ep_name != "CPUExecutionProvider", INVALID_ARGUMENT, "execution provider '", req.ep_name,
+                      "' has no devices; register its library and pass its devices");
+      continue;  // the CPU EP always runs what nobody else takes
+    }
+    RETURN_ERROR_IF(!config_.registry, INVALID_ARGUMENT, "plugin EP '", req.ep_name, "' requested without an Env");
+    std::shared_ptr<EpLibrary> lib = config_.registry->LibraryOf(req.devices[0]);
+    RETURN_ERROR_IF(!lib, INVALID_ARGUMENT, "the devices given for '", req.ep_name,
+                    "' belong to no registered library (was it unregistered?)");
+    for (const EpctxEpDevice* d : req.devices)
+      RETURN_ERROR_IF(d->factory != req.devices[0]->factory, INVALID_ARGUMENT,
+                      "all devices given to AppendExecutionProvider_V2 must belong to the same EP; got '",
+                      req.devices[0]->ep_name, "' and '", d->ep_name, "'");
+    // Provider options become session config ep.<lowercase ep name>.<key>: device defaults, then the user's.
+    const std::string prefix = "ep." + Lower(req.ep_name) + ".";
+    for (const EpctxEpDevice* d : req.devices)
+      for (size_t i = 0; i < d->ep_options.keys.size(); ++i)
+        if (!config_.entries.count(prefix + d->ep_options.keys[i]))
+          config_.entries[prefix + d->ep_options.keys[i]] = d->ep_options.values[i];
+    for (const auto& [k, v] : req.options) config_.entries[prefix + k] = v;
+    libraries_.push_back(lib);
+    EpSelection sel{lib, req.devices[0]->factory, req.devices, req.ep_name};
+    ASSIGN_OR_RETURN(auto ep, PluginEp::Create(sel, &config_.entries));
+    plugin_eps_.push_back(std::move(ep));
+    eps.push_back(plugin_eps_.back().get());
+  }
+  std::string model_path = model_->path;
+  if (model_path.empty() && !config_.Get("session.model_external_initializers_file_folder_path").empty())
+    model_path = config_.Get("session.model_external_initializers_file_folder_path") + "/virtual_model.onnx";
+  ASSIGN_OR_RETURN(partition_, PartitionGraph(model_->graph, eps, model_path, model_->ir_version, config_.entries));
+  return Status::OK();
+}
+
+std::vector<std::string> InferenceSession::ep_names() const {
+  std::vector<std::string> v;
+  for (const auto& ep : plugin_eps_) v.push_back(ep->name());
+  v.push_back("CPUExecutionProvider");
+  return v;
+}
+
+StatusOr<std::string> InferenceSession::EndProfiling() {
+  RETURN_ERROR_IF(!profiler_, FAIL, "profiling is not enabled for this session (SessionOptions::EnableProfiling)");
+  for (auto& ep : plugin_eps_) {
+    std::vector<EpctxProfilingEventSink::Event> events;
+    RETURN_IF_ERROR(ep->CollectProfile(profiler_->EpochUs(), &events));
+    for (auto& e : events) {
+      auto args = e.args;
+      args["provider"] = ep->name();
+      profiler_->Add(SessionProfiler::Event{e.name, e.category, e.start_us, e.duration_us, args});
+    }
+  }
+  char stamp[64];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%d_%H-%M-%S", std::localtime(&now));
+  std::string path = config_.profile_prefix + "_" + stamp + ".json";
+  RETURN_IF_ERROR(profiler_->Write(path));
+  return path;
+}
+
+Status InferenceSession::SetEpDynamicOptions(const std::map<std::string, std::string>& options) {
+  RETURN_ERROR_IF(plugin_eps_.empty(), INVALID_ARGUMENT, "the session uses no plugin EP that takes dynamic options");
+  for (auto& ep : plugin_eps_) RETURN_IF_ERROR(ep->SetDynamicOptions(options));
+  return Status::OK();
 }
 
 Status InferenceSession::CheckInput(const ValueInfo& info, const IValue& v) const {
@@ -81,7 +220,7 @@ Status InferenceSession::Run(const std::vector<std::string>& input_names, const 
                              const std::vector<std::string>& output_names, std::vector<IValue>* outputs) const {
   RETURN_ERROR_IF(input_names.size() != inputs.size(), INVALID_ARGUMENT, input_names.size(), " input names but ",
                   inputs.size(), " input values");
-  const Graph& g = *model_->graph;
+  const Graph& g = *partition_.graph;
   std::vector<IValue> feeds(g.inputs.size());
   std::vector<bool> given(g.inputs.size(), false);
   for (size_t i = 0; i < input_names.size(); ++i) {
@@ -109,8 +248,14 @@ Status InferenceSession::Run(const std::vector<std::string>& input_names, const 
     }
   }
   omp_set_num_threads(num_threads_);  // this thread's OpenMP pool size, used by oneDNN and ParallelFor
+  for (const auto& ep : plugin_eps_) RETURN_IF_ERROR(ep->OnRunStart());
   std::vector<IValue> all;
-  RETURN_IF_ERROR(plan_->Run(feeds, nullptr, &all));
+  Status run = plan_->Run(feeds, nullptr, &all);
+  for (const auto& ep : plugin_eps_) {
+    Status end = ep->OnRunEnd();
+    if (run.ok() && !end.ok()) run = end;
+  }
+  RETURN_IF_ERROR(run);
   outputs->clear();
   for (size_t k : out_index) outputs->push_back(all[k]);
   return Status::OK();

@@ -10,9 +10,25 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/model.h"
+#include "plugin/plugin_ep.h"
 #include "session/execution_plan.h"
+#include "session/profiler.h"
 
 namespace epctx {
+
+// ONNX Runtime's OrtExecutionProviderDevicePolicy.
+enum class DevicePolicy { kNone = -1, kDefault = 0, kPreferCpu, kPreferNpu, kPreferGpu, kMaxPerformance,
+                          kMaxEfficiency, kMinOverallPower };
+
+// One execution provider the session should use, in priority order.
+struct EpRequest {
+  std::string ep_name;                        // "CPUExecutionProvider" or a plugin EP's name
+  std::vector<const EpctxEpDevice*> devices;  // plugin EPs: devices of one factory
+  std::map<std::string, std::string> options; // provider options
+};
+
+// Chooses devices for automatic selection: given all EP devices (built-in CPU first), returns the chosen ones.
+using EpSelectionDelegate = std::function<std::vector<const EpctxEpDevice*>(const std::vector<const EpctxEpDevice*>&)>;
 
 // Everything SessionOptions carries into the runtime.
 struct SessionConfig {
@@ -20,6 +36,12 @@ struct SessionConfig {
   int intra_op_num_threads = 0;                // 0 = one per core
   int graph_optimization_level = 99;           // ORT's levels: 0 disable, 1 basic, 2 extended, 99 all
   std::map<std::string, int64_t> free_dimension_overrides;
+  std::vector<EpRequest> eps;  // explicit EPs (AppendExecutionProvider[_V2])
+  DevicePolicy policy = DevicePolicy::kNone;
+  EpSelectionDelegate delegate;
+  bool profiling = false;
+  std::string profile_prefix = "epctx_profile";
+  std::shared_ptr<EpRegistry> registry;  // the Env's EP libraries and devices (may be null: CPU EP only)
   // Returns the entry or `def`.
   std::string Get(const std::string& key, const std::string& def = "") const {
     auto it = entries.find(key);
@@ -52,6 +74,14 @@ class InferenceSession {
   const SessionConfig& config() const { return config_; }
   const SessionTimings& timings() const { return timings_; }
   int num_threads() const { return num_threads_; }
+  // The EPs the session uses, in priority order (plugins, then CPUExecutionProvider).
+  std::vector<std::string> ep_names() const;
+  // Fused node name -> EP name for every partition an EP took.
+  const std::map<std::string, std::string>& partition_eps() const { return partition_.node_ep; }
+  // Writes the profile (when profiling is enabled) and returns its path.
+  StatusOr<std::string> EndProfiling();
+  Status SetEpDynamicOptions(const std::map<std::string, std::string>& options);
+  ~InferenceSession();
 
  private:
   InferenceSession() = default;
@@ -59,8 +89,15 @@ class InferenceSession {
                                                             double load_ms);
   Status CheckInput(const ValueInfo& info, const IValue& value) const;
 
+  Status SetUpExecutionProviders();
+
   SessionConfig config_;
   std::shared_ptr<Model> model_;
+  // Destruction order matters: plan (compute states) before EPs (compute infos, ReleaseEp) before libraries.
+  std::vector<std::shared_ptr<EpLibrary>> libraries_;
+  std::vector<std::unique_ptr<PluginEp>> plugin_eps_;
+  PartitionResult partition_;
+  std::unique_ptr<SessionProfiler> profiler_;
   std::unique_ptr<GraphPlan> plan_;
   std::vector<ValueInfo> inputs_;
   int num_threads_ = 1;

@@ -1,0 +1,349 @@
+#include "plugin/plugin_ep.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+namespace epctx {
+
+namespace {
+
+const EpctxApi& Api() { return *GetEpctxApi(); }
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
+
+// Runs one compiled partition through the EP's compute info.
+class FusedKernel final : public OpKernel {
+ public:
+  FusedKernel(PluginEp* ep, EpctxNodeComputeInfo* info, void* state, std::vector<DataType> out_types)
+      : ep_(ep), info_(info), state_(state), out_types_(std::move(out_types)) {}
+  ~FusedKernel() override {
+    if (info_->ReleaseState) info_->ReleaseState(info_, state_);
+  }
+  Status Compute(KernelContext& ctx) const override {
+    EpctxKernelContext kc;
+    kc.ctx = &ctx;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor* t = ctx.Input(i);
+      if (!t) return ctx.Error(ErrorCode::EP_FAIL, "input ", i, " of a fused node is not a tensor");
+      kc.inputs.push_back(EpctxValue{*t, false});
+    }
+    kc.outputs.resize(ctx.num_outputs());
+    kc.output_types = out_types_;
+    std::unique_lock<std::mutex> lock(ep_->run_mutex(), std::defer_lock);
+    if (!ep_->concurrent_runs()) lock.lock();
+    RETURN_IF_ERROR(FromEpctxStatus(info_->Compute(info_, state_, &kc), ep_->name() + " failed to run " +
+                                                                              ctx.node().name));
+    for (size_t i = 0; i < kc.outputs.size(); ++i)
+      if (!kc.outputs[i] && ctx.OutputRequested(i))
+        return ctx.Error(ErrorCode::EP_FAIL, ep_->name(), " did not produce output ", i, " ('",
+                         ctx.node().outputs[i], "')");
+    return Status::OK();
+  }
+
+ private:
+  PluginEp* ep_;
+  EpctxNodeComputeInfo* info_;
+  void* state_;
+  std::vector<DataType> out_types_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PluginEp>> PluginEp::Create(const EpSelection& selection,
+                                                     const std::map<std::string, std::string>* config) {
+  std::unique_ptr<PluginEp> p(new PluginEp());
+  p->selection_ = selection;
+  p->session_options_.entries = config;
+  p->name_ = selection.ep_name;
+  p->logger_.id = selection.ep_name;
+  std::vector<const EpctxHardwareDevice*> hw;
+  std::vector<const EpctxKeyValuePairs*> meta;
+  for (const EpctxEpDevice* d : selection.devices) {
+    hw.push_back(d->device);
+    meta.push_back(&d->ep_metadata);
+  }
+  EpctxEpFactory* f = selection.factory;
+  EpctxEp* ep = nullptr;
+  RETURN_IF_ERROR(FromEpctxStatus(f->CreateEp(f, hw.data(), meta.data(), hw.size(), &p->session_options_,
+                                              &p->logger_, &ep),
+                                  "CreateEp of " + p->name_ + " failed"));
+  RETURN_ERROR_IF(!ep, EP_FAIL, "CreateEp of ", p->name_, " returned no EP");
+  p->ep_ = ep;
+  RETURN_ERROR_IF(ep->version == 0 || ep->version > EPCTX_EP_API_VERSION, FAIL, "EP ", p->name_,
+                  " was built for EP API version ", ep->version, " but this runtime supports 1 to ",
+                  EPCTX_EP_API_VERSION);
+  RETURN_ERROR_IF(!ep->GetName || !ep->GetCapability, FAIL, "OrtEp for ", p->name_,
+                  " did not provide GetName() and GetCapability()");
+  RETURN_ERROR_IF(!ep->Compile, FAIL, "OrtEp for ", p->name_, " did not provide a valid Compile() function");
+  RETURN_ERROR_IF(!ep->ReleaseNodeComputeInfos, FAIL, "OrtEp for ", p->name_,
+                  " did not provide a valid ReleaseNodeComputeInfos() function");
+  if (ep->IsConcurrentRunSupported) {
+    bool ok = true;
+    RETURN_IF_ERROR(FromEpctxStatus(ep->IsConcurrentRunSupported(ep, &ok), p->name_ + ": IsConcurrentRunSupported"));
+    p->concurrent_ = ok;
+  }
+  if (ep->CreateProfiler) {
+    EpctxEpProfiler* prof = nullptr;
+    RETURN_IF_ERROR(FromEpctxStatus(ep->CreateProfiler(ep, &prof), p->name_ + ": CreateProfiler"));
+    p->profiler_ = prof;
+  }
+  return p;
+}
+
+PluginEp::~PluginEp() {
+  if (!ep_) return;
+  if (profiler_ && profiler_->Release) profiler_->Release(profiler_);
+  if (!compute_infos_.empty()) ep_->ReleaseNodeComputeInfos(ep_, compute_infos_.data(), compute_infos_.size());
+  compiled_views_.clear();
+  selection_.factory->ReleaseEp(selection_.factory, ep_);
+}
+
+Status PluginEp::OnRunStart() {
+  if (!ep_->OnRunStart) return Status::OK();
+  EpctxRunOptions ro;
+  return FromEpctxStatus(ep_->OnRunStart(ep_, &ro), name_ + ": OnRunStart");
+}
+Status PluginEp::OnRunEnd() {
+  if (!ep_->OnRunEnd) return Status::OK();
+  EpctxRunOptions ro;
+  return FromEpctxStatus(ep_->OnRunEnd(ep_, &ro, true), name_ + ": OnRunEnd");
+}
+Status PluginEp::SetDynamicOptions(const std::map<std::string, std::string>& options) {
+  RETURN_ERROR_IF(!ep_->SetDynamicOptions, INVALID_ARGUMENT, name_, " does not accept dynamic options");
+  std::vector<const char*> k, v;
+  for (const auto& [a, b] : options) {
+    k.push_back(a.c_str());
+    v.push_back(b.c_str());
+  }
+  return FromEpctxStatus(ep_->SetDynamicOptions(ep_, k.data(), v.data(), k.size()), name_ + ": SetDynamicOptions");
+}
+Status PluginEp::OnSessionInitializationEnd() {
+  if (!ep_->OnSessionInitializationEnd) return Status::OK();
+  return FromEpctxStatus(ep_->OnSessionInitializationEnd(ep_), name_ + ": OnSessionInitializationEnd");
+}
+Status PluginEp::CollectProfile(int64_t epoch_us, std::vector<EpctxProfilingEventSink::Event>* events) {
+  if (!profiler_) return Status::OK();
+  (void)epoch_us;
+  EpctxProfilingEventSink sink;
+  RETURN_IF_ERROR(FromEpctxStatus(profiler_->EndProfiling(profiler_, &sink), name_ + ": EndProfiling"));
+  for (auto& e : sink.events) events->push_back(std::move(e));
+  return Status::OK();
+}
+
+Status PluginEp::GetCapability(const Graph& graph, const std::vector<size_t>& available_topo,
+                               const std::string& model_path, int64_t ir_version,
+                               std::vector<std::vector<size_t>>* groups) {
+  auto view = BuildGraphView(graph, available_topo, model_path, ir_version, graph.name, false);
+  // GetCapability sees the whole graph's inputs/outputs for orientation.
+  EpctxEpGraphSupportInfo info;
+  info.graph = view.get();
+  info.claimed.assign(view->nodes.size(), false);
+  RETURN_IF_ERROR(FromEpctxStatus(ep_->GetCapability(ep_, view.get(), &info), name_ + ": GetCapability failed"));
+  for (const auto& g : info.groups) {
+    std::vector<size_t> idx;
+    for (const EpctxNode* n : g) idx.push_back(available_topo[n->id]);
+    groups->push_back(std::move(idx));
+  }
+  return Status::OK();
+}
+
+Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
+                         int64_t ir_version, std::map<std::string, KernelFactory>* kernels) {
+  if (groups.empty()) return Status::OK();
+  std::vector<std::unique_ptr<EpctxGraph>> views;
+  std::vector<std::unique_ptr<EpctxNode>> fused;
+  std::vector<const EpctxGraph*> view_ptrs;
+  std::vector<const EpctxNode*> fused_ptrs;
+  for (const auto& g : groups) {
+    views.push_back(BuildGraphView(graph, g.nodes, model_path, ir_version, g.fused_name, false));
+    auto fn = std::make_unique<EpctxNode>();
+    fn->from_editor = true;
+    fn->owned.name = g.fused_name;
+    fn->owned.op_type = g.fused_name;
+    fn->owned.domain = name_;
+    fn->owned.inputs = g.inputs;
+    fn->owned.outputs = g.outputs;
+    view_ptrs.push_back(views.back().get());
+    fused_ptrs.push_back(fn.get());
+    fused.push_back(std::move(fn));
+  }
+  std::vector<EpctxNodeComputeInfo*> infos(groups.size(), nullptr);
+  std::vector<EpctxNode*> ctx_nodes(groups.size(), nullptr);
+  Status st = FromEpctxStatus(ep_->Compile(ep_, view_ptrs.data(), fused_ptrs.data(), groups.size(), infos.data(),
+                                           ctx_nodes.data()),
+                              name_ + ": Compile failed");
+  // The runtime owns EPContext nodes even when Compile fails; writing them is the EPContext layer's job.
+  for (EpctxNode* n : ctx_nodes) Api().ReleaseNode(n);
+  for (EpctxNodeComputeInfo* i : infos)
+    if (i) compute_infos_.push_back(i);
+  for (auto& v : views) compiled_views_.push_back(std::move(v));
+  RETURN_IF_ERROR(st);
+  for (size_t i = 0; i < infos.size(); ++i) {
+    RETURN_ERROR_IF(!infos[i], FAIL, "OrtEp::Compile() did not set a valid OrtNodeComputeInfo instance for graph at index ", i);
+    RETURN_ERROR_IF(!infos[i]->Compute || !infos[i]->CreateState, FAIL, name_,
+                    ": a compute info lacks CreateState or Compute (graph at index ", i, ")");
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::vector<DataType> out_types;
+    for (const auto& o : groups[i].outputs) {
+      const ValueType* t = graph.FindType(o);
+      out_types.push_back(t ? t->elem_type : DataType::kUndefined);
+    }
+    EpctxNodeComputeInfo* info = infos[i];
+    std::string fused_name = groups[i].fused_name;
+    PluginEp* self = this;
+    (*kernels)[fused_name] = [self, info, fused_name, out_types](const KernelInfo&) -> StatusOr<std::unique_ptr<OpKernel>> {
+      EpctxNodeComputeContext cc{fused_name};
+      void* state = nullptr;
+      RETURN_IF_ERROR(FromEpctxStatus(info->CreateState(info, &cc, &state), self->name() + ": CreateState for " + fused_name));
+      return std::unique_ptr<OpKernel>(new FusedKernel(self, info, state, out_types));
+    };
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// True when no path leaves the group and comes back (fusing would create a cycle).
+bool IsConvex(const Graph& g, const std::set<size_t>& group) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].outputs) producer[o] = i;
+  std::vector<std::vector<size_t>> consumers(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& in : g.nodes[i].inputs) {
+      auto it = producer.find(in);
+      if (it != producer.end()) consumers[it->second].push_back(i);
+    }
+  // From every outside node reachable from the group, the group must not be reachable again.
+  std::vector<int> state(g.nodes.size(), 0);  // 1 = reached outside
+  std::vector<size_t> stack;
+  for (size_t n : group)
+    for (size_t c : consumers[n])
+      if (!group.count(c) && !state[c]) {
+        state[c] = 1;
+        stack.push_back(c);
+      }
+  while (!stack.empty()) {
+    size_t n = stack.back();
+    stack.pop_back();
+    for (size_t c : consumers[n]) {
+      if (group.count(c)) return false;
+      if (!state[c]) {
+        state[c] = 1;
+        stack.push_back(c);
+      }
+    }
+  }
+  return true;
+}
+
+std::string HashHex(const Graph& g) {
+  size_t h = std::hash<std::string>()(g.name);
+  for (const auto& n : g.nodes) h = h * 1000003u ^ std::hash<std::string>()(n.op_type + "/" + n.name);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%016zx", h);
+  return buf;
+}
+
+}  // namespace
+
+StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, const std::vector<PluginEp*>& eps,
+                                         const std::string& model_path, int64_t ir_version,
+                                         const std::map<std::string, std::string>& config) {
+  PartitionResult result;
+  result.graph = graph;
+  if (eps.empty()) return result;
+  const Graph& g = *graph;
+  ASSIGN_OR_RETURN(std::vector<size_t> order, g.TopologicalOrder());
+  std::vector<int> owner(g.nodes.size(), -1);
+  std::vector<std::vector<PluginEp::FusedGroup>> per_ep(eps.size());
+  const std::string hash = HashHex(g);
+  int fused_id = 0;
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  for (size_t e = 0; e < eps.size(); ++e) {
+    std::vector<size_t> available;
+    for (size_t i : order)
+      if (owner[i] < 0) available.push_back(i);
+    if (available.empty()) break;
+    std::vector<std::vector<size_t>> groups;
+    RETURN_IF_ERROR(eps[e]->GetCapability(g, available, model_path, ir_version, &groups));
+    for (auto& grp : groups) {
+      std::set<size_t> members(grp.begin(), grp.end());
+      if (!IsConvex(g, members)) {
+        std::fprintf(stderr, "[epctx WARNING] %s claimed %zu nodes that cannot be fused without a cycle; they stay "
+                             "on the next EP\n", eps[e]->name().c_str(), grp.size());
+        continue;
+      }
+      bool all_ctx = true;
+      for (size_t n : grp) all_ctx &= g.nodes[n].op_type == "EPContext";
+      if (config.count("session.disable_model_compile") && config.at("session.disable_model_compile") == "1" && !all_ctx)
+        return MakeStatus(ErrorCode::MODEL_REQUIRES_COMPILATION, "User disabled EP compilation but EP '",
+                          eps[e]->name(), "' needs to compile one or more nodes.");
+      for (size_t n : grp) owner[n] = static_cast<int>(e);
+      PluginEp::FusedGroup fg;
+      // Keep the group in topological order.
+      for (size_t i : order)
+        if (members.count(i)) fg.nodes.push_back(i);
+      std::string metadef = eps[e]->name() + "_" + hash + "_" + std::to_string(fused_id);
+      fg.fused_name = eps[e]->name() + "_" + metadef + "_" + std::to_string(fused_id);
+      ++fused_id;
+      std::set<std::string> produced, seen_in;
+      for (size_t n : fg.nodes)
+        for (const auto& o : g.nodes[n].outputs) produced.insert(o);
+      for (size_t n : fg.nodes)
+        for (const auto& in : g.nodes[n].inputs)
+          if (!in.empty() && !produced.count(in) && seen_in.insert(in).second) fg.inputs.push_back(in);
+      std::set<std::string> used_outside;
+      for (size_t i = 0; i < g.nodes.size(); ++i) {
+        if (members.count(i)) continue;
+        for (const auto& in : g.nodes[i].inputs) used_outside.insert(in);
+        for (const auto& [an, a] : g.nodes[i].attributes)
+          if (a.g)
+            for (const auto& sn : a.g->nodes)
+              for (const auto& in : sn.inputs) used_outside.insert(in);
+      }
+      for (size_t n : fg.nodes)
+        for (const auto& o : g.nodes[n].outputs)
+          if (!o.empty() && (used_outside.count(o) || graph_outputs.count(o))) fg.outputs.push_back(o);
+      per_ep[e].push_back(std::move(fg));
+    }
+  }
+  bool any = false;
+  for (size_t e = 0; e < eps.size(); ++e) {
+    if (per_ep[e].empty()) continue;
+    any = true;
+    RETURN_IF_ERROR(eps[e]->Compile(g, per_ep[e], model_path, ir_version, &result.fused_kernels));
+  }
+  if (!any) return result;
+  auto out = std::make_shared<Graph>();
+  out->name = g.name;
+  out->inputs = g.inputs;
+  out->outputs = g.outputs;
+  out->initializers = g.initializers;
+  out->value_types = g.value_types;
+  out->opsets = g.opsets;
+  out->external_initializers = g.external_initializers;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (owner[i] < 0) out->nodes.push_back(g.nodes[i]);
+  for (size_t e = 0; e < eps.size(); ++e)
+    for (const auto& fg : per_ep[e]) {
+      Node n;
+      n.name = fg.fused_name;
+      n.op_type = fg.fused_name;
+      n.domain = kFusedDomain;
+      n.inputs = fg.inputs;
+      n.outputs = fg.outputs;
+      out->nodes.push_back(std::move(n));
+      result.node_ep[fg.fused_name] = eps[e]->name();
+    }
+  result.graph = out;
+  return result;
+}
+
+}  // namespace epctx

@@ -1,0 +1,85 @@
+// A plugin EP inside one session: created from its factory, asked for capabilities, compiled, and run through
+// fused-node kernels. Also the partitioner that applies the session's EPs to a graph in order.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/graph.h"
+#include "plugin/ep_library.h"
+#include "providers/cpu/kernel.h"
+
+namespace epctx {
+
+// Domain of fused nodes in a partitioned graph (their kernels come from the EP that compiled them).
+constexpr const char* kFusedDomain = "epctx.fused";
+
+struct EpSelection {
+  std::shared_ptr<EpLibrary> library;
+  EpctxEpFactory* factory = nullptr;
+  std::vector<const EpctxEpDevice*> devices;
+  std::string ep_name;
+};
+
+class PluginEp {
+ public:
+  // Calls the factory's CreateEp with the session's config (provider options already copied in as
+  // ep.<lowercase name>.<key>). `config` must outlive the PluginEp.
+  static StatusOr<std::unique_ptr<PluginEp>> Create(const EpSelection& selection,
+                                                    const std::map<std::string, std::string>* config);
+  ~PluginEp();
+
+  const std::string& name() const { return name_; }
+  bool concurrent_runs() const { return concurrent_; }
+  std::mutex& run_mutex() { return run_mu_; }
+  EpctxEp* ep() { return ep_; }
+  Status OnRunStart();
+  Status OnRunEnd();
+  Status SetDynamicOptions(const std::map<std::string, std::string>& options);
+  Status OnSessionInitializationEnd();
+  // Events of the EP's profiler (if it has one), collected at the end of profiling.
+  Status CollectProfile(int64_t epoch_us, std::vector<EpctxProfilingEventSink::Event>* events);
+
+  struct FusedGroup {
+    std::vector<size_t> nodes;  // indices into the graph
+    std::string fused_name;
+    std::vector<std::string> inputs, outputs;
+  };
+  // GetCapability on the nodes still available; returns groups (indices into graph.nodes).
+  Status GetCapability(const Graph& graph, const std::vector<size_t>& available_topo, const std::string& model_path,
+                       int64_t ir_version, std::vector<std::vector<size_t>>* groups);
+  // Compiles the groups and returns a kernel factory per fused node name.
+  Status Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
+                 int64_t ir_version, std::map<std::string, KernelFactory>* kernels);
+
+ private:
+  PluginEp() = default;
+  EpSelection selection_;
+  EpctxEp* ep_ = nullptr;
+  std::string name_;
+  bool concurrent_ = true;
+  std::mutex run_mu_;
+  EpctxSessionOptions session_options_;
+  EpctxLogger logger_;
+  std::vector<EpctxNodeComputeInfo*> compute_infos_;
+  std::vector<std::unique_ptr<EpctxGraph>> compiled_views_;  // valid until ReleaseNodeComputeInfos
+  EpctxEpProfiler* profiler_ = nullptr;
+};
+
+struct PartitionResult {
+  std::shared_ptr<Graph> graph;  // the graph with fused nodes (or the original when nothing was claimed)
+  std::map<std::string, KernelFactory> fused_kernels;
+  std::map<std::string, std::string> node_ep;  // fused node name -> EP name
+};
+
+// Applies `eps` in order to the main graph. Nodes nobody claims stay for the CPU EP.
+// session.disable_model_compile=1 and a claim of non-EPContext nodes -> MODEL_REQUIRES_COMPILATION.
+StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph,
+                                         const std::vector<PluginEp*>& eps, const std::string& model_path,
+                                         int64_t ir_version, const std::map<std::string, std::string>& config);
+
+}  // namespace epctx
