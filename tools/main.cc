@@ -14,6 +14,7 @@ void AddCommon(CLI::App* cmd, CommonFlags* f) {
   cmd->add_option("-i", f->provider_options, "provider options \"key|value key|value\"");
   cmd->add_option("-f", f->free_dims, "free dimension override name:value");
   cmd->add_option("-x", f->threads, "intra-op threads (0 = one per core)");
+  cmd->add_option("--plugin_ep_libs", f->plugin_ep_libs, "plugin EP libraries \"Name|path\" (built ones load by themselves)");
 }
 }  // namespace
 
@@ -40,8 +41,8 @@ int main(int argc, char** argv) {
   p->add_flag("-I", perf.random_inputs, "random inputs (default when --inputs is not given)");
   p->add_option("--inputs", perf.inputs_dir, "a test_data_set_N folder with input_N.pb files");
   p->add_flag("--json", perf.json, "print one JSON line");
-  p->add_option("--plugin_ep_libs", perf.plugin_ep_libs, "plugin EP libraries \"Name|path\"");
-  p->add_option("--plugin_eps", perf.plugin_eps, "plugin EPs to use");
+  p->add_option("--plugin_eps", perf.plugin_eps, "plugin EPs to use, comma-separated (as -e)");
+  p->add_option("-p", perf.profile, "write a Chrome-trace profile with this file prefix");
 
   RunOptions run;
   auto* r = app.add_subcommand("run", "run a model once and print its outputs and timings");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 
 #include "tools/tool_common.h"
 
@@ -56,18 +57,24 @@ int RunPerfCommand(const PerfOptions& opts) {
   if (opts.mode != "times" && opts.mode != "duration")
     return Fail(MakeStatus(ErrorCode::INVALID_ARGUMENT, "-m must be 'times' or 'duration', got '", opts.mode, "'"));
   if (opts.repeat < 1) return Fail(MakeStatus(ErrorCode::INVALID_ARGUMENT, "-r must be >= 1, got ", opts.repeat));
-  if (!opts.plugin_ep_libs.empty() || !opts.plugin_eps.empty())
-    return Fail(MakeStatus(ErrorCode::NOT_IMPLEMENTED, "plugin execution providers are not available in this build"));
-  auto config = BuildConfig(opts.common);
+  CommonFlags common = opts.common;
+  if (!opts.plugin_eps.empty()) {
+    std::istringstream is(opts.plugin_eps);
+    std::string name;
+    while (std::getline(is, name, ',')) common.eps.push_back(name);
+  }
+  auto config = BuildConfig(common);
   if (!config.ok()) return Fail(config.status());
-  std::map<std::string, std::string> provider_options;
-  if (Status st = ParseKeyValuePairs(opts.common.provider_options, &provider_options); !st.ok()) return Fail(st);
+  if (!opts.profile.empty()) {
+    config.value().profiling = true;
+    config.value().profile_prefix = opts.profile;
+  }
 
   auto t0 = Clock::now();
   auto session = InferenceSession::CreateFromFile(opts.model, config.value());
   auto t1 = Clock::now();
   if (!session.ok()) return Fail(session.status());
-  const InferenceSession& s = *session.value();
+  InferenceSession& s = *session.value();
   auto feeds = InputsFor(s, opts.inputs_dir, opts.random_inputs);
   if (!feeds.ok()) return Fail(feeds.status());
   auto names = InputNames(s);
@@ -82,6 +89,14 @@ int RunPerfCommand(const PerfOptions& opts) {
     times.push_back(Ms(a, Clock::now()));
   }
   double create = Ms(t0, t1), first = Ms(t2, t3);
+  std::string profile_path;
+  if (!opts.profile.empty()) {
+    auto p = s.EndProfiling();
+    if (!p.ok()) return Fail(p.status());
+    profile_path = p.value();
+  }
+  std::string eps;
+  for (const auto& e : s.ep_names()) eps += (eps.empty() ? "" : ",") + e;
   double med = Percentile(times, 0.5), p90 = Percentile(times, 0.9);
   if (opts.json) {
     std::printf("{\"session_creation_ms\": %.3f, \"first_run_ms\": %.3f, \"run_ms_median\": %.3f, "
@@ -89,6 +104,8 @@ int RunPerfCommand(const PerfOptions& opts) {
                 create, first, med, p90, PeakRssMb(), opts.repeat, s.num_threads());
   } else {
     std::printf("model:               %s\n", opts.model.c_str());
+    std::printf("execution providers: %s (%zu partitions on plugin EPs)\n", eps.c_str(), s.partition_eps().size());
+    if (!profile_path.empty()) std::printf("profile:             %s\n", profile_path.c_str());
     std::printf("threads:             %d\n", s.num_threads());
     std::printf("session creation:    %.3f ms (load %.3f ms, plan %.3f ms)\n", create, s.timings().load_ms,
                 s.timings().plan_ms);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <dirent.h>
+#include <unistd.h>
 #include <random>
 #include <sstream>
 
@@ -39,13 +40,94 @@ Status ParseFreeDimOverride(const std::string& text, std::map<std::string, int64
   return Status::OK();
 }
 
+namespace {
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
+
+// The plugin libraries built with epctx: <bin>/../lib/libepctx_<name>.so, registered as <name>.
+void RegisterBuiltPlugins(EpRegistry* registry) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return;
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir = dir.substr(0, dir.find_last_of('/'));
+  std::string lib = dir + "/../lib";
+  if (DIR* d = opendir(lib.c_str())) {
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+      std::string f = e->d_name;
+      if (f.rfind("libepctx_", 0) == 0 && f.size() > 12 && f.substr(f.size() - 3) == ".so") names.push_back(f);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& f : names) {
+      Status st = registry->Register(f.substr(9, f.size() - 12), lib + "/" + f);
+      if (!st.ok()) std::fprintf(stderr, "epctx: warning: built-in plugin %s not loaded: %s\n", f.c_str(), st.message().c_str());
+    }
+  }
+}
+
+bool MatchesEp(const std::string& want, const EpctxEpDevice* d) {
+  std::string w = Lower(want), name = Lower(d->ep_name), reg = Lower(d->library_name);
+  std::string shortname = name;
+  const std::string suffix = "executionprovider";
+  if (shortname.size() > suffix.size() && shortname.compare(shortname.size() - suffix.size(), suffix.size(), suffix) == 0)
+    shortname.resize(shortname.size() - suffix.size());
+  return w == name || w == reg || w == shortname;
+}
+}  // namespace
+
+std::shared_ptr<EpRegistry> ToolRegistry(const std::vector<std::string>& plugin_ep_libs, Status* status) {
+  static std::shared_ptr<EpRegistry> registry;
+  if (!registry) {
+    registry = std::make_shared<EpRegistry>(std::map<std::string, std::string>());
+    RegisterBuiltPlugins(registry.get());
+  }
+  for (const auto& spec : plugin_ep_libs) {
+    size_t bar = spec.find('|');
+    if (bar == std::string::npos || bar == 0 || bar + 1 == spec.size()) {
+      *status = MakeStatus(ErrorCode::INVALID_ARGUMENT, "--plugin_ep_libs entry '", spec, "' is not of the form Name|path");
+      return registry;
+    }
+    if (registry->Find(spec.substr(0, bar))) continue;
+    Status st = registry->Register(spec.substr(0, bar), spec.substr(bar + 1));
+    if (!st.ok()) {
+      *status = st;
+      return registry;
+    }
+  }
+  return registry;
+}
+
 StatusOr<SessionConfig> BuildConfig(const CommonFlags& flags) {
   SessionConfig c;
+  Status reg_status;
+  c.registry = ToolRegistry(flags.plugin_ep_libs, &reg_status);
+  RETURN_IF_ERROR(reg_status);
+  std::map<std::string, std::string> provider_options;
+  RETURN_IF_ERROR(ParseKeyValuePairs(flags.provider_options, &provider_options));
   for (const auto& e : flags.eps) {
-    std::string lower = e;
-    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    RETURN_ERROR_IF(lower != "cpu" && lower != "cpuexecutionprovider", INVALID_ARGUMENT, "execution provider '", e,
-                    "' is not available in this build (available: cpu)");
+    std::string lower = Lower(e);
+    if (lower == "cpu" || lower == "cpuexecutionprovider") continue;
+    EpRequest req;
+    for (const EpctxEpDevice* d : c.registry->Devices()) {
+      if (d == c.registry->cpu_device() || d->device->IsVirtual() || !MatchesEp(e, d)) continue;
+      if (!req.devices.empty() && req.devices[0]->factory != d->factory) continue;
+      req.devices.push_back(d);
+      req.ep_name = d->ep_name;
+    }
+    if (req.devices.empty()) {
+      std::string available = "cpu";
+      for (const EpctxEpDevice* d : c.registry->Devices())
+        if (d != c.registry->cpu_device()) available += ", " + d->library_name + " (" + d->ep_name + ")";
+      return MakeStatus(ErrorCode::INVALID_ARGUMENT, "execution provider '", e,
+                        "' is not available (available: ", available, ")");
+    }
+    req.options = provider_options;
+    c.eps.push_back(std::move(req));
   }
   for (const auto& kv : flags.configs) RETURN_IF_ERROR(ParseKeyValuePairs(kv, &c.entries));
   for (const auto& f : flags.free_dims) RETURN_IF_ERROR(ParseFreeDimOverride(f, &c.free_dimension_overrides));

@@ -25,8 +25,11 @@ struct CommonFlags {
   std::string provider_options;              // -i "k|v k|v"
   std::vector<std::string> free_dims;        // -f name:value
   int threads = 0;                           // -x
+  std::vector<std::string> plugin_ep_libs;   // --plugin_ep_libs "Name|path"
 };
 StatusOr<SessionConfig> BuildConfig(const CommonFlags& flags);
+// The CLI's EP libraries: those built with epctx (registered as example, aotcpu, ...) plus --plugin_ep_libs.
+std::shared_ptr<EpRegistry> ToolRegistry(const std::vector<std::string>& plugin_ep_libs, Status* status);
 
 // Reads input_N.pb / output_N.pb files of a test_data_set folder, in index order, as the kinds `types` expects
 // (tensor, sequence or optional protos).
@@ -62,8 +65,8 @@ struct PerfOptions {
   bool random_inputs = false;  // -I
   std::string inputs_dir;      // --inputs
   bool json = false;
-  std::vector<std::string> plugin_ep_libs;  // --plugin_ep_libs "Name|path"
-  std::string plugin_eps;                   // --plugin_eps
+  std::string plugin_eps;      // --plugin_eps (names, as -e)
+  std::string profile;         // -p: profile file prefix
 };
 int RunPerfCommand(const PerfOptions& opts);
 

@@ -161,7 +161,10 @@ Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& grou
   for (const auto& g : groups) {
     views.push_back(BuildGraphView(graph, g.nodes, model_path, ir_version, g.fused_name, false));
     auto fn = std::make_unique<EpctxNode>();
-    fn->from_editor = true;
+    // The fused node: a node of its own (not in the view's node list) whose inputs/outputs are the view's values.
+    fn->graph = views.back().get();
+    for (const auto& n : g.inputs) fn->inputs.push_back(views.back()->values.at(n).get());
+    for (const auto& n : g.outputs) fn->outputs.push_back(views.back()->values.at(n).get());
     fn->owned.name = g.fused_name;
     fn->owned.op_type = g.fused_name;
     fn->owned.domain = name_;
