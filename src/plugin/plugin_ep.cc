@@ -86,6 +86,13 @@ StatusOr<std::unique_ptr<PluginEp>> PluginEp::Create(const EpSelection& selectio
     RETURN_IF_ERROR(FromEpctxStatus(ep->IsConcurrentRunSupported(ep, &ok), p->name_ + ": IsConcurrentRunSupported"));
     p->concurrent_ = ok;
   }
+  if (ep->GetPreferredDataLayout) {
+    EpctxEpDataLayout layout = EPCTX_LAYOUT_NCHW;
+    RETURN_IF_ERROR(FromEpctxStatus(ep->GetPreferredDataLayout(ep, &layout), p->name_ + ": GetPreferredDataLayout"));
+    if (layout != EPCTX_LAYOUT_NCHW)  // no layout transformation yet: the EP receives the model's (NCHW) layout
+      std::fprintf(stderr, "[epctx WARNING] %s prefers NHWC; epctx hands it nodes in the model's layout\n",
+                   p->name_.c_str());
+  }
   if (ep->CreateProfiler) {
     EpctxEpProfiler* prof = nullptr;
     RETURN_IF_ERROR(FromEpctxStatus(ep->CreateProfiler(ep, &prof), p->name_ + ": CreateProfiler"));
