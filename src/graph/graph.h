@@ -83,6 +83,13 @@ class Graph {
   std::map<std::string, Tensor> initializers;
   std::map<std::string, ValueType> value_types;  // inferred or declared types of intermediate values
   std::map<std::string, int> opsets;             // domain -> version (shared with subgraphs)
+  // Initializers stored as external data: resolved file path, byte offset and size (for EPs that map weights).
+  struct ExternalLocation {
+    std::string path;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+  };
+  std::map<std::string, ExternalLocation> external_initializers;
   const Graph* parent = nullptr;                 // enclosing graph for subgraphs
 
   // Node indices in an order where producers come before consumers. INVALID_GRAPH naming a node when the

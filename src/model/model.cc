@@ -10,6 +10,7 @@
 #include <climits>
 
 #include "core/mapped_file.h"
+#include "model/ep_context_schema.h"
 #include "model/external_data.h"
 #include "model/tensor_proto.h"
 
@@ -130,6 +131,16 @@ struct Converter {
     for (const auto& init : gp.initializer()) {
       RETURN_ERROR_IF(init.name().empty(), INVALID_GRAPH, "graph '", gp.name(), "' has an initializer without a name");
       ASSIGN_OR_RETURN(Tensor t, TensorFromProto(init, "initializer '" + init.name() + "'", resolver));
+      if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+        std::string location;
+        uint64_t offset = 0;
+        for (const auto& kv : init.external_data()) {
+          if (kv.key() == "location") location = kv.value();
+          if (kv.key() == "offset") offset = std::strtoull(kv.value().c_str(), nullptr, 10);  // validated above
+        }
+        ASSIGN_OR_RETURN(std::string path, ResolveExternalPath(resolver->base_dir(), location, init.name()));
+        g->external_initializers[init.name()] = Graph::ExternalLocation{path, offset, t.SizeInBytes()};
+      }
       g->initializers[init.name()] = std::move(t);
     }
     RETURN_ERROR_IF(gp.sparse_initializer_size() > 0, NOT_IMPLEMENTED, "graph '", gp.name(),
@@ -163,6 +174,7 @@ struct Converter {
 
 StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelProto> proto, const std::string& path,
                                                     const ModelLoadOptions& options) {
+  RegisterEpContextSchema();  // context models are ordinary models to the checker
   const std::string what = path.empty() ? std::string("(from memory)") : "'" + path + "'";
   RETURN_ERROR_IF(!proto->has_graph(), INVALID_GRAPH, "model ", what, " has no graph");
   RETURN_ERROR_IF(proto->ir_version() < kMinIrVersion || proto->ir_version() > kMaxIrVersion, INVALID_GRAPH,

@@ -1,0 +1,216 @@
+#include "epcontext/context_model.h"
+
+#include <fcntl.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <set>
+
+#include "epcontext/paths.h"
+#include "model/ep_context_schema.h"
+#include "model/tensor_proto.h"
+
+namespace epctx {
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  RETURN_ERROR_IF(fd < 0, FAIL, "cannot write '", path, "': ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return MakeStatus(ErrorCode::FAIL, "cannot write '", path, "': ", std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return MakeStatus(ErrorCode::FAIL, "cannot write '", path, "': ", std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return MakeStatus(ErrorCode::FAIL, "cannot write '", path, "': ", std::strerror(e));
+  }
+  return Status::OK();
+}
+
+namespace {
+
+void AttrToProto(const Attribute& a, onnx::AttributeProto* p) {
+  p->set_name(a.name);
+  switch (a.type) {
+    case Attribute::Type::kInt: p->set_type(onnx::AttributeProto::INT); p->set_i(a.i); break;
+    case Attribute::Type::kFloat: p->set_type(onnx::AttributeProto::FLOAT); p->set_f(a.f); break;
+    case Attribute::Type::kString: p->set_type(onnx::AttributeProto::STRING); p->set_s(a.s); break;
+    case Attribute::Type::kInts:
+      p->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : a.ints) p->add_ints(v);
+      break;
+    case Attribute::Type::kFloats:
+      p->set_type(onnx::AttributeProto::FLOATS);
+      for (float v : a.floats) p->add_floats(v);
+      break;
+    case Attribute::Type::kStrings:
+      p->set_type(onnx::AttributeProto::STRINGS);
+      for (const auto& v : a.strings) p->add_strings(v);
+      break;
+    default: break;
+  }
+}
+
+void CollectUsedNames(const onnx::GraphProto& g, std::set<std::string>* used) {
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input()) used->insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectUsedNames(a.g(), used);
+      for (const auto& sg : a.graphs()) CollectUsedNames(sg, used);
+    }
+  }
+}
+
+}  // namespace
+
+Status WriteContextModel(const ContextModelSpec& spec) {
+  RegisterEpContextSchema();
+  const onnx::ModelProto& src = *spec.source->proto;
+  const onnx::GraphProto& sg = src.graph();
+  onnx::ModelProto out;
+  out.set_ir_version(8);
+  bool has_ms = false;
+  for (const auto& os : src.opset_import()) {
+    *out.add_opset_import() = os;
+    has_ms |= os.domain() == kMsDomain;
+  }
+  if (!has_ms) {
+    auto* os = out.add_opset_import();
+    os->set_domain(kMsDomain);
+    os->set_version(1);
+  }
+  std::map<std::string, std::string> metadata;
+  for (const auto& p : src.metadata_props()) metadata[p.key()] = p.value();
+  for (const auto& [ep, info] : spec.compatibility)
+    if (!info.empty()) metadata["ep_compatibility_info." + ep] = info;
+  for (const auto& [k, v] : metadata) {
+    auto* p = out.add_metadata_props();
+    p->set_key(k);
+    p->set_value(v);
+  }
+  onnx::GraphProto* g = out.mutable_graph();
+  g->set_name(sg.name());
+  g->set_doc_string(sg.doc_string());
+  std::set<std::string> init_names;
+  for (const auto& i : sg.initializer()) init_names.insert(i.name());
+  for (const auto& in : sg.input())
+    if (!init_names.count(in.name())) *g->add_input() = in;
+  for (const auto& o : sg.output()) *g->add_output() = o;
+
+  // Source nodes by their first output (outputs are unique in SSA form).
+  std::map<std::string, const onnx::NodeProto*> by_output;
+  for (const auto& n : sg.node())
+    for (const auto& o : n.output())
+      if (!o.empty()) {
+        by_output[o] = &n;
+        break;
+      }
+  ASSIGN_OR_RETURN(std::vector<size_t> order, spec.partitioned->TopologicalOrder());
+  for (size_t idx : order) {
+    const Node& n = spec.partitioned->nodes[idx];
+    if (n.domain == "epctx.fused") {
+      auto it = spec.ep_context_nodes.find(n.name);
+      RETURN_ERROR_IF(it == spec.ep_context_nodes.end(), INVALID_GRAPH,
+                      "Encountered an invalid node while compiling a model. Please ensure the input model is not "
+                      "already compiled.");
+      const Node& c = it->second;
+      auto* np = g->add_node();
+      np->set_name(c.name);
+      np->set_op_type(c.op_type);
+      np->set_domain(c.domain);
+      for (const auto& i : c.inputs) np->add_input(i);
+      for (const auto& o : c.outputs) np->add_output(o);
+      np->set_doc_string("EPContext node for " + c.name);
+      for (const auto& [an, a] : c.attributes) AttrToProto(a, np->add_attribute());
+      continue;
+    }
+    const onnx::NodeProto* p = nullptr;
+    for (const auto& o : n.outputs)
+      if (!o.empty()) {
+        auto it = by_output.find(o);
+        if (it != by_output.end()) p = it->second;
+        break;
+      }
+    RETURN_ERROR_IF(!p, FAIL, "internal: no source node for ", n.Describe());
+    *g->add_node() = *p;
+  }
+  std::set<std::string> used;
+  CollectUsedNames(*g, &used);
+  for (const auto& o : sg.output()) used.insert(o.name());
+  for (const auto& vi : sg.value_info())
+    if (used.count(vi.name())) *g->add_value_info() = vi;
+
+  // Initializers: embedded from the loaded tensors (mapped external data is read here), or all in one file.
+  std::string ext_bytes;
+  const std::string folder = FolderOfPath(spec.output_path);
+  for (const auto& [name, tensor] : spec.partitioned->initializers) {
+    if (!used.count(name)) continue;
+    auto* tp = g->add_initializer();
+    TensorToProto(tensor, name, tp);
+    if (!spec.external_initializers_file.empty() && tensor.dtype() != DataType::kString) {
+      size_t offset = (ext_bytes.size() + 63) / 64 * 64;
+      ext_bytes.resize(offset);
+      ext_bytes.append(tp->raw_data());
+      tp->clear_raw_data();
+      tp->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto kv = [&](const char* k, const std::string& v) {
+        auto* e = tp->add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      kv("location", spec.external_initializers_file);
+      kv("offset", std::to_string(offset));
+      kv("length", std::to_string(tensor.SizeInBytes()));
+    }
+  }
+  try {
+    onnx::checker::CheckerContext ctx;
+    ctx.set_ir_version(8);
+    std::unordered_map<std::string, int> opsets;
+    for (const auto& os : out.opset_import()) opsets[os.domain()] = static_cast<int>(os.version());
+    ctx.set_opset_imports(opsets);
+    ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
+    onnx::checker::LexicalScopeContext lex;
+    // Without a model dir the checker does not look for external files (they are written below).
+    onnx::checker::check_graph(*g, ctx, lex);
+  } catch (const std::exception& e) {
+    return MakeStatus(ErrorCode::FAIL, "the generated context model '", spec.output_path,
+                      "' fails the ONNX checker: ", e.what());
+  }
+  std::string bytes;
+  RETURN_ERROR_IF(out.ByteSizeLong() > static_cast<size_t>(INT_MAX), FAIL,
+                  "Cannot serialize ONNX ModelProto larger than 2GB");
+  RETURN_ERROR_IF(!out.SerializeToString(&bytes), INVALID_PROTOBUF,
+                  "Protobuf serialization failed when generating EPContext model ", spec.output_path);
+  std::string ext_path;
+  if (!spec.external_initializers_file.empty()) {
+    RETURN_ERROR_IF(spec.external_initializers_file[0] == '/', INVALID_ARGUMENT,
+                    "ep.context_model_external_initializers_file_name must be a relative path, got '",
+                    spec.external_initializers_file, "'");
+    ext_path = folder + "/" + spec.external_initializers_file;
+    if (!ext_bytes.empty()) RETURN_IF_ERROR(WriteFileAtomically(ext_path, ext_bytes));
+  }
+  Status st = WriteFileAtomically(spec.output_path, bytes);
+  if (!st.ok() && !ext_path.empty()) ::unlink(ext_path.c_str());
+  return st;
+}
+
+}  // namespace epctx

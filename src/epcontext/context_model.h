@@ -1,0 +1,32 @@
+// Writing a context model: the partitioned main graph with every fused node replaced by the EPContext node its EP
+// returned, the source's inputs/outputs in order, referenced initializers (embedded, or all in one external file
+// beside the model), source metadata plus ep_compatibility_info.<EP>. Checked with the ONNX checker, then written
+// through a temporary file and a rename so no partial model is ever visible under the final name.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "graph/graph.h"
+#include "model/model.h"
+
+namespace epctx {
+
+struct ContextModelSpec {
+  const Model* source = nullptr;
+  const Graph* partitioned = nullptr;            // fused nodes have domain "epctx.fused"
+  std::map<std::string, Node> ep_context_nodes;  // fused node name -> its EPContext node
+  std::map<std::string, std::string> compatibility;  // EP name -> compatibility string ("" = none)
+  std::string output_path;
+  std::string external_initializers_file;  // relative file name beside the model; "" = embed all
+};
+
+Status WriteContextModel(const ContextModelSpec& spec);
+
+// Writes `bytes` to `path` atomically (temporary file in the same folder, fsync, rename). FAIL naming the path.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace epctx
