@@ -158,8 +158,16 @@ Status PluginEp::GetCapability(const Graph& graph, const std::vector<size_t>& av
   return Status::OK();
 }
 
+std::string PluginEp::CompatibilityInfo(const Graph& graph, const std::string& model_path, int64_t ir_version) {
+  if (!ep_->GetCompiledModelCompatibilityInfo) return "";
+  auto view = BuildGraphView(graph, {}, model_path, ir_version, graph.name, true);
+  const char* info = ep_->GetCompiledModelCompatibilityInfo(ep_, view.get());
+  return info ? info : "";
+}
+
 Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
-                         int64_t ir_version, std::map<std::string, KernelFactory>* kernels) {
+                         int64_t ir_version, bool generating, std::map<std::string, KernelFactory>* kernels,
+                         std::map<std::string, Node>* ep_context_nodes) {
   if (groups.empty()) return Status::OK();
   std::vector<std::unique_ptr<EpctxGraph>> views;
   std::vector<std::unique_ptr<EpctxNode>> fused;
@@ -186,12 +194,30 @@ Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& grou
   Status st = FromEpctxStatus(ep_->Compile(ep_, view_ptrs.data(), fused_ptrs.data(), groups.size(), infos.data(),
                                            ctx_nodes.data()),
                               name_ + ": Compile failed");
-  // The runtime owns EPContext nodes even when Compile fails; writing them is the EPContext layer's job.
-  for (EpctxNode* n : ctx_nodes) Api().ReleaseNode(n);
+  // The runtime owns EPContext nodes even when Compile fails (messages as ONNX Runtime's).
+  Status ctx_status;
+  for (size_t i = 0; i < ctx_nodes.size(); ++i) {
+    std::unique_ptr<EpctxNode> n(ctx_nodes[i]);
+    if (!generating || !st.ok()) continue;
+    if (!n) {
+      if (ctx_status.ok())
+        ctx_status = MakeStatus(ErrorCode::FAIL, name_, ": OrtEp::Compile() returned a NULL EPContext node.");
+      continue;
+    }
+    if (!n->from_editor) {
+      if (ctx_status.ok())
+        ctx_status = MakeStatus(ErrorCode::FAIL, name_,
+                                ": OrtEp::Compile() returned OrtNode objects that were not created with OrtModelEditorApi.");
+      n.release();  // not ours to free
+      continue;
+    }
+    (*ep_context_nodes)[groups[i].fused_name] = n->owned;
+  }
   for (EpctxNodeComputeInfo* i : infos)
     if (i) compute_infos_.push_back(i);
   for (auto& v : views) compiled_views_.push_back(std::move(v));
   RETURN_IF_ERROR(st);
+  RETURN_IF_ERROR(ctx_status);
   for (size_t i = 0; i < infos.size(); ++i) {
     RETURN_ERROR_IF(!infos[i], FAIL, "OrtEp::Compile() did not set a valid OrtNodeComputeInfo instance for graph at index ", i);
     RETURN_ERROR_IF(!infos[i]->Compute || !infos[i]->CreateState, FAIL, name_,
@@ -328,7 +354,9 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
   for (size_t e = 0; e < eps.size(); ++e) {
     if (per_ep[e].empty()) continue;
     any = true;
-    RETURN_IF_ERROR(eps[e]->Compile(g, per_ep[e], model_path, ir_version, &result.fused_kernels));
+    const bool generating = config.count("ep.context_enable") && config.at("ep.context_enable") == "1";
+    RETURN_IF_ERROR(eps[e]->Compile(g, per_ep[e], model_path, ir_version, generating, &result.fused_kernels,
+                                    &result.ep_context_nodes));
   }
   if (!any) return result;
   auto out = std::make_shared<Graph>();

@@ -52,9 +52,13 @@ class PluginEp {
   // GetCapability on the nodes still available; returns groups (indices into graph.nodes).
   Status GetCapability(const Graph& graph, const std::vector<size_t>& available_topo, const std::string& model_path,
                        int64_t ir_version, std::vector<std::vector<size_t>>* groups);
-  // Compiles the groups and returns a kernel factory per fused node name.
+  // Compiles the groups and returns a kernel factory per fused node name. When `generating`, every group must
+  // come back with an EPContext node (made by CreateNode), returned in `ep_context_nodes` by fused node name.
   Status Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
-                 int64_t ir_version, std::map<std::string, KernelFactory>* kernels);
+                 int64_t ir_version, bool generating, std::map<std::string, KernelFactory>* kernels,
+                 std::map<std::string, Node>* ep_context_nodes);
+  // The EP's compatibility string for a generated model ("" when it has none).
+  std::string CompatibilityInfo(const Graph& graph, const std::string& model_path, int64_t ir_version);
 
  private:
   PluginEp() = default;
@@ -74,6 +78,7 @@ struct PartitionResult {
   std::shared_ptr<Graph> graph;  // the graph with fused nodes (or the original when nothing was claimed)
   std::map<std::string, KernelFactory> fused_kernels;
   std::map<std::string, std::string> node_ep;  // fused node name -> EP name
+  std::map<std::string, Node> ep_context_nodes;  // fused node name -> EPContext node (generation only)
 };
 
 // Applies `eps` in order to the main graph. Nodes nobody claims stay for the CPU EP.

@@ -106,6 +106,12 @@ StatusOr<std::unique_ptr<GraphPlan>> GraphPlan::Create(const Graph& graph, const
     } else {
       factory = options.registry->Find(node.domain, node.op_type, node.opset);
     }
+    if (!factory && node.op_type == "EPContext" && node.domain == "com.microsoft") {
+      const Attribute* src = node.attr("source");
+      return MakeStatus(ErrorCode::NOT_IMPLEMENTED, "Could not find an implementation for EPContext(1) node with name '",
+                        node.name, "' (source '", src ? src->s : std::string(),
+                        "'): no registered execution provider accepts it; register the EP that generated it");
+    }
     if (!factory)
       return MakeStatus(ErrorCode::NOT_IMPLEMENTED, "CPUExecutionProvider has no kernel for ", node.op_type,
                         node.domain.empty() ? "" : " (domain '" + node.domain + "')", " at opset ", node.opset,

@@ -7,6 +7,8 @@
 #include <ctime>
 
 #include "core/parallel.h"
+#include "epcontext/context_model.h"
+#include "epcontext/paths.h"
 
 namespace epctx {
 
@@ -32,6 +34,12 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromFile(con
 
 StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromBytes(const void* data, size_t size,
                                                                               const SessionConfig& config) {
+  // Checked before loading, as ONNX Runtime does.
+  RETURN_ERROR_IF(config.Get("ep.context_enable") == "1" && config.Get("ep.context_file_path").empty(), FAIL,
+                  "Inference session with a model loaded from bytes was configured with EPContext model generation "
+                  "enabled but without a valid location (e.g., file or buffer) for the output model. Please specify a "
+                  "valid ep.context_file_path via SessionOption configs or use the OrtCompileApi to compile a model "
+                  "to a file or buffer.");
   auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::shared_ptr<Model> model, LoadModelFromBytes(data, size, LoadOptionsFor(config)));
   return Finish(std::move(model), config, MsSince(t0));
@@ -47,6 +55,15 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
                   config.intra_op_num_threads);
   s->num_threads_ = config.intra_op_num_threads > 0 ? config.intra_op_num_threads : DefaultNumThreads();
   if (config.profiling) s->profiler_ = std::make_unique<SessionProfiler>();
+  const bool generating = config.Get("ep.context_enable") == "1";
+  bool already_compiled = false;
+  for (const auto& n : s->model_->graph->nodes) already_compiled |= n.op_type == "EPContext";
+  if (generating && !already_compiled) {
+    // Validated before any EP compiles; EPs read the final path from ep.context_file_path.
+    ASSIGN_OR_RETURN(std::string ctx_path,
+                     ValidatedEpContextPath(config.Get("ep.context_file_path"), s->model_->path, true));
+    s->config_.entries["ep.context_file_path"] = ctx_path;
+  }
   RETURN_IF_ERROR(s->SetUpExecutionProviders());
   const Graph& g = *s->partition_.graph;
   for (const auto& in : g.inputs)
@@ -61,7 +78,30 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   ASSIGN_OR_RETURN(s->plan_, GraphPlan::Create(g, nullptr, po));
   for (auto& ep : s->plugin_eps_) RETURN_IF_ERROR(ep->OnSessionInitializationEnd());
   s->timings_.plan_ms = MsSince(t0);
+  if (generating) RETURN_IF_ERROR(s->GenerateContextModel(already_compiled));
   return s;
+}
+
+Status InferenceSession::GenerateContextModel(bool already_compiled) {
+  if (already_compiled) {
+    std::fprintf(stderr, "[epctx WARNING] ep.context_enable=1 but the model already holds EPContext nodes; it was "
+                         "loaded as is and no context model was written.\n");
+    return Status::OK();
+  }
+  if (partition_.ep_context_nodes.empty()) {
+    std::fprintf(stderr, "[epctx WARNING] Unable to compile any nodes. epctx will not generate a compiled model. "
+                         "Either the session EPs do not support compilation or the model is already compiled.\n");
+    return Status::OK();
+  }
+  ContextModelSpec spec;
+  spec.source = model_.get();
+  spec.partitioned = partition_.graph.get();
+  spec.ep_context_nodes = partition_.ep_context_nodes;
+  spec.output_path = config_.Get("ep.context_file_path");
+  spec.external_initializers_file = config_.Get("ep.context_model_external_initializers_file_name");
+  for (auto& ep : plugin_eps_)
+    spec.compatibility[ep->name()] = ep->CompatibilityInfo(*model_->graph, model_->path, model_->ir_version);
+  return WriteContextModel(spec);
 }
 
 InferenceSession::~InferenceSession() {

@@ -90,6 +90,8 @@ class InferenceSession {
   Status CheckInput(const ValueInfo& info, const IValue& value) const;
 
   Status SetUpExecutionProviders();
+  // Writes the context model after partitioning and compiling (session config ep.context_enable=1).
+  Status GenerateContextModel(bool already_compiled);
 
   SessionConfig config_;
   std::shared_ptr<Model> model_;
