@@ -235,6 +235,26 @@ bool IsSupportedNode(const EpctxApi* api, const EpctxNode* node) {
   return arity == 1 || !known || BroadcastShape(shapes[0], shapes[1], &out);  // unknown ranks: checked when run
 }
 
+// Names of the values that `node`'s subgraphs (If/Loop/Scan bodies, nested ones too) read from enclosing graphs:
+// the node depends on their producers although they are not among its inputs.
+EpctxStatus* OuterScopeReads(const EpctxApi* api, const EpctxNode* node, std::vector<std::string>* names) {
+  std::vector<const EpctxGraph*> bodies(api->Node_GetNumSubgraphs(node));
+  std::vector<const char*> attribute_names(bodies.size());
+  RETURN_IF_ERROR(api->Node_GetSubgraphs(node, bodies.data(), attribute_names.data(), bodies.size()));
+  for (const EpctxGraph* body : bodies) {
+    std::vector<const EpctxNode*> nodes(api->Graph_GetNumNodes(body));
+    RETURN_IF_ERROR(api->Graph_GetNodes(body, nodes.data(), nodes.size()));
+    for (const EpctxNode* n : nodes) {
+      std::vector<const EpctxValueInfo*> inputs(api->Node_GetNumInputs(n));
+      RETURN_IF_ERROR(api->Node_GetInputs(n, inputs.data(), inputs.size()));
+      for (const EpctxValueInfo* vi : inputs)
+        if (vi && api->ValueInfo_IsFromOuterScope(vi)) names->push_back(api->ValueInfo_GetName(vi));
+      RETURN_IF_ERROR(OuterScopeReads(api, n, names));
+    }
+  }
+  return nullptr;
+}
+
 // Claims connected groups of supported nodes, one AddNodesToFuse each. A fused group must not create a cycle
 // (A -> unsupported X -> B with A and B fused would need X both before and after the fused node), so groups are cut
 // from a topological order that takes a ready supported node whenever there is one: each run of supported nodes in
@@ -247,19 +267,29 @@ EpctxStatus* ClaimNodes(const EpctxApi* api, const EpctxGraph* graph, EpctxEpGra
   for (size_t i = 0; i < n; ++i) index[nodes[i]] = i;
   std::vector<char> supported(n);
   std::vector<std::vector<size_t>> successors(n);
-  std::vector<size_t> pending(n, 0);  // predecessors not yet ordered
+  std::unordered_map<std::string, size_t> producer;  // value name -> node
   for (size_t i = 0; i < n; ++i) {
     supported[i] = IsSupportedNode(api, nodes[i]);
     std::vector<const EpctxValueInfo*> outputs(api->Node_GetNumOutputs(nodes[i]));
     RETURN_IF_ERROR(api->Node_GetOutputs(nodes[i], outputs.data(), outputs.size()));
     for (const EpctxValueInfo* vi : outputs) {
       if (!vi) continue;
+      producer[api->ValueInfo_GetName(vi)] = i;
       std::vector<const EpctxNode*> consumers(api->ValueInfo_GetNumConsumers(vi));
       std::vector<int64_t> input_indices(consumers.size());
       RETURN_IF_ERROR(api->ValueInfo_GetConsumers(vi, consumers.data(), input_indices.data(), consumers.size()));
       for (const EpctxNode* c : consumers)
         if (index.count(c)) successors[i].push_back(index[c]);  // consumers in nested subgraphs are elsewhere
     }
+  }
+  for (size_t i = 0; i < n; ++i) {  // edges the node inputs do not show: subgraphs reading this graph's values
+    std::vector<std::string> reads;
+    RETURN_IF_ERROR(OuterScopeReads(api, nodes[i], &reads));
+    for (const std::string& name : reads)
+      if (producer.count(name)) successors[producer[name]].push_back(i);
+  }
+  std::vector<size_t> pending(n, 0);  // predecessors not yet ordered
+  for (size_t i = 0; i < n; ++i) {
     std::sort(successors[i].begin(), successors[i].end());
     successors[i].erase(std::unique(successors[i].begin(), successors[i].end()), successors[i].end());
     for (size_t s : successors[i]) ++pending[s];
