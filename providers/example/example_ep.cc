@@ -8,9 +8,13 @@
 // into a status, because no exception may cross the ABI.
 //
 // Sections: 1 helpers, 2 state shared by an EP and its compute infos/profilers, 3 GetCapability, 4 Compile,
-// 5 the EP, 6 the factory, 7 the two exported entry points.
+// 4b EPContext generation and loading, 5 the EP, 6 the factory, 7 the two exported entry points.
 #include <epctx/ep_api.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "example_program.h"
@@ -331,6 +336,38 @@ EpctxStatus* ClaimNodes(const EpctxApi* api, const EpctxGraph* graph, EpctxEpGra
   return nullptr;
 }
 
+bool IsEpContextNode(const EpctxApi* api, const EpctxNode* node) {
+  return std::strcmp(api->Node_GetOperatorType(node), "EPContext") == 0 &&
+         std::strcmp(api->Node_GetDomain(node), "com.microsoft") == 0;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+// An EPContext node this EP made: `source` is ExampleExecutionProvider, example or EXAMPLE, in any case.
+bool IsOwnEpContextNode(const EpctxApi* api, const EpctxNode* node) {
+  if (!IsEpContextNode(api, node)) return false;
+  const EpctxOpAttr* attr = api->Node_GetAttributeByName(node, "source");
+  const char* data = nullptr;
+  size_t length = 0;
+  if (!attr) return false;
+  if (EpctxStatus* st = api->OpAttr_GetString(attr, &data, &length)) return api->ReleaseStatus(st), false;
+  const std::string source = Lower(std::string(data, length));
+  return source == "exampleexecutionprovider" || source == "example";
+}
+
+// Claims each of this EP's EPContext nodes on its own (other EPs' EPContext nodes are left alone), then fuses
+// the Add/Mul/Relu nodes.
+EpctxStatus* GetCapabilityImpl(const EpctxApi* api, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
+  std::vector<const EpctxNode*> nodes(api->Graph_GetNumNodes(graph));
+  RETURN_IF_ERROR(api->Graph_GetNodes(graph, nodes.data(), nodes.size()));
+  for (const EpctxNode* node : nodes)
+    if (IsOwnEpContextNode(api, node)) RETURN_IF_ERROR(api->EpGraphSupportInfo_AddSingleNode(support, node));
+  return ClaimNodes(api, graph, support);
+}
+
 // ---- 4. Compile ----
 
 // "Compiles" one claimed graph: every value gets a slot, every node becomes a step, constants are copied.
@@ -389,34 +426,380 @@ EpctxStatus* BuildProgram(const EpctxApi* api, const EpctxGraph* graph, const Ep
   return nullptr;
 }
 
-// The EPContext node that stands for one compiled graph in a generated model (session config ep.context_enable=1).
-EpctxStatus* MakeEpContextNode(const EpctxApi* api, const EpctxNode* fused, const Program& p, EpctxNode** node) {
-  const char* name = api->Node_GetName(fused);
-  const std::string cache = Serialize(p);
-  const int64_t one = 1;
+// ---- 4b. EPContext generation and loading ----
+//
+// Generation (session config ep.context_enable=1): each graph compiled from ordinary nodes becomes an EPContext
+// node named ep.context_node_name_prefix + the fused node's name (also its partition_name). Embed mode 1: every
+// node holds its program text. Embed mode 0: one context binary per Compile call, "<ctx model stem>_example.bin"
+// beside the ctx model (ep.context_file_path, set by the runtime), holding every graph by partition name; the
+// first node (main_context=1) names the file, the others (main_context=0) find their graph in it by name.
+// Loading: each claimed EPContext node arrives as a graph of its own; main_context=1 nodes are loaded first
+// (their payload or binary), then main_context=0 nodes take their graph from those binaries by partition_name.
+
+constexpr const char* kBinarySuffix = "_example.bin";
+constexpr const char* kLoadError = "Failed to load from EpContext model. ";
+
+struct ContextOptions {
+  bool enable = false;     // ep.context_enable == "1"
+  bool embed = false;      // ep.context_embed_mode == "1" (anything else: 0, the default)
+  std::string file_path;   // ep.context_file_path: the ctx model's path (generation) or where to look (loading)
+  std::string prefix;      // ep.context_node_name_prefix
+};
+
+EpctxStatus* LoadError(const EpctxApi* api, const std::string& message) {
+  return api->CreateStatus(EPCTX_INVALID_GRAPH, (kLoadError + std::string(kEpName) + ": " + message).c_str());
+}
+
+std::string FolderOf(const std::string& path) {  // "" when the path has no folder part
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+std::string FileNameOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+std::string JoinPath(const std::string& folder, const std::string& name) {
+  if (folder.empty()) return name;
+  return folder.back() == '/' ? folder + name : folder + "/" + name;
+}
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// "<folder of ctx>/<ctx file name without its last extension>_example.bin".
+std::string ContextBinaryPath(const std::string& ctx_model_path) {
+  const std::string name = FileNameOf(ctx_model_path);
+  const size_t dot = name.rfind('.');
+  const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+  return JoinPath(FolderOf(ctx_model_path), stem + kBinarySuffix);
+}
+
+// Writes `bytes` to `path` through a temporary file in the same folder (fsync, rename), so `path` is either
+// untouched or complete; the temporary file is removed on any failure. EP_FAIL naming the path.
+EpctxStatus* WriteFileAtomically(const EpctxApi* api, const std::string& path, const std::string& bytes) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string folder = FolderOf(path);
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp = JoinPath(folder, "." + FileNameOf(path) + ".tmp." + std::to_string(getpid()) + "." +
+                               std::to_string(counter.fetch_add(1)) + "." + std::to_string(NowUs()));
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  auto fail = [&](const std::string& what, int err) {
+    if (fd >= 0) close(fd);
+    if (!tmp.empty()) unlink(tmp.c_str());
+    return Error(api, EPCTX_EP_FAIL, "failed to write the context binary '" + path + "': " + what + ": " + ErrnoText(err));
+  };
+  if (fd < 0) {
+    const int err = errno;
+    tmp.clear();  // nothing was created
+    return fail("cannot create a temporary file in its folder", err);
+  }
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("write", n < 0 ? errno : EIO);
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return fail("fsync", errno);
+  const int closed = close(fd);
+  fd = -1;
+  if (closed != 0) return fail("close", errno);
+  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", errno);
+  const int dir = open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) fsync(dir), close(dir);  // make the rename durable; best effort
+  return nullptr;
+}
+
+// One EPContext node: main_context/embed_mode, and for a main node ep_cache_context.
+struct ContextNodeSpec {
+  std::string name;  // node name and partition_name
+  int64_t main_context = 1, embed_mode = 1;
+  bool has_cache = true;
+  std::string cache;  // program text (embed 1) or binary file name (embed 0, main node)
+};
+
+// Makes an EPContext node with the fused node's inputs and outputs (names unchanged).
+EpctxStatus* MakeEpContextNode(const EpctxApi* api, const Program& p, const ContextNodeSpec& spec, EpctxNode** node) {
   struct {
     const char* name;
     const void* data;
     size_t length;
     EpctxOpAttrType type;
-  } specs[] = {{"main_context", &one, 1, EPCTX_ATTR_INT},
-               {"embed_mode", &one, 1, EPCTX_ATTR_INT},
-               {"ep_cache_context", cache.data(), cache.size(), EPCTX_ATTR_STRING},
+  } specs[] = {{"main_context", &spec.main_context, 1, EPCTX_ATTR_INT},
+               {"embed_mode", &spec.embed_mode, 1, EPCTX_ATTR_INT},
                {"source", kEpName, std::strlen(kEpName), EPCTX_ATTR_STRING},
-               {"partition_name", name, std::strlen(name), EPCTX_ATTR_STRING}};
-  EpctxOpAttr* attrs[5] = {};
-  for (size_t i = 0; i < 5; ++i) {
+               {"ep_sdk_version", kVersion, std::strlen(kVersion), EPCTX_ATTR_STRING},
+               {"partition_name", spec.name.data(), spec.name.size(), EPCTX_ATTR_STRING},
+               {"ep_cache_context", spec.cache.data(), spec.cache.size(), EPCTX_ATTR_STRING}};
+  const size_t count = spec.has_cache ? 6 : 5;
+  EpctxOpAttr* attrs[6] = {};
+  for (size_t i = 0; i < count; ++i) {
     if (EpctxStatus* st = api->CreateOpAttr(specs[i].name, specs[i].data, specs[i].length, specs[i].type, &attrs[i])) {
       while (i-- > 0) api->ReleaseOpAttr(attrs[i]);
       return st;
     }
   }
-  std::vector<const char*> inputs, outputs;  // the fused node's, names unchanged
+  std::vector<const char*> inputs, outputs;
   for (size_t i = 0; i < p.num_inputs; ++i) inputs.push_back(p.slot_names[i].c_str());
   for (size_t o : p.outputs) outputs.push_back(p.slot_names[o].c_str());
   // CreateNode owns the attributes from here on, also when it fails.
-  return api->CreateNode("EPContext", "com.microsoft", name, inputs.data(), inputs.size(), outputs.data(),
-                         outputs.size(), attrs, 5, node);
+  return api->CreateNode("EPContext", "com.microsoft", spec.name.c_str(), inputs.data(), inputs.size(),
+                         outputs.data(), outputs.size(), attrs, count, node);
+}
+
+// Makes the EPContext nodes of the graphs compiled from ordinary nodes (`fresh`: indices into the Compile call)
+// and, in embed mode 0, first writes the context binary. Slots of other graphs stay NULL.
+EpctxStatus* GenerateContext(const EpctxApi* api, const ContextOptions& options, const EpctxNode** fused_nodes,
+                             const std::vector<size_t>& fresh, const std::vector<const Program*>& programs,
+                             EpctxNode** ep_context_nodes) {
+  if (fresh.empty()) return nullptr;
+  std::vector<ContextNodeSpec> specs;
+  std::vector<std::pair<std::string, std::string>> graphs;  // for the binary
+  for (size_t i : fresh) {
+    ContextNodeSpec spec;
+    spec.name = options.prefix + api->Node_GetName(fused_nodes[i]);
+    if (spec.name.find_first_of("\n\r") != std::string::npos)
+      return Error(api, EPCTX_INVALID_ARGUMENT, "EPContext node name '" + spec.name + "' holds a line break");
+    std::string text = Serialize(*programs[i]);
+    Program check;  // the text must load again (value names with line breaks would not)
+    const std::string error = Deserialize(text, &check);
+    if (!error.empty())
+      return Error(api, EPCTX_EP_FAIL, "graph '" + spec.name + "' cannot be stored in a context: " + error);
+    if (options.embed) {
+      spec.cache = std::move(text);
+    } else {
+      graphs.emplace_back(spec.name, std::move(text));
+      spec.embed_mode = 0;
+      spec.main_context = specs.empty() ? 1 : 0;
+      spec.has_cache = specs.empty();
+    }
+    specs.push_back(std::move(spec));
+  }
+  std::string binary;
+  if (!options.embed) {
+    if (options.file_path.empty())
+      return Error(api, EPCTX_EP_FAIL, "ep.context_file_path is not set, so there is no folder for the context binary");
+    binary = ContextBinaryPath(options.file_path);
+    specs[0].cache = FileNameOf(binary);  // relative to the ctx model's folder
+    RETURN_IF_ERROR(WriteFileAtomically(api, binary, SerializeContext(graphs)));
+  }
+  for (size_t k = 0; k < fresh.size(); ++k) {
+    const size_t i = fresh[k];
+    if (EpctxStatus* st = MakeEpContextNode(api, *programs[i], specs[k], &ep_context_nodes[i])) {
+      if (!binary.empty()) unlink(binary.c_str());  // no ctx model will reference it
+      return st;
+    }
+  }
+  return nullptr;
+}
+
+// Attribute readers for EPContext nodes: schema defaults when absent, INVALID_GRAPH when of another type.
+EpctxStatus* IntAttr(const EpctxApi* api, const EpctxNode* node, const char* name, int64_t default_value,
+                     int64_t* value) {
+  const EpctxOpAttr* attr = api->Node_GetAttributeByName(node, name);
+  *value = default_value;
+  if (!attr) return nullptr;
+  if (EpctxStatus* st = api->OpAttr_GetInt(attr, value)) {
+    api->ReleaseStatus(st);
+    return LoadError(api, std::string("node '") + api->Node_GetName(node) + "': attribute " + name +
+                              " is not an integer");
+  }
+  if (*value != 0 && *value != 1)
+    return LoadError(api, std::string("node '") + api->Node_GetName(node) + "': attribute " + name + " is " +
+                              std::to_string(*value) + "; it must be 0 or 1");
+  return nullptr;
+}
+EpctxStatus* StringAttr(const EpctxApi* api, const EpctxNode* node, const char* name, bool* present,
+                        std::string* value) {
+  const EpctxOpAttr* attr = api->Node_GetAttributeByName(node, name);
+  *present = attr != nullptr;
+  if (!attr) return nullptr;
+  const char* data = nullptr;
+  size_t length = 0;
+  if (EpctxStatus* st = api->OpAttr_GetString(attr, &data, &length)) {
+    api->ReleaseStatus(st);
+    return LoadError(api, std::string("node '") + api->Node_GetName(node) + "': attribute " + name +
+                              " is not a string");
+  }
+  value->assign(data, length);
+  return nullptr;
+}
+
+// The folder a context binary of `graph` is relative to: the model's folder, or for a model loaded from bytes the
+// folder of ep.context_file_path (that path itself when it names a folder). false when there is none.
+bool ContextFolder(const EpctxApi* api, const EpctxGraph* graph, const ContextOptions& options, std::string* folder) {
+  const std::string model_path = api->Graph_GetModelPath(graph);
+  std::string base;
+  if (!model_path.empty()) {
+    base = FolderOf(model_path);
+  } else if (!options.file_path.empty()) {
+    struct stat st;
+    base = stat(options.file_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? options.file_path
+                                                                             : FolderOf(options.file_path);
+  } else {
+    return false;
+  }
+  *folder = base.empty() ? "." : base;
+  return true;
+}
+
+// Reads and parses the context binary a main_context=1, embed_mode=0 node names, checking every path rule.
+EpctxStatus* LoadContextBinary(const EpctxApi* api, const EpctxGraph* graph, const std::string& node_name,
+                               const std::string& relative, const ContextOptions& options,
+                               std::vector<std::pair<std::string, std::string>>* graphs, std::string* shown_path) {
+  const std::string who = "node '" + node_name + "': ";
+  if (relative.empty()) return LoadError(api, who + "the file path in ep_cache_context is empty");
+  if (relative[0] == '/')
+    return LoadError(api, who + "ep_cache_context must hold a path relative to the model's folder, but '" + relative +
+                              "' is an absolute path");
+  for (size_t pos = 0; pos <= relative.size();) {
+    size_t slash = relative.find('/', pos);
+    if (slash == std::string::npos) slash = relative.size();
+    if (relative.compare(pos, slash - pos, "..") == 0 && slash - pos == 2)
+      return LoadError(api, who + "the file path '" + relative +
+                                "' in ep_cache_context has a '..' component; it may not point outside the model's folder");
+    pos = slash + 1;
+  }
+  std::string folder;
+  if (!ContextFolder(api, graph, options, &folder))
+    return LoadError(api, who + "cannot locate the context binary '" + relative +
+                              "': the model was loaded from bytes and ep.context_file_path is not set");
+  const std::string path = JoinPath(folder, relative);
+  *shown_path = path;
+  char real_folder[PATH_MAX], real_path[PATH_MAX];
+  if (!realpath(folder.c_str(), real_folder))
+    return LoadError(api, who + "the context binary's folder '" + folder + "' is not accessible: " + ErrnoText(errno));
+  if (!realpath(path.c_str(), real_path)) {
+    const int err = errno;
+    if (err == ENOENT)
+      return LoadError(api, who + "the context binary '" + path + "' does not exist");
+    return LoadError(api, who + "the context binary '" + path + "' is not accessible: " + ErrnoText(err));
+  }
+  const std::string inside = std::string(real_folder) == "/" ? "/" : std::string(real_folder) + "/";
+  if (std::string(real_path).compare(0, inside.size(), inside) != 0)
+    return LoadError(api, who + "the context binary '" + path + "' resolves to '" + real_path +
+                              "', outside the model's folder '" + real_folder + "'");
+  struct stat st;
+  if (stat(real_path, &st) != 0 || !S_ISREG(st.st_mode))
+    return LoadError(api, who + "the context binary '" + path + "' is not a regular file");
+  const int fd = open(real_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return LoadError(api, who + "the context binary '" + path + "' cannot be read: " + ErrnoText(errno));
+  std::string bytes;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return LoadError(api, who + "the context binary '" + path + "' cannot be read: " + ErrnoText(err));
+    }
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  if (bytes.empty()) return LoadError(api, who + "the context binary '" + path + "' is empty");
+  std::string reason;
+  switch (ParseContext(bytes, graphs, &reason)) {
+    case ContextError::kNone:
+      return nullptr;
+    case ContextError::kTruncated:
+      return LoadError(api, who + "the context binary '" + path + "' is truncated: " + reason);
+    case ContextError::kBadHeader:
+      return LoadError(api, who + "the context binary '" + path + "' is corrupted (" + reason + ")");
+    case ContextError::kCorrupted:
+      break;
+  }
+  return LoadError(api, who + "the context binary '" + path + "' is corrupted: " + reason);
+}
+
+// Loads the program of every EPContext graph (`loaded`: indices into the Compile call): main_context=1 nodes
+// first (embedded payload or context binary), then main_context=0 nodes by partition_name among the graphs of
+// the binaries those loaded.
+EpctxStatus* LoadContexts(const EpctxApi* api, const ContextOptions& options, const EpctxGraph** graphs,
+                          const EpctxNode** fused_nodes, const std::vector<size_t>& loaded,
+                          const std::vector<Program*>& programs) {
+  struct Entry {
+    std::string text, from;  // program text; where it came from (for messages)
+  };
+  std::unordered_map<std::string, Entry> table;  // partition name -> graph, from every binary loaded
+  auto add = [&](const std::string& name, const std::string& text, const std::string& from) -> EpctxStatus* {
+    auto inserted = table.emplace(name, Entry{text, from});
+    if (!inserted.second && inserted.first->second.text != text)
+      return LoadError(api, "partition '" + name + "' is held by both '" + inserted.first->second.from + "' and '" +
+                                from + "' with different contents");
+    return nullptr;
+  };
+  struct Pending {
+    size_t index;
+    const EpctxNode* node;
+    std::string name, partition;
+  };
+  std::vector<Pending> secondary;
+  for (size_t i : loaded) {
+    const EpctxNode* node = nullptr;
+    RETURN_IF_ERROR(api->Graph_GetNodes(graphs[i], &node, 1));
+    const std::string name = api->Node_GetName(node);
+    int64_t main_context = 1, embed_mode = 1;
+    RETURN_IF_ERROR(IntAttr(api, node, "main_context", 1, &main_context));
+    RETURN_IF_ERROR(IntAttr(api, node, "embed_mode", 1, &embed_mode));
+    bool has_partition = false, has_cache = false;
+    std::string partition, cache;
+    RETURN_IF_ERROR(StringAttr(api, node, "partition_name", &has_partition, &partition));
+    RETURN_IF_ERROR(StringAttr(api, node, "ep_cache_context", &has_cache, &cache));
+    if (!has_partition || partition.empty()) partition = name;
+    if (main_context == 0) {
+      secondary.push_back({i, node, name, partition});
+      continue;
+    }
+    std::string text;
+    if (embed_mode == 1) {
+      if (!has_cache) return LoadError(api, "node '" + name + "' (embed_mode=1) has no ep_cache_context");
+      text = cache;
+      Program check;
+      const std::string error = Deserialize(text, &check);
+      if (!error.empty())
+        return LoadError(api, "node '" + name + "': the program embedded in ep_cache_context is corrupted: " + error);
+      RETURN_IF_ERROR(add(partition, text, "node '" + name + "'"));
+    } else {
+      std::vector<std::pair<std::string, std::string>> binary;
+      std::string path;
+      RETURN_IF_ERROR(LoadContextBinary(api, graphs[i], name, cache, options, &binary, &path));
+      for (const auto& g : binary) RETURN_IF_ERROR(add(g.first, g.second, path));
+      auto own = std::find_if(binary.begin(), binary.end(), [&](const auto& g) { return g.first == partition; });
+      if (own == binary.end() && binary.size() == 1) own = binary.begin();  // a lone graph, whatever its name
+      if (own == binary.end())
+        return LoadError(api, "node '" + name + "': the context binary '" + path + "' holds no graph named '" +
+                                  partition + "'");
+      text = own->second;
+    }
+    RETURN_IF_ERROR(Deserialize(text, programs[i]).empty()
+                        ? nullptr
+                        : LoadError(api, "node '" + name + "': its program does not parse"));
+  }
+  for (const Pending& s : secondary) {
+    auto it = table.find(s.partition);
+    if (it == table.end())
+      return LoadError(api, "node '" + s.name + "' (main_context=0) refers to partition '" + s.partition +
+                                "', which no context loaded by a main_context=1 node holds");
+    const std::string error = Deserialize(it->second.text, programs[s.index]);
+    if (!error.empty()) return LoadError(api, "node '" + s.name + "': partition '" + s.partition + "': " + error);
+  }
+  // The program must fit the node it stands for.
+  for (size_t i : loaded) {
+    const Program& p = *programs[i];
+    const size_t inputs = api->Node_GetNumInputs(fused_nodes[i]), outputs = api->Node_GetNumOutputs(fused_nodes[i]);
+    if (p.num_inputs != inputs || p.outputs.size() != outputs) {
+      const EpctxNode* node = nullptr;
+      RETURN_IF_ERROR(api->Graph_GetNodes(graphs[i], &node, 1));
+      return LoadError(api, std::string("node '") + api->Node_GetName(node) + "' has " + std::to_string(inputs) +
+                                " input(s) and " + std::to_string(outputs) + " output(s) but its context graph has " +
+                                std::to_string(p.num_inputs) + " and " + std::to_string(p.outputs.size()));
+    }
+  }
+  return nullptr;
 }
 
 // ---- 5. the EP (one per session) ----
@@ -424,7 +807,7 @@ EpctxStatus* MakeEpContextNode(const EpctxApi* api, const EpctxNode* fused, cons
 struct ExampleEp : EpctxEp {
   const EpctxApi* api;
   const EpctxLogger* logger;       // the session's, valid until ReleaseEp
-  bool ep_context_enable = false;  // session config ep.context_enable=1: Compile also makes EPContext nodes
+  ContextOptions context;          // ep.context_*: EPContext generation (enable=1) and binary lookup
   bool serialize_runs = false;     // provider option serialize_runs=1: no concurrent runs
   std::string optimize;            // provider option optimize (default from the EpDevice's ep_options), reported
   std::atomic<uint64_t> runs_started{0}, runs_ended{0};
@@ -440,19 +823,40 @@ ExampleEp::ExampleEp(const EpctxApi* a, const EpctxLogger* l)
   version = EPCTX_EP_API_VERSION;
   GetName = [](const EpctxEp*) { return kEpName; };
   GetCapability = [](EpctxEp* self, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) -> EpctxStatus* {
-    return Guard(Self(self)->api, [&] { return ClaimNodes(Self(self)->api, graph, support); });
+    return Guard(Self(self)->api, [&] { return GetCapabilityImpl(Self(self)->api, graph, support); });
   };
   Compile = [](EpctxEp* self, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                EpctxNodeComputeInfo** infos, EpctxNode** ep_context_nodes) -> EpctxStatus* {
     ExampleEp* ep = Self(self);
-    return Guard(ep->api, [&]() -> EpctxStatus* {
+    const EpctxApi* api = ep->api;
+    return Guard(api, [&]() -> EpctxStatus* {
+      // Everything is compiled or loaded before any file is written or any node made.
       std::vector<std::unique_ptr<ComputeInfo>> made;  // handed out only when every graph compiled
+      std::vector<size_t> fresh, loaded;               // graphs of ordinary nodes; EPContext graphs
       for (size_t i = 0; i < count; ++i) {
-        made.push_back(std::make_unique<ComputeInfo>(ep->shared, ep->api->Node_GetName(fused_nodes[i])));
-        RETURN_IF_ERROR(BuildProgram(ep->api, graphs[i], fused_nodes[i], &made.back()->program));
-        if (ep->ep_context_enable)  // the runtime owns these nodes, also if a later graph fails
-          RETURN_IF_ERROR(MakeEpContextNode(ep->api, fused_nodes[i], made.back()->program, &ep_context_nodes[i]));
+        made.push_back(std::make_unique<ComputeInfo>(ep->shared, api->Node_GetName(fused_nodes[i])));
+        std::vector<const EpctxNode*> nodes(api->Graph_GetNumNodes(graphs[i]));
+        RETURN_IF_ERROR(api->Graph_GetNodes(graphs[i], nodes.data(), nodes.size()));
+        const bool has_context = std::any_of(nodes.begin(), nodes.end(),
+                                             [&](const EpctxNode* n) { return IsEpContextNode(api, n); });
+        if (has_context && nodes.size() != 1)
+          return LoadError(api, "graph '" + std::string(api->Graph_GetName(graphs[i])) + "' holds " +
+                                    std::to_string(nodes.size()) + " nodes; an EPContext node must be alone");
+        if (has_context) {
+          loaded.push_back(i);
+        } else {
+          RETURN_IF_ERROR(BuildProgram(api, graphs[i], fused_nodes[i], &made.back()->program));
+          fresh.push_back(i);
+        }
       }
+      std::vector<Program*> programs;
+      for (auto& m : made) programs.push_back(&m->program);
+      RETURN_IF_ERROR(LoadContexts(api, ep->context, graphs, fused_nodes, loaded, programs));
+      // Generation: nodes for freshly compiled graphs only (a loaded EPContext node is not compiled again).
+      if (ep->context.enable)  // the runtime owns these nodes, also if a later step fails
+        RETURN_IF_ERROR(GenerateContext(api, ep->context, fused_nodes, fresh,
+                                        std::vector<const Program*>(programs.begin(), programs.end()),
+                                        ep_context_nodes));
       for (size_t i = 0; i < count; ++i) infos[i] = made[i].release();
       ep->graphs_compiled += count;
       return nullptr;
@@ -590,7 +994,10 @@ ExampleFactory::ExampleFactory(const EpctxApi* a, bool virt) : EpctxEpFactory{},
         return value ? value : "";
       };
       auto ep = std::make_unique<ExampleEp>(api, logger);
-      ep->ep_context_enable = config("ep.context_enable") == "1";
+      ep->context.enable = config("ep.context_enable") == "1";
+      ep->context.embed = config("ep.context_embed_mode") == "1";
+      ep->context.file_path = config("ep.context_file_path");
+      ep->context.prefix = config("ep.context_node_name_prefix");
       ep->serialize_runs = config(std::string(kOptionPrefix) + "serialize_runs") == "1";
       ep->optimize = config(std::string(kOptionPrefix) + "optimize");
       const std::string msg = std::string(kEpName) + ": EP created for " + std::to_string(num_devices) + " device(s)";

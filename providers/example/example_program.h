@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -95,6 +96,222 @@ inline std::string Serialize(const Program& p) {
   }
   for (size_t o : p.outputs) s += "output " + std::to_string(o) + " " + p.slot_names[o] + "\n";
   return s;
+}
+
+// Parses what Serialize wrote. Returns "" or the reason the text is not a valid program (never trusts the text:
+// every slot is bounded, defined once before use, constants hold exactly their element count, every output is a
+// step's result). Slots that are neither inputs nor outputs get the name "slot<N>"; steps are named after their
+// output for error messages.
+inline std::string Deserialize(const std::string& text, Program* out) {
+  std::vector<std::string> lines;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) return "the last line is not terminated (truncated?)";
+    lines.push_back(text.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  auto words = [](const std::string& line, size_t max_words, std::string* rest) {  // split off up to max_words
+    std::vector<std::string> w;
+    size_t pos = 0;
+    while (w.size() < max_words && pos < line.size()) {
+      size_t sp = line.find(' ', pos);
+      if (sp == std::string::npos) sp = line.size();
+      w.push_back(line.substr(pos, sp - pos));
+      pos = sp + 1;
+    }
+    if (rest) *rest = pos < line.size() ? line.substr(pos) : "";
+    return w;
+  };
+  auto parse_u64 = [](const std::string& s, uint64_t limit, uint64_t* v) {
+    if (s.empty() || s.size() > 19) return false;
+    uint64_t x = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      x = x * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (x > limit) return false;
+    *v = x;
+    return true;
+  };
+  if (lines.empty() || lines[0] != "example-program 1") return "it does not start with \"example-program 1\"";
+  uint64_t num_slots = 0;
+  // Every slot is defined by one line, so a valid program has fewer slots than lines.
+  if (lines.size() < 2 || lines[1].compare(0, 6, "slots ") != 0 ||
+      !parse_u64(lines[1].substr(6), lines.size(), &num_slots))
+    return "line 2 is not \"slots N\" with N at most the number of lines";
+  Program p;
+  p.slot_names.assign(num_slots, "");
+  std::vector<char> defined(num_slots, 0), is_output(num_slots, 0);
+  enum Section { kInputs, kConsts, kSteps, kOutputs } section = kInputs;
+  for (size_t li = 2; li < lines.size(); ++li) {
+    const std::string& line = lines[li];
+    const std::string where = "line " + std::to_string(li + 1) + ": ";
+    std::string rest;
+    const std::vector<std::string> head = words(line, 1, &rest);
+    const std::string kind = head.empty() ? "" : head[0];
+    uint64_t slot = 0;
+    if (kind == "input" || kind == "output") {
+      std::string name;
+      const std::vector<std::string> w = words(rest, 1, &name);
+      if (w.size() != 1 || !parse_u64(w[0], num_slots ? num_slots - 1 : 0, &slot) || num_slots == 0)
+        return where + "bad slot number";
+      if (name.empty()) return where + "missing value name";
+      if (kind == "input") {
+        if (section != kInputs || slot != p.num_inputs) return where + "inputs must come first, numbered 0, 1, ...";
+        ++p.num_inputs;
+        defined[slot] = 1;
+      } else {
+        section = kOutputs;
+        if (!defined[slot] || slot < p.num_inputs) return where + "output slot " + w[0] + " is no step's result";
+        bool step_result = false;
+        for (const Step& st : p.steps) step_result |= st.output == slot;
+        if (!step_result) return where + "output slot " + w[0] + " is no step's result";
+        if (is_output[slot]) return where + "slot " + w[0] + " is output twice";
+        is_output[slot] = 1;
+        p.outputs.push_back(static_cast<size_t>(slot));
+      }
+      p.slot_names[slot] = name;
+    } else if (kind == "const") {
+      if (section > kConsts) return where + "constants must come before steps";
+      section = kConsts;
+      const std::vector<std::string> w = words(rest, SIZE_MAX, nullptr);
+      uint64_t rank = 0;
+      if (w.size() < 2 || num_slots == 0 || !parse_u64(w[0], num_slots - 1, &slot) || !parse_u64(w[1], 64, &rank))
+        return where + "bad constant header";
+      if (defined[slot]) return where + "slot " + w[0] + " is defined twice";
+      Constant c{static_cast<size_t>(slot), Shape(rank), {}};
+      uint64_t count = 1;  // saturates above the word count: a constant cannot hold more values than words
+      for (uint64_t d = 0; d < rank; ++d) {
+        uint64_t dim = 0;
+        if (2 + d >= w.size() || !parse_u64(w[2 + d], UINT32_MAX, &dim)) return where + "bad constant dimension";
+        c.shape[d] = static_cast<int64_t>(dim);
+        count = count == 0 || dim == 0 ? 0 : std::min<uint64_t>(count * std::min<uint64_t>(dim, w.size() + 1), w.size() + 1);
+      }
+      if (w.size() != 2 + rank + count) return where + "constant value count does not match its shape";
+      for (uint64_t k = 0; k < count; ++k) {
+        const std::string& v = w[2 + rank + k];
+        char* end = nullptr;
+        const float f = std::strtof(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size()) return where + "bad float '" + v + "'";
+        c.data.push_back(f);
+      }
+      defined[slot] = 1;
+      p.slot_names[slot] = "slot" + std::to_string(slot);
+      p.constants.push_back(std::move(c));
+    } else if (kind == "step") {
+      if (section > kSteps) return where + "steps must come before outputs";
+      section = kSteps;
+      const std::vector<std::string> w = words(rest, SIZE_MAX, nullptr);
+      Step st{Op::kRelu, {}, 0, ""};
+      if (w.empty() || !ParseOp(w[0].c_str(), &st.op)) return where + "unknown operator";
+      const size_t arity = st.op == Op::kRelu ? 1 : 2;
+      if (w.size() != 2 + arity || num_slots == 0) return where + "wrong number of slots for " + w[0];
+      for (size_t k = 0; k < arity; ++k) {
+        uint64_t in = 0;
+        if (!parse_u64(w[2 + k], num_slots - 1, &in) || !defined[in]) return where + "input slot is not defined yet";
+        st.inputs.push_back(static_cast<size_t>(in));
+      }
+      if (!parse_u64(w[1], num_slots - 1, &slot)) return where + "bad output slot";
+      if (defined[slot]) return where + "slot " + w[1] + " is defined twice";
+      defined[slot] = 1;
+      st.output = static_cast<size_t>(slot);
+      st.node_name = "step " + std::to_string(p.steps.size()) + " (" + w[0] + ")";
+      p.slot_names[slot] = "slot" + std::to_string(slot);
+      p.steps.push_back(std::move(st));
+    } else {
+      return where + "unknown record '" + kind + "'";
+    }
+  }
+  for (uint64_t s = 0; s < num_slots; ++s)
+    if (!defined[s]) return "slot " + std::to_string(s) + " is never defined";
+  if (p.outputs.empty()) return "the program has no outputs";
+  for (Step& st : p.steps)  // name steps that produce outputs after the value, as in the source model
+    if (is_output[st.output]) st.node_name = "producer of '" + p.slot_names[st.output] + "'";
+  *out = std::move(p);
+  return "";
+}
+
+// A context binary (embed_mode=0): every graph one Compile call made, by partition name (format in README.md):
+//   example-context 1 | graphs N | then N times: graph NAME, the graph's program text (Serialize), end.
+inline std::string SerializeContext(const std::vector<std::pair<std::string, std::string>>& graphs) {
+  std::string s = "example-context 1\ngraphs " + std::to_string(graphs.size()) + "\n";
+  for (const auto& g : graphs) s += "graph " + g.first + "\n" + g.second + "end\n";
+  return s;
+}
+
+enum class ContextError { kNone, kBadHeader, kTruncated, kCorrupted };
+
+// Parses a context binary into (partition name, program text) pairs, each program checked with Deserialize.
+// On failure returns the kind and sets *reason.
+inline ContextError ParseContext(const std::string& bytes, std::vector<std::pair<std::string, std::string>>* graphs,
+                                 std::string* reason) {
+  static const std::string kHeader = "example-context 1\n";
+  if (bytes.compare(0, kHeader.size(), kHeader) != 0) {
+    if (bytes.size() < kHeader.size() && kHeader.compare(0, bytes.size(), bytes) == 0) {
+      *reason = "it ends inside its header";
+      return ContextError::kTruncated;
+    }
+    *reason = "bad header: it does not start with \"example-context 1\"";
+    return ContextError::kBadHeader;
+  }
+  size_t pos = kHeader.size();
+  // Next line without its '\n'; false at the end of the data or on an unterminated line (truncation).
+  auto next_line = [&](std::string* line) {
+    const size_t nl = bytes.find('\n', pos);
+    if (nl == std::string::npos) return false;
+    *line = bytes.substr(pos, nl - pos);
+    pos = nl + 1;
+    return true;
+  };
+  std::string line;
+  if (!next_line(&line)) {
+    *reason = "it ends before its graph count";
+    return ContextError::kTruncated;
+  }
+  if (line.compare(0, 7, "graphs ") != 0 || line.size() == 7 || line.size() > 7 + 9 ||
+      line.find_first_not_of("0123456789", 7) != std::string::npos) {
+    *reason = "line 2 is not \"graphs N\"";
+    return ContextError::kCorrupted;
+  }
+  const size_t count = std::strtoul(line.c_str() + 7, nullptr, 10);
+  std::vector<std::pair<std::string, std::string>> result;
+  for (size_t i = 0; i < count; ++i) {
+    if (!next_line(&line)) {
+      *reason = "it ends after " + std::to_string(i) + " of its " + std::to_string(count) + " graphs";
+      return ContextError::kTruncated;
+    }
+    if (line.compare(0, 6, "graph ") != 0 || line.size() == 6) {
+      *reason = "graph " + std::to_string(i + 1) + " does not start with \"graph NAME\"";
+      return ContextError::kCorrupted;
+    }
+    std::string name = line.substr(6), program;
+    for (;;) {
+      if (!next_line(&line)) {
+        *reason = "it ends inside graph '" + name + "'";
+        return ContextError::kTruncated;
+      }
+      if (line == "end") break;
+      program += line + "\n";
+    }
+    Program p;
+    const std::string error = Deserialize(program, &p);
+    if (!error.empty()) {
+      *reason = "graph '" + name + "' is not a valid program: " + error;
+      return ContextError::kCorrupted;
+    }
+    for (const auto& g : result)
+      if (g.first == name) {
+        *reason = "graph '" + name + "' appears twice";
+        return ContextError::kCorrupted;
+      }
+    result.emplace_back(std::move(name), std::move(program));
+  }
+  if (pos != bytes.size()) {
+    *reason = "unexpected data after its " + std::to_string(count) + " graphs";
+    return ContextError::kCorrupted;
+  }
+  *graphs = std::move(result);
+  return ContextError::kNone;
 }
 
 // A tensor during a run: borrowed data (an input, a constant, runtime-owned output memory) or scratch.
