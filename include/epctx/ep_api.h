@@ -175,15 +175,18 @@ struct EpctxNodeComputeInfo {
   /* Creates per-session state for the fused node. `context` is borrowed; *state is owned by the EP and released
    * with ReleaseState. */
   EpctxStatus*(*CreateState)(EpctxNodeComputeInfo* this_ptr, EpctxNodeComputeContext* context, void** state);
-  /* Runs the fused node. `kernel_context` (borrowed, valid for this call) gives inputs and allocates outputs.
+  /* Runs the fused node. `kernel_context` (borrowed, valid for this call) gives inputs and allocates outputs; every
+   * output must be allocated (KernelContext_GetOutput) before returning OK, or the run fails with EP_FAIL naming it.
    * May run concurrently on the same state unless the EP reports IsConcurrentRunSupported = false. */
   EpctxStatus*(*Compute)(EpctxNodeComputeInfo* this_ptr, void* state, EpctxKernelContext* kernel_context);
   void (*ReleaseState)(EpctxNodeComputeInfo* this_ptr, void* state);
 };
 
-/* An EP profiler: the runtime calls StartProfiling when a profiled session starts and EndProfiling when the
- * profile is written; the EP adds its own events to the sink (EpctxApi::ProfilingEventSink_AddEvent). Created by
- * EpctxEp::CreateProfiler; the runtime calls Release. */
+/* An EP profiler: created through EpctxEp::CreateProfiler only for sessions with profiling enabled, right after
+ * CreateEp; the runtime then calls StartProfiling, later EndProfiling when the profile is written (the EP adds its
+ * own events to the sink with EpctxApi::ProfilingEventSink_AddEvent), and Release before ReleaseEp.
+ * Release order at session end: compute states (ReleaseState), profiler (Release), compute infos
+ * (ReleaseNodeComputeInfos), the EP (ReleaseEp). */
 typedef struct EpctxEpProfiler EpctxEpProfiler;
 struct EpctxEpProfiler {
   uint32_t version;
@@ -223,7 +226,8 @@ struct EpctxEp {
   /* Options set after session creation (Session::SetEpDynamicOptions). Arrays borrowed. */
   EpctxStatus*(*SetDynamicOptions)(EpctxEp* this_ptr, const char* const* keys, const char* const* values,
                                    size_t count);
-  /* Around every Session::Run that executes a node of this EP. `run_options` borrowed. */
+  /* Around every Session::Run of a session using this EP. `run_options` borrowed. Runs of one session may be
+   * concurrent, so these may be called concurrently unless IsConcurrentRunSupported reports false. */
   EpctxStatus*(*OnRunStart)(EpctxEp* this_ptr, const EpctxRunOptions* run_options);
   EpctxStatus*(*OnRunEnd)(EpctxEp* this_ptr, const EpctxRunOptions* run_options, bool sync_stream);
   /* Default true. False makes the runtime serialize runs of sessions that use this EP. */
@@ -385,10 +389,13 @@ struct EpctxApi {
   EpctxElementType (*ValueInfo_GetElementType)(const EpctxValueInfo* value_info);
   /* Rank, or -1 when the shape is unknown. */
   int64_t (*ValueInfo_GetRank)(const EpctxValueInfo* value_info);
-  /* dims[i] = size or -1 when unknown; symbols[i] (may be NULL) = dim_param name or "" (borrowed). */
+  /* dims[i] = size or -1 when unknown; symbols[i] = dim_param name or "" (borrowed). Either array may be NULL. */
   EpctxStatus* (*ValueInfo_GetShape)(const EpctxValueInfo* value_info, int64_t* dims, const char** symbols,
                                      size_t capacity);
-  /* Producer node and its output index; *node = NULL for graph inputs and initializers. */
+  /* Producer node and its output index; *node = NULL for graph inputs and initializers.
+   * Note: values that an If/Loop/Scan body reads from an enclosing graph are not listed among that node's inputs or
+   * the value's consumers; an EP that fuses around such nodes must walk their subgraphs (Node_GetSubgraphs). The
+   * runtime refuses a fusion that would create a cycle through them. */
   EpctxStatus* (*ValueInfo_GetProducer)(const EpctxValueInfo* value_info, const EpctxNode** node, size_t* output_index);
   size_t (*ValueInfo_GetNumConsumers)(const EpctxValueInfo* value_info);
   EpctxStatus* (*ValueInfo_GetConsumers)(const EpctxValueInfo* value_info, const EpctxNode** nodes,
@@ -419,6 +426,7 @@ struct EpctxApi {
    * node run by this EP. A node may be claimed once. */
   EpctxStatus* (*EpGraphSupportInfo_AddNodesToFuse)(EpctxEpGraphSupportInfo* support_info,
                                                     const EpctxNode* const* nodes, size_t count);
+  /* One node as its own fused group (same as AddNodesToFuse with count 1). */
   EpctxStatus* (*EpGraphSupportInfo_AddSingleNode)(EpctxEpGraphSupportInfo* support_info, const EpctxNode* node);
 
   /* Compute: the fused node's name (borrowed), then inputs/outputs of one run. Inputs are read-only and
@@ -432,7 +440,7 @@ struct EpctxApi {
                                           size_t rank, EpctxValue** value);
 
   /* Model editing, for EPContext nodes returned from Compile. CreateOpAttr copies `data`: for INT `data` points
-   * to an int64_t, FLOAT a float, STRING `length` bytes, INTS/FLOATS `length` elements, STRINGS an array of
+   * to an int64_t and FLOAT to a float (`length` is ignored), STRING `length` bytes, INTS/FLOATS `length` elements, STRINGS an array of
    * `length` NUL-terminated strings. CreateNode copies names and takes ownership of the attributes (also on
    * failure); the node is owned by the caller until handed to the runtime through Compile. */
   EpctxStatus* (*CreateOpAttr)(const char* name, const void* data, size_t length, EpctxOpAttrType type,
@@ -443,7 +451,9 @@ struct EpctxApi {
                              size_t num_outputs, EpctxOpAttr** attributes, size_t num_attributes, EpctxNode** node);
   void (*ReleaseNode)(EpctxNode* node);
 
-  /* Profiling: adds one complete event (Chrome trace "X") to the sink. name/category copied; args may be NULL. */
+  /* Profiling: adds one complete event (Chrome trace "X") to the sink. start_us is measured from the epoch given
+   * to EpctxEpProfiler::StartProfiling (the profile's origin). name, category and args (may be NULL; still owned by
+   * the caller) are copied. */
   EpctxStatus* (*ProfilingEventSink_AddEvent)(EpctxProfilingEventSink* sink, const char* name, const char* category,
                                               int64_t start_us, int64_t duration_us, const EpctxKeyValuePairs* args);
 };

@@ -181,25 +181,6 @@ Status WriteContextModel(const ContextModelSpec& spec) {
       kv("length", std::to_string(tensor.SizeInBytes()));
     }
   }
-  try {
-    onnx::checker::CheckerContext ctx;
-    ctx.set_ir_version(8);
-    std::unordered_map<std::string, int> opsets;
-    for (const auto& os : out.opset_import()) opsets[os.domain()] = static_cast<int>(os.version());
-    ctx.set_opset_imports(opsets);
-    ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
-    onnx::checker::LexicalScopeContext lex;
-    // Without a model dir the checker does not look for external files (they are written below).
-    onnx::checker::check_graph(*g, ctx, lex);
-  } catch (const std::exception& e) {
-    return MakeStatus(ErrorCode::FAIL, "the generated context model '", spec.output_path,
-                      "' fails the ONNX checker: ", e.what());
-  }
-  std::string bytes;
-  RETURN_ERROR_IF(out.ByteSizeLong() > static_cast<size_t>(INT_MAX), FAIL,
-                  "Cannot serialize ONNX ModelProto larger than 2GB");
-  RETURN_ERROR_IF(!out.SerializeToString(&bytes), INVALID_PROTOBUF,
-                  "Protobuf serialization failed when generating EPContext model ", spec.output_path);
   std::string ext_path;
   if (!spec.external_initializers_file.empty()) {
     RETURN_ERROR_IF(spec.external_initializers_file[0] == '/', INVALID_ARGUMENT,
@@ -208,6 +189,26 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     ext_path = folder + "/" + spec.external_initializers_file;
     if (!ext_bytes.empty()) RETURN_IF_ERROR(WriteFileAtomically(ext_path, ext_bytes));
   }
+  try {
+    onnx::checker::CheckerContext ctx;
+    ctx.set_ir_version(8);
+    std::unordered_map<std::string, int> opsets;
+    for (const auto& os : out.opset_import()) opsets[os.domain()] = static_cast<int>(os.version());
+    ctx.set_opset_imports(opsets);
+    ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
+    onnx::checker::LexicalScopeContext lex;
+    ctx.set_model_dir(folder);  // the external initializers file, if any, is already in place
+    onnx::checker::check_graph(*g, ctx, lex);
+  } catch (const std::exception& e) {
+    if (!ext_path.empty()) ::unlink(ext_path.c_str());
+    return MakeStatus(ErrorCode::FAIL, "the generated context model '", spec.output_path,
+                      "' fails the ONNX checker: ", e.what());
+  }
+  std::string bytes;
+  RETURN_ERROR_IF(out.ByteSizeLong() > static_cast<size_t>(INT_MAX), FAIL,
+                  "Cannot serialize ONNX ModelProto larger than 2GB");
+  RETURN_ERROR_IF(!out.SerializeToString(&bytes), INVALID_PROTOBUF,
+                  "Protobuf serialization failed when generating EPContext model ", spec.output_path);
   Status st = WriteFileAtomically(spec.output_path, bytes);
   if (!st.ok() && !ext_path.empty()) ::unlink(ext_path.c_str());
   return st;

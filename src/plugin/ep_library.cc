@@ -110,6 +110,12 @@ Status EpRegistry::Register(const std::string& name, const std::string& path) {
                       kMaxFactories, " allowed");
   }
   lib->factories_.assign(factories, factories + n);  // from here ~EpLibrary releases them on failure
+  if (n == 0) {
+    SetEnvConfigForPlugins(nullptr);
+    return MakeStatus(ErrorCode::FAIL, prefix, "CreateEpFactories offered no factory (a plugin built for a newer EP "
+                                               "API than this runtime's version ", EPCTX_EP_API_VERSION,
+                                               " gets no API table and can offer none)");
+  }
   for (EpctxEpFactory* f : lib->factories_) {
     if (!f) {
       SetEnvConfigForPlugins(nullptr);

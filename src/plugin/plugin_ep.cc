@@ -54,7 +54,8 @@ class FusedKernel final : public OpKernel {
 }  // namespace
 
 StatusOr<std::unique_ptr<PluginEp>> PluginEp::Create(const EpSelection& selection,
-                                                     const std::map<std::string, std::string>* config) {
+                                                     const std::map<std::string, std::string>* config,
+                                                     int64_t profile_epoch_us) {
   std::unique_ptr<PluginEp> p(new PluginEp());
   p->selection_ = selection;
   p->session_options_.entries = config;
@@ -93,10 +94,12 @@ StatusOr<std::unique_ptr<PluginEp>> PluginEp::Create(const EpSelection& selectio
       std::fprintf(stderr, "[epctx WARNING] %s prefers NHWC; epctx hands it nodes in the model's layout\n",
                    p->name_.c_str());
   }
-  if (ep->CreateProfiler) {
+  if (ep->CreateProfiler && profile_epoch_us >= 0) {
     EpctxEpProfiler* prof = nullptr;
     RETURN_IF_ERROR(FromEpctxStatus(ep->CreateProfiler(ep, &prof), p->name_ + ": CreateProfiler"));
     p->profiler_ = prof;
+    if (prof && prof->StartProfiling)
+      RETURN_IF_ERROR(FromEpctxStatus(prof->StartProfiling(prof, profile_epoch_us), p->name_ + ": StartProfiling"));
   }
   return p;
 }
@@ -250,11 +253,23 @@ bool IsConvex(const Graph& g, const std::set<size_t>& group) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& o : g.nodes[i].outputs) producer[o] = i;
   std::vector<std::vector<size_t>> consumers(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& in : g.nodes[i].inputs) {
-      auto it = producer.find(in);
-      if (it != producer.end()) consumers[it->second].push_back(i);
+  // Values a node's subgraphs read from this scope are inputs of that node too (If/Loop/Scan bodies).
+  std::function<void(const Graph&, std::set<std::string>*)> implicit = [&](const Graph& sub, std::set<std::string>* out) {
+    for (const auto& sn : sub.nodes) {
+      for (const auto& in : sn.inputs) out->insert(in);
+      for (const auto& [an, a] : sn.attributes)
+        if (a.g) implicit(*a.g, out);
     }
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    std::set<std::string> reads(g.nodes[i].inputs.begin(), g.nodes[i].inputs.end());
+    for (const auto& [an, a] : g.nodes[i].attributes)
+      if (a.g) implicit(*a.g, &reads);
+    for (const auto& in : reads) {
+      auto it = producer.find(in);
+      if (it != producer.end() && it->second != i) consumers[it->second].push_back(i);
+    }
+  }
   // From every outside node reachable from the group, the group must not be reachable again.
   std::vector<int> state(g.nodes.size(), 0);  // 1 = reached outside
   std::vector<size_t> stack;

@@ -29,8 +29,10 @@ class PluginEp {
  public:
   // Calls the factory's CreateEp with the session's config (provider options already copied in as
   // ep.<lowercase name>.<key>). `config` must outlive the PluginEp.
+  // `profile_epoch_us` >= 0: the session profiles; the EP's profiler (if any) is created and started then.
   static StatusOr<std::unique_ptr<PluginEp>> Create(const EpSelection& selection,
-                                                    const std::map<std::string, std::string>* config);
+                                                    const std::map<std::string, std::string>* config,
+                                                    int64_t profile_epoch_us = -1);
   ~PluginEp();
 
   const std::string& name() const { return name_; }

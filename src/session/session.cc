@@ -192,7 +192,7 @@ Status InferenceSession::SetUpExecutionProviders() {
     for (const auto& [k, v] : req.options) config_.entries[prefix + k] = v;
     libraries_.push_back(lib);
     EpSelection sel{lib, req.devices[0]->factory, req.devices, req.ep_name};
-    ASSIGN_OR_RETURN(auto ep, PluginEp::Create(sel, &config_.entries));
+    ASSIGN_OR_RETURN(auto ep, PluginEp::Create(sel, &config_.entries, profiler_ ? profiler_->EpochUs() : -1));
     plugin_eps_.push_back(std::move(ep));
     eps.push_back(plugin_eps_.back().get());
   }
