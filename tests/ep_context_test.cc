@@ -228,5 +228,74 @@ TEST(EpContextGeneration, DisableModelCompileRequiresCompilation) {
   EXPECT_STREQ(e.what(), "User disabled EP compilation but EP 'ExampleExecutionProvider' needs to compile one or more nodes.");
 }
 
+// Rewrites the compatibility metadata of a generated model.
+void SetCompatibility(const std::string& path, const std::string& value) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(ReadFile(path)));
+  for (auto& p : *m.mutable_metadata_props())
+    if (p.key() == "ep_compatibility_info.ExampleExecutionProvider") p.set_value(value);
+  WriteFile(path, Serialize(m));
+}
+
+TEST(EpContextCompatibility, InfoIsReadFromMetadataOnly) {
+  Fixture f;
+  TempDir dir;
+  WriteFile(dir / "m.onnx", Serialize(MixedModel()));
+  Session s(f.env, (dir / "m.onnx").c_str(), f.Options({{"ep.context_enable", "1"}}));
+  auto info = GetCompatibilityInfoFromModel((dir / "m_ctx.onnx").c_str(), "ExampleExecutionProvider");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(*info, "example:0.1.0");
+  std::string bytes = ReadFile(dir / "m_ctx.onnx");
+  EXPECT_EQ(GetCompatibilityInfoFromModelBytes(bytes.data(), bytes.size(), "ExampleExecutionProvider").value(),
+            "example:0.1.0");
+  EXPECT_FALSE(GetCompatibilityInfoFromModel((dir / "m_ctx.onnx").c_str(), "OtherEP").has_value());
+  EXPECT_FALSE(GetCompatibilityInfoFromModel((dir / "m.onnx").c_str(), "ExampleExecutionProvider").has_value());
+  Exception empty = Catch([&] { GetCompatibilityInfoFromModelBytes(bytes.data(), 0, "ExampleExecutionProvider"); });
+  EXPECT_EQ(empty.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_STREQ(empty.what(), "Invalid argument provided to GetCompatibilityInfoFromModelBytes.");
+  EXPECT_EQ(Catch([&] { GetCompatibilityInfoFromModel((dir / "absent.onnx").c_str(), "X"); }).code(),
+            ErrorCode::NO_SUCHFILE);
+  std::string junk = "\xff\xff\xff\xff not a model";
+  EXPECT_EQ(Catch([&] { GetCompatibilityInfoFromModelBytes(junk.data(), junk.size(), "X"); }).code(),
+            ErrorCode::INVALID_GRAPH);
+}
+
+TEST(EpContextCompatibility, FactoryJudgesTheString) {
+  Fixture f;
+  std::vector<ConstEpDevice> example, cpu;
+  for (const auto& d : f.env.GetEpDevices()) {
+    if (std::string(d.EpName()) == "ExampleExecutionProvider") example.push_back(d);
+    if (std::string(d.EpName()) == "CPUExecutionProvider") cpu.push_back(d);
+  }
+  ASSERT_FALSE(example.empty());
+  EXPECT_EQ(GetModelCompatibilityForEpDevices(example, "example:0.1.0"), CompiledModelCompatibility::EP_SUPPORTED_OPTIMAL);
+  EXPECT_EQ(GetModelCompatibilityForEpDevices(example, "example:0.0.9"),
+            CompiledModelCompatibility::EP_SUPPORTED_PREFER_RECOMPILATION);
+  EXPECT_EQ(GetModelCompatibilityForEpDevices(example, "someone-else"), CompiledModelCompatibility::EP_UNSUPPORTED);
+  EXPECT_EQ(GetModelCompatibilityForEpDevices(cpu, "anything"), CompiledModelCompatibility::EP_NOT_APPLICABLE);
+  Exception none = Catch([&] { GetModelCompatibilityForEpDevices({}, "x"); });
+  EXPECT_STREQ(none.what(), "Invalid argument provided to GetModelCompatibilityForEpDevices.");
+  Exception mixed = Catch([&] { GetModelCompatibilityForEpDevices({example[0], cpu[0]}, "x"); });
+  EXPECT_STREQ(mixed.what(), "All ep_devices must be from the same execution provider.");
+}
+
+TEST(EpContextCompatibility, UnsupportedAndSuboptimalAreCheckedBeforePartitioning) {
+  Fixture f;
+  TempDir dir;
+  WriteFile(dir / "m.onnx", Serialize(MixedModel()));
+  { Session s(f.env, (dir / "m.onnx").c_str(), f.Options({{"ep.context_enable", "1"}})); }
+  SetCompatibility(dir / "m_ctx.onnx", "someone-else");
+  Exception e = Catch([&] { Session(f.env, (dir / "m_ctx.onnx").c_str(), f.Options({})); });
+  EXPECT_EQ(e.code(), ErrorCode::FAIL);
+  EXPECT_STREQ(e.what(), "Compiled model is not supported by execution provider: ExampleExecutionProvider");
+  SetCompatibility(dir / "m_ctx.onnx", "example:0.0.9");
+  Exception sub = Catch([&] {
+    Session(f.env, (dir / "m_ctx.onnx").c_str(), f.Options({{"session.fail_on_suboptimal_compiled_model", "1"}}));
+  });
+  EXPECT_EQ(sub.code(), ErrorCode::FAIL);
+  EXPECT_STREQ(sub.what(), "Compiled model is suboptimal for execution provider: ExampleExecutionProvider. "
+                           "Recompilation recommended for better performance.");
+}
+
 }  // namespace
 }  // namespace epctx

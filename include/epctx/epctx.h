@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <stdexcept>
 #include <string>
@@ -282,6 +283,19 @@ template <> constexpr ElementType Value::ElementTypeOf<uint16_t>() { return Elem
 template <> constexpr ElementType Value::ElementTypeOf<uint32_t>() { return ElementType::UINT32; }
 template <> constexpr ElementType Value::ElementTypeOf<uint64_t>() { return ElementType::UINT64; }
 template <> constexpr ElementType Value::ElementTypeOf<bool>() { return ElementType::BOOL; }
+
+// ONNX Runtime's OrtCompiledModelCompatibility.
+enum class CompiledModelCompatibility : int {
+  EP_NOT_APPLICABLE = 0, EP_SUPPORTED_OPTIMAL = 1, EP_SUPPORTED_PREFER_RECOMPILATION = 2, EP_UNSUPPORTED = 3,
+};
+// Asks the EP factory of `devices` (all from one EP) whether a model compiled with `compatibility_info` suits them.
+// INVALID_ARGUMENT with ONNX Runtime's messages for empty/null arguments or devices of several EPs.
+CompiledModelCompatibility GetModelCompatibilityForEpDevices(const std::vector<ConstEpDevice>& devices,
+                                                             const char* compatibility_info);
+// The compatibility string stored for `ep_type` in a compiled model's metadata, read without parsing the graph;
+// an empty optional when absent.
+std::optional<std::string> GetCompatibilityInfoFromModel(const char* model_path, const char* ep_type);
+std::optional<std::string> GetCompatibilityInfoFromModelBytes(const void* data, size_t size, const char* ep_type);
 
 class RunOptions {
  public:

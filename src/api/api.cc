@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "epctx/epctx.h"
+#include "epcontext/compatibility.h"
 #include "plugin/ep_library.h"
 #include "session/session.h"
 
@@ -286,6 +287,35 @@ Value Value::GetValue(size_t index) const {
   if (index >= GetCount())
     Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "index ", index, " out of range for a sequence of ", GetCount()));
   return Wrap(IValue(impl_->value.sequence()[index]));
+}
+
+// ---- compatibility ----
+CompiledModelCompatibility GetModelCompatibilityForEpDevices(const std::vector<ConstEpDevice>& devices,
+                                                             const char* info) {
+  if (devices.empty() || !info)
+    Throw(Status(ErrorCode::INVALID_ARGUMENT, "Invalid argument provided to GetModelCompatibilityForEpDevices."));
+  std::vector<const EpctxHardwareDevice*> hw;
+  EpctxEpFactory* factory = nullptr;
+  for (const auto& d : devices) {
+    if (!d.impl()) Throw(Status(ErrorCode::INVALID_ARGUMENT, "ep_devices contains a null entry."));
+    const EpctxEpDevice* dev = static_cast<const EpctxEpDevice*>(d.impl());
+    if (factory && dev->factory != factory)
+      Throw(Status(ErrorCode::INVALID_ARGUMENT, "All ep_devices must be from the same execution provider."));
+    factory = dev->factory;
+    hw.push_back(dev->device);
+  }
+  if (!factory || !factory->ValidateCompiledModelCompatibilityInfo) return CompiledModelCompatibility::EP_NOT_APPLICABLE;
+  EpctxCompiledModelCompatibility c = EPCTX_EP_NOT_APPLICABLE;
+  ThrowIfError(FromEpctxStatus(factory->ValidateCompiledModelCompatibilityInfo(factory, hw.data(), hw.size(), info, &c), ""));
+  return static_cast<CompiledModelCompatibility>(c);
+}
+std::optional<std::string> GetCompatibilityInfoFromModel(const char* path, const char* ep_type) {
+  if (!path || !ep_type) Throw(Status(ErrorCode::INVALID_ARGUMENT, "Invalid argument provided to GetCompatibilityInfoFromModel."));
+  return ValueOrThrow(CompatibilityInfoFromModelFile(path, ep_type));
+}
+std::optional<std::string> GetCompatibilityInfoFromModelBytes(const void* data, size_t size, const char* ep_type) {
+  if (!ep_type) Throw(Status(ErrorCode::INVALID_ARGUMENT, "Invalid argument provided to GetCompatibilityInfoFromModelBytes."));
+  return ValueOrThrow(CompatibilityInfoFromModelBytes(data, size, ep_type));
 }
 
 // ---- Session ----

@@ -191,6 +191,7 @@ Status InferenceSession::SetUpExecutionProviders() {
           config_.entries[prefix + d->ep_options.keys[i]] = d->ep_options.values[i];
     for (const auto& [k, v] : req.options) config_.entries[prefix + k] = v;
     libraries_.push_back(lib);
+    RETURN_IF_ERROR(ValidateCompatibility(req));
     EpSelection sel{lib, req.devices[0]->factory, req.devices, req.ep_name};
     ASSIGN_OR_RETURN(auto ep, PluginEp::Create(sel, &config_.entries, profiler_ ? profiler_->EpochUs() : -1));
     plugin_eps_.push_back(std::move(ep));
@@ -201,6 +202,34 @@ Status InferenceSession::SetUpExecutionProviders() {
     model_path = config_.Get("session.model_external_initializers_file_folder_path") + "/virtual_model.onnx";
   ASSIGN_OR_RETURN(partition_, PartitionGraph(model_->graph, eps, model_path, model_->ir_version, config_.entries));
   return Status::OK();
+}
+
+Status InferenceSession::ValidateCompatibility(const EpRequest& req) {
+  // Before the EP sees the graph: the factory judges the compatibility string stored when the model was compiled.
+  auto it = model_->metadata.find("ep_compatibility_info." + req.ep_name);
+  if (it == model_->metadata.end()) return Status::OK();
+  EpctxEpFactory* f = req.devices[0]->factory;
+  if (!f->ValidateCompiledModelCompatibilityInfo) return Status::OK();
+  std::vector<const EpctxHardwareDevice*> hw;
+  for (const EpctxEpDevice* d : req.devices) hw.push_back(d->device);
+  EpctxCompiledModelCompatibility c = EPCTX_EP_NOT_APPLICABLE;
+  Status st = FromEpctxStatus(f->ValidateCompiledModelCompatibilityInfo(f, hw.data(), hw.size(), it->second.c_str(), &c), "");
+  RETURN_ERROR_IF(!st.ok(), FAIL, "Failed to validate compiled model compatibility for EP ", req.ep_name, ": ",
+                  st.message());
+  compatibility_[req.ep_name] = static_cast<int>(c);
+  switch (c) {
+    case EPCTX_EP_UNSUPPORTED:
+      return MakeStatus(ErrorCode::FAIL, "Compiled model is not supported by execution provider: ", req.ep_name);
+    case EPCTX_EP_SUPPORTED_PREFER_RECOMPILATION:
+      RETURN_ERROR_IF(config_.Get("session.fail_on_suboptimal_compiled_model") == "1", FAIL,
+                      "Compiled model is suboptimal for execution provider: ", req.ep_name,
+                      ". Recompilation recommended for better performance.");
+      std::fprintf(stderr, "[epctx WARNING] Compiled model is supported by execution provider %s but suboptimal. "
+                           "Consider recompiling the model.\n", req.ep_name.c_str());
+      return Status::OK();
+    default:
+      return Status::OK();
+  }
 }
 
 std::vector<std::string> InferenceSession::ep_names() const {

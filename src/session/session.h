@@ -90,6 +90,7 @@ class InferenceSession {
   Status CheckInput(const ValueInfo& info, const IValue& value) const;
 
   Status SetUpExecutionProviders();
+  Status ValidateCompatibility(const EpRequest& req);
   // Writes the context model after partitioning and compiling (session config ep.context_enable=1).
   Status GenerateContextModel(bool already_compiled);
 
@@ -100,6 +101,7 @@ class InferenceSession {
   std::vector<std::unique_ptr<PluginEp>> plugin_eps_;
   PartitionResult partition_;
   std::unique_ptr<SessionProfiler> profiler_;
+  std::map<std::string, int> compatibility_;  // EP name -> EpctxCompiledModelCompatibility found at creation
   std::unique_ptr<GraphPlan> plan_;
   std::vector<ValueInfo> inputs_;
   int num_threads_ = 1;
