@@ -8,7 +8,7 @@ bash scripts/setup.sh
 bash scripts/build.sh
 MODELS=build/test-models
 bash scripts/make_test_models.sh "$MODELS" >/dev/null
-echo "== CNN (1x3x64x64), inputs from the test case, ONNX Runtime's outputs beside it"
+echo "== CNN (1x3x64x64) on the CPU EP, inputs from its test case"
 build/bin/epctx run "$MODELS/cnn.onnx" --inputs "$MODELS/cases/cnn/test_data_set_0"
 echo
 echo "== decoder prefill (external weights mapped from decoder.weights)"
