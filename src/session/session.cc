@@ -58,6 +58,7 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   const bool generating = config.Get("ep.context_enable") == "1";
   bool already_compiled = false;
   for (const auto& n : s->model_->graph->nodes) already_compiled |= n.op_type == "EPContext";
+  if (generating && already_compiled) s->config_.entries.erase("ep.context_enable");  // load as is; EPs see no request
   if (generating && !already_compiled) {
     // Validated before any EP compiles; EPs read the final path from ep.context_file_path.
     ASSIGN_OR_RETURN(std::string ctx_path,
@@ -101,7 +102,20 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
   spec.external_initializers_file = config_.Get("ep.context_model_external_initializers_file_name");
   for (auto& ep : plugin_eps_)
     spec.compatibility[ep->name()] = ep->CompatibilityInfo(*model_->graph, model_->path, model_->ir_version);
-  return WriteContextModel(spec);
+  Status st = WriteContextModel(spec);
+  if (!st.ok()) {
+    // No context binary may outlive a failed generation: remove those the EPs wrote for this model.
+    const std::string folder = FolderOfPath(spec.output_path);
+    for (const auto& [fused, node] : spec.ep_context_nodes) {
+      const Attribute* embed = node.attr("embed_mode");
+      const Attribute* main = node.attr("main_context");
+      const Attribute* cache = node.attr("ep_cache_context");
+      if (embed && embed->i == 0 && (!main || main->i == 1) && cache && !cache->s.empty() && cache->s[0] != '/' &&
+          cache->s.find("..") == std::string::npos)
+        std::remove((folder + "/" + cache->s).c_str());
+    }
+  }
+  return st;
 }
 
 InferenceSession::~InferenceSession() {
