@@ -228,6 +228,27 @@ TEST(EpContextGeneration, DisableModelCompileRequiresCompilation) {
   EXPECT_STREQ(e.what(), "User disabled EP compilation but EP 'ExampleExecutionProvider' needs to compile one or more nodes.");
 }
 
+TEST(EpContextObservability, ReportSaysWhatGenerationAndLoadingDid) {
+  Fixture f;
+  TempDir dir;
+  WriteFile(dir / "m.onnx", Serialize(MixedModel()));
+  std::string gen_report;
+  {
+    Session s(f.env, (dir / "m.onnx").c_str(), f.Options({{"ep.context_enable", "1"}}));
+    gen_report = s.GetSessionReport();
+  }
+  EXPECT_NE(gen_report.find("\"generated_context_model\":\"" + dir / "m_ctx.onnx" + "\""), std::string::npos) << gen_report;
+  EXPECT_NE(gen_report.find("\"from_ep_context\":false"), std::string::npos) << gen_report;
+  EXPECT_NE(gen_report.find("\"compile_ms\":"), std::string::npos) << gen_report;
+  Session loaded(f.env, (dir / "m_ctx.onnx").c_str(), f.Options({}));
+  std::string r = loaded.GetSessionReport();
+  EXPECT_NE(r.find("\"from_ep_context\":true"), std::string::npos) << r;
+  EXPECT_NE(r.find("\"source\":\"ExampleExecutionProvider\""), std::string::npos) << r;
+  EXPECT_NE(r.find("\"binary\":\"" + dir / "m_ctx_example.bin" + "\""), std::string::npos) << r;
+  EXPECT_NE(r.find("\"compatibility\":\"EP_SUPPORTED_OPTIMAL\""), std::string::npos) << r;
+  EXPECT_NE(r.find("\"cpu_nodes\":1"), std::string::npos) << r;
+}
+
 // Rewrites the compatibility metadata of a generated model.
 void SetCompatibility(const std::string& path, const std::string& value) {
   onnx::ModelProto m;

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   p->add_flag("--json", perf.json, "print one JSON line");
   p->add_option("--plugin_eps", perf.plugin_eps, "plugin EPs to use, comma-separated (as -e)");
   p->add_option("-p", perf.profile, "write a Chrome-trace profile with this file prefix");
+  p->add_flag("-v,--verbose", perf.verbose, "print the session report (partitions, EPContext loads, compile times)");
 
   RunOptions run;
   auto* r = app.add_subcommand("run", "run a model once and print its outputs and timings");

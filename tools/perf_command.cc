@@ -113,6 +113,7 @@ int RunPerfCommand(const PerfOptions& opts) {
     std::printf("steady state (%d runs): median %.3f ms, p90 %.3f ms\n", opts.repeat, med, p90);
     std::printf("peak RSS:            %.1f MB\n", PeakRssMb());
   }
+  if (opts.verbose) std::printf("session report: %s\n", s.ReportJson().c_str());
   return 0;
 }
 

@@ -67,6 +67,7 @@ struct PerfOptions {
   bool json = false;
   std::string plugin_eps;      // --plugin_eps (names, as -e)
   std::string profile;         // -p: profile file prefix
+  bool verbose = false;        // -v: print the session report (partitions, EPContext loads, compile times)
 };
 int RunPerfCommand(const PerfOptions& opts);
 

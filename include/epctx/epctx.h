@@ -334,6 +334,11 @@ class Session {
   // EP names in priority order, and the EP of each partition (fused node name -> EP name).
   std::vector<std::string> GetExecutionProviders() const;
   std::map<std::string, std::string> GetPartitionAssignments() const;
+  // What session creation did, as one JSON object (cache observability): phase times (load, partition and compile,
+  // plan, context-model generation), each EP's GetCapability/Compile time and compatibility verdict, every
+  // partition (EP, node count; for EPContext partitions: source, embed mode, binary path and size / payload size),
+  // the number of nodes left on the CPU EP, and the context model written, if any.
+  std::string GetSessionReport() const;
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }

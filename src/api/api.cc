@@ -348,6 +348,7 @@ void Session::SetEpDynamicOptions(const std::vector<std::string>& keys, const st
   ThrowIfError(impl_->session->SetEpDynamicOptions(m));
 }
 std::vector<std::string> Session::GetExecutionProviders() const { return impl_->session->ep_names(); }
+std::string Session::GetSessionReport() const { return impl_->session->ReportJson(); }
 std::map<std::string, std::string> Session::GetPartitionAssignments() const { return impl_->session->partition_eps(); }
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;

@@ -1,6 +1,9 @@
 #include "plugin/plugin_ep.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <set>
 
@@ -323,7 +326,10 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
       if (owner[i] < 0) available.push_back(i);
     if (available.empty()) break;
     std::vector<std::vector<size_t>> groups;
+    auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(eps[e]->GetCapability(g, available, model_path, ir_version, &groups));
+    result.ep_timings.push_back(EpTiming{eps[e]->name(), std::chrono::duration<double, std::milli>(
+                                                             std::chrono::steady_clock::now() - t0).count(), 0});
     for (auto& grp : groups) {
       std::set<size_t> members(grp.begin(), grp.end());
       if (!IsConvex(g, members)) {
@@ -370,8 +376,35 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
     if (per_ep[e].empty()) continue;
     any = true;
     const bool generating = config.count("ep.context_enable") && config.at("ep.context_enable") == "1";
+    auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(eps[e]->Compile(g, per_ep[e], model_path, ir_version, generating, &result.fused_kernels,
                                     &result.ep_context_nodes));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& t : result.ep_timings)
+      if (t.ep == eps[e]->name()) t.compile_ms = ms;
+    for (const auto& fg : per_ep[e]) {
+      PartitionReport r;
+      r.fused_name = fg.fused_name;
+      r.ep = eps[e]->name();
+      r.num_nodes = fg.nodes.size();
+      for (size_t n : fg.nodes) r.op_types.push_back(g.nodes[n].op_type);
+      if (fg.nodes.size() == 1 && g.nodes[fg.nodes[0]].op_type == "EPContext") {
+        const Node& n = g.nodes[fg.nodes[0]];
+        r.from_ep_context = true;
+        if (const Attribute* a = n.attr("source")) r.source = a->s;
+        if (const Attribute* a = n.attr("embed_mode")) r.embed_mode = a->i;
+        if (const Attribute* a = n.attr("main_context")) r.main_context = a->i;
+        const Attribute* cache = n.attr("ep_cache_context");
+        if (cache && r.embed_mode == 1) r.payload_bytes = cache->s.size();
+        if (cache && r.embed_mode == 0 && r.main_context == 1 && !cache->s.empty()) {
+          size_t slash = model_path.find_last_of('/');
+          r.binary_path = (slash == std::string::npos ? std::string() : model_path.substr(0, slash + 1)) + cache->s;
+          struct stat st;
+          if (::stat(r.binary_path.c_str(), &st) == 0) r.payload_bytes = static_cast<uint64_t>(st.st_size);
+        }
+      }
+      result.partitions.push_back(std::move(r));
+    }
   }
   if (!any) return result;
   auto out = std::make_shared<Graph>();

@@ -76,11 +76,29 @@ class PluginEp {
   EpctxEpProfiler* profiler_ = nullptr;
 };
 
+// What partitioning did, for observability (Session::GetSessionReport).
+struct PartitionReport {
+  std::string fused_name, ep;
+  size_t num_nodes = 0;
+  std::vector<std::string> op_types;
+  // When the partition is EPContext nodes loaded from a compiled model:
+  bool from_ep_context = false;
+  std::string source, binary_path;  // binary_path: embed_mode=0 file resolved beside the model
+  int64_t embed_mode = 1, main_context = 1;
+  uint64_t payload_bytes = 0;       // embedded payload, or the binary's size on disk
+};
+struct EpTiming {
+  std::string ep;
+  double get_capability_ms = 0, compile_ms = 0;
+};
+
 struct PartitionResult {
   std::shared_ptr<Graph> graph;  // the graph with fused nodes (or the original when nothing was claimed)
   std::map<std::string, KernelFactory> fused_kernels;
   std::map<std::string, std::string> node_ep;  // fused node name -> EP name
   std::map<std::string, Node> ep_context_nodes;  // fused node name -> EPContext node (generation only)
+  std::vector<PartitionReport> partitions;
+  std::vector<EpTiming> ep_timings;
 };
 
 // Applies `eps` in order to the main graph. Nodes nobody claims stay for the CPU EP.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <sstream>
 
 #include "core/parallel.h"
 #include "epcontext/context_model.h"
@@ -65,7 +66,9 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
                      ValidatedEpContextPath(config.Get("ep.context_file_path"), s->model_->path, true));
     s->config_.entries["ep.context_file_path"] = ctx_path;
   }
+  auto tp = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(s->SetUpExecutionProviders());
+  s->timings_.partition_ms = MsSince(tp);
   const Graph& g = *s->partition_.graph;
   for (const auto& in : g.inputs)
     if (!g.initializers.count(in.name)) s->inputs_.push_back(in);  // overridable initializers are not listed
@@ -79,7 +82,11 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   ASSIGN_OR_RETURN(s->plan_, GraphPlan::Create(g, nullptr, po));
   for (auto& ep : s->plugin_eps_) RETURN_IF_ERROR(ep->OnSessionInitializationEnd());
   s->timings_.plan_ms = MsSince(t0);
-  if (generating) RETURN_IF_ERROR(s->GenerateContextModel(already_compiled));
+  if (generating) {
+    auto tg = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(s->GenerateContextModel(already_compiled));
+    s->timings_.generate_ms = MsSince(tg);
+  }
   return s;
 }
 
@@ -103,6 +110,7 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
   for (auto& ep : plugin_eps_)
     spec.compatibility[ep->name()] = ep->CompatibilityInfo(*model_->graph, model_->path, model_->ir_version);
   Status st = WriteContextModel(spec);
+  if (st.ok()) generated_model_ = spec.output_path;
   if (!st.ok()) {
     // No context binary may outlive a failed generation: remove those the EPs wrote for this model.
     const std::string folder = FolderOfPath(spec.output_path);
@@ -244,6 +252,54 @@ Status InferenceSession::ValidateCompatibility(const EpRequest& req) {
     default:
       return Status::OK();
   }
+}
+
+namespace {
+std::string Esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
+}  // namespace
+
+std::string InferenceSession::ReportJson() const {
+  std::ostringstream o;
+  o.precision(4);
+  o << std::fixed;
+  o << "{\"model\":\"" << Esc(model_->path) << "\",\"timings_ms\":{\"load\":" << timings_.load_ms
+    << ",\"partition_and_compile\":" << timings_.partition_ms << ",\"plan\":" << timings_.plan_ms
+    << ",\"generate_context_model\":" << timings_.generate_ms << "},\"eps\":[";
+  for (size_t i = 0; i < partition_.ep_timings.size(); ++i) {
+    const auto& t = partition_.ep_timings[i];
+    o << (i ? "," : "") << "{\"name\":\"" << Esc(t.ep) << "\",\"get_capability_ms\":" << t.get_capability_ms
+      << ",\"compile_ms\":" << t.compile_ms;
+    auto c = compatibility_.find(t.ep);
+    if (c != compatibility_.end()) {
+      static const char* kNames[] = {"EP_NOT_APPLICABLE", "EP_SUPPORTED_OPTIMAL", "EP_SUPPORTED_PREFER_RECOMPILATION",
+                                     "EP_UNSUPPORTED"};
+      o << ",\"compatibility\":\"" << (c->second >= 0 && c->second < 4 ? kNames[c->second] : "unknown") << "\"";
+    }
+    o << "}";
+  }
+  o << "],\"partitions\":[";
+  for (size_t i = 0; i < partition_.partitions.size(); ++i) {
+    const auto& p = partition_.partitions[i];
+    o << (i ? "," : "") << "{\"name\":\"" << Esc(p.fused_name) << "\",\"ep\":\"" << Esc(p.ep)
+      << "\",\"nodes\":" << p.num_nodes << ",\"from_ep_context\":" << (p.from_ep_context ? "true" : "false");
+    if (p.from_ep_context)
+      o << ",\"source\":\"" << Esc(p.source) << "\",\"embed_mode\":" << p.embed_mode
+        << ",\"main_context\":" << p.main_context << ",\"binary\":\"" << Esc(p.binary_path)
+        << "\",\"bytes\":" << p.payload_bytes;
+    o << "}";
+  }
+  size_t cpu_nodes = 0;
+  for (const auto& n : partition_.graph->nodes) cpu_nodes += n.domain != kFusedDomain;
+  o << "],\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"}";
+  return o.str();
 }
 
 std::vector<std::string> InferenceSession::ep_names() const {

@@ -51,8 +51,10 @@ struct SessionConfig {
 
 // Time spent in each phase of Create, for `epctx perf` and cache observability.
 struct SessionTimings {
-  double load_ms = 0;  // parse, check, infer, convert
-  double plan_ms = 0;  // kernels created, weights packed
+  double load_ms = 0;       // parse, check, infer, convert
+  double partition_ms = 0;  // EP creation, GetCapability, Compile
+  double plan_ms = 0;       // kernels created, weights packed
+  double generate_ms = 0;   // context model written
 };
 
 class InferenceSession {
@@ -81,6 +83,10 @@ class InferenceSession {
   // Writes the profile (when profiling is enabled) and returns its path.
   StatusOr<std::string> EndProfiling();
   Status SetEpDynamicOptions(const std::map<std::string, std::string>& options);
+  // What session creation did, as one JSON object: phase times, EPs with GetCapability/Compile times, partitions
+  // (which EP, which ops; for EPContext partitions the source, embed mode and binary with its size), the
+  // compatibility verdicts, and the context model written (if any).
+  std::string ReportJson() const;
   ~InferenceSession();
 
  private:
@@ -101,7 +107,8 @@ class InferenceSession {
   std::vector<std::unique_ptr<PluginEp>> plugin_eps_;
   PartitionResult partition_;
   std::unique_ptr<SessionProfiler> profiler_;
-  std::map<std::string, int> compatibility_;  // EP name -> EpctxCompiledModelCompatibility found at creation
+  std::map<std::string, int> compatibility_;
+  std::string generated_model_;  // context model written by this session  // EP name -> EpctxCompiledModelCompatibility found at creation
   std::unique_ptr<GraphPlan> plan_;
   std::vector<ValueInfo> inputs_;
   int num_threads_ = 1;
