@@ -29,9 +29,11 @@ struct Env::Impl {
   std::shared_ptr<EpRegistry> registry;
 };
 Env::Env(LoggingLevel level, const char* log_id)
-    : impl_(new Impl{level, log_id ? log_id : "", std::make_shared<EpRegistry>(std::map<std::string, std::string>())}) {}
+    : impl_(new Impl{level, log_id ? log_id : "",
+                     std::make_shared<EpRegistry>(std::map<std::string, std::string>(), static_cast<int>(level))}) {}
 Env::Env(LoggingLevel level, const char* log_id, const KeyValuePairs& config)
-    : impl_(new Impl{level, log_id ? log_id : "", std::make_shared<EpRegistry>(config.GetKeyValuePairs())}) {}
+    : impl_(new Impl{level, log_id ? log_id : "",
+                     std::make_shared<EpRegistry>(config.GetKeyValuePairs(), static_cast<int>(level))}) {}
 void Env::RegisterExecutionProviderLibrary(const char* name, const char* path) {
   if (!name || !path) Throw(Status(ErrorCode::INVALID_ARGUMENT, "registration name and path must not be NULL"));
   ThrowIfError(impl_->registry->Register(name, path));

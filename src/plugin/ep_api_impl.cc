@@ -31,8 +31,9 @@ namespace epctx {
 
 namespace {
 
-const EpctxKeyValuePairs* g_env_config = nullptr;
-std::mutex g_env_config_mu;
+// The env config a plugin sees while its Env registers it: registration runs CreateEpFactories and
+// GetSupportedDevices synchronously on the registering thread, so a per-thread pointer keeps two Envs apart.
+thread_local const EpctxKeyValuePairs* g_env_config = nullptr;
 
 EpctxStatus* Err(EpctxErrorCode code, const std::string& msg) { return new EpctxStatus{static_cast<ErrorCode>(code), msg}; }
 EpctxStatus* NullArg(const char* fn) { return Err(EPCTX_INVALID_ARGUMENT, std::string(fn) + ": a required pointer is NULL"); }
@@ -88,8 +89,9 @@ void ReleaseStatusImpl(EpctxStatus* s) { delete s; }
 
 void LogImpl(const EpctxLogger* logger, EpctxLoggingLevel level, const char* file, int line, const char* message) {
   static const char* kNames[] = {"VERBOSE", "INFO", "WARNING", "ERROR", "FATAL"};
+  // The logger's level (the Env's for registration loggers), unless EPCTX_LOG_LEVEL overrides it.
   const char* env = std::getenv("EPCTX_LOG_LEVEL");
-  int threshold = env ? std::atoi(env) : EPCTX_LOG_WARNING;
+  int threshold = env ? std::atoi(env) : (logger ? logger->level : EPCTX_LOG_WARNING);
   if (level < threshold || level < 0 || level > 4) return;
   std::fprintf(stderr, "[epctx %s%s%s] %s:%d %s\n", kNames[level], logger && !logger->id.empty() ? " " : "",
                logger ? logger->id.c_str() : "", file ? file : "?", line, message ? message : "");
@@ -135,7 +137,6 @@ EpctxStatus* GetSessionConfigEntryImpl(const EpctxSessionOptions* o, const char*
 }
 const EpctxKeyValuePairs* GetEnvConfigEntriesImpl() {
   static const EpctxKeyValuePairs kEmpty;
-  std::lock_guard<std::mutex> lock(g_env_config_mu);
   return g_env_config ? g_env_config : &kEmpty;
 }
 
@@ -650,10 +651,7 @@ EpctxStatus* ToEpctxStatus(const Status& s) {
   return new EpctxStatus{s.code(), s.message()};
 }
 
-void SetEnvConfigForPlugins(const EpctxKeyValuePairs* config) {
-  std::lock_guard<std::mutex> lock(g_env_config_mu);
-  g_env_config = config;
-}
+void SetEnvConfigForPlugins(const EpctxKeyValuePairs* config) { g_env_config = config; }
 
 std::unique_ptr<EpctxGraph> BuildGraphView(const Graph& graph, const std::vector<size_t>& node_indices,
                                            const std::string& model_path, int64_t ir_version, const std::string& name,

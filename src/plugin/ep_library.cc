@@ -59,7 +59,7 @@ EpLibrary::~EpLibrary() {
   if (handle_) dlclose(handle_);
 }
 
-EpRegistry::EpRegistry(std::map<std::string, std::string> env_config) {
+EpRegistry::EpRegistry(std::map<std::string, std::string> env_config, int log_level) : log_level_(log_level) {
   for (const auto& [k, v] : env_config) env_config_.Set(k, v);
   if (const std::string* v = env_config_.Find("allow_virtual_devices"); v && *v == "1") virtual_count_ = 1 << 20;
   hardware_.push_back(DiscoverCpu());
@@ -97,7 +97,7 @@ Status EpRegistry::Register(const std::string& name, const std::string& path) {
   SetEnvConfigForPlugins(&env);
   EpctxEpFactory* factories[kMaxFactories] = {};
   size_t n = 0;
-  EpctxLogger logger{name};
+  EpctxLogger logger{name, log_level_};
   Status st = FromEpctxStatus(create(name.c_str(), GetEpctxApiBase(), &logger, factories, kMaxFactories, &n),
                               "CreateEpFactories of execution provider library '" + path + "' failed");
   if (!st.ok()) {

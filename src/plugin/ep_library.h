@@ -33,7 +33,7 @@ class EpLibrary {
 
 class EpRegistry {
  public:
-  explicit EpRegistry(std::map<std::string, std::string> env_config);
+  explicit EpRegistry(std::map<std::string, std::string> env_config, int log_level = EPCTX_LOG_WARNING);
 
   // dlopen + CreateEpFactories + GetSupportedDevices. On any failure nothing stays loaded.
   Status Register(const std::string& name, const std::string& path);
@@ -54,6 +54,7 @@ class EpRegistry {
   mutable std::mutex mu_;
   EpctxKeyValuePairs env_config_;
   int virtual_count_ = 0;
+  int log_level_ = EPCTX_LOG_WARNING;
   std::vector<std::unique_ptr<EpctxHardwareDevice>> hardware_;
   std::unique_ptr<EpctxEpDevice> cpu_ep_device_;
   std::vector<std::shared_ptr<EpLibrary>> libraries_;

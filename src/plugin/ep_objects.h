@@ -57,6 +57,7 @@ struct EpctxRunOptions {
 
 struct EpctxLogger {
   std::string id;
+  int level = EPCTX_LOG_WARNING;  // messages below it are dropped
 };
 
 struct EpctxValue {
