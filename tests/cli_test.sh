@@ -31,6 +31,9 @@ echo "test_abs known reason" > "$tmp/skips.txt"
 out=$("$EPCTX" test --skip-list "$tmp/skips.txt" "$D/test_abs" "$D/test_relu"); rc=$?
 check "test: skipped tests counted" [ "$(echo "$out" | tail -n1)" = "1 passed, 0 failed, 1 skipped" ]
 
+out=$("$EPCTX" test -e example -C "session.intra_op.allow_spinning|1" "$D/test_abs" "$D/test_add"); rc=$?
+check "test: -e and -C take one value each, paths stay positional" [ "$(echo "$out" | tail -n1)" = "2 passed, 0 failed" ]
+
 err=$("$EPCTX" test "$tmp/does_not_exist" 2>&1 >/dev/null); rc=$?
 check "test: missing folder is NO_SUCHFILE" grep -q "^epctx: NO_SUCHFILE: " <<<"$err"
 check "test: missing folder exits 1" [ $rc -eq 1 ]

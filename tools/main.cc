@@ -9,12 +9,15 @@ using namespace epctx::tools;
 
 namespace {
 void AddCommon(CLI::App* cmd, CommonFlags* f) {
-  cmd->add_option("-e", f->eps, "execution provider (cpu)");
-  cmd->add_option("-C", f->configs, "session config entries \"key|value key|value\"");
+  // Repeatable options take one value per occurrence, so `-e example DIR` leaves DIR to the positionals.
+  cmd->add_option("-e", f->eps, "execution provider (cpu, example, aotcpu, or a --plugin_ep_libs name)")
+      ->allow_extra_args(false);
+  cmd->add_option("-C", f->configs, "session config entries \"key|value key|value\"")->allow_extra_args(false);
   cmd->add_option("-i", f->provider_options, "provider options \"key|value key|value\"");
-  cmd->add_option("-f", f->free_dims, "free dimension override name:value");
+  cmd->add_option("-f", f->free_dims, "free dimension override name:value")->allow_extra_args(false);
   cmd->add_option("-x", f->threads, "intra-op threads (0 = one per core)");
-  cmd->add_option("--plugin_ep_libs", f->plugin_ep_libs, "plugin EP libraries \"Name|path\" (built ones load by themselves)");
+  cmd->add_option("--plugin_ep_libs", f->plugin_ep_libs, "plugin EP libraries \"Name|path\" (built ones load by themselves)")
+      ->allow_extra_args(false);
 }
 }  // namespace
 

@@ -680,7 +680,12 @@ std::unique_ptr<EpctxGraph> BuildGraphView(const Graph& graph, const std::vector
     if (it != view->values.end()) return it->second.get();
     auto vi = std::make_unique<EpctxValueInfo>();
     vi->name = n;
-    if (const ValueType* t = graph.FindType(n)) vi->type = *t;
+    // Values of enclosing scopes keep the type their own graph knows.
+    for (const Graph* gg = &graph; gg; gg = gg->parent)
+      if (const ValueType* t = gg->FindType(n)) {
+        vi->type = *t;
+        break;
+      }
     auto init = graph.initializers.find(n);
     if (init != graph.initializers.end()) {
       vi->is_initializer = true;

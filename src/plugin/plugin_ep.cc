@@ -306,18 +306,33 @@ std::string HashHex(const Graph& g) {
 
 }  // namespace
 
-StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, const std::vector<PluginEp*>& eps,
-                                         const std::string& model_path, int64_t ir_version,
-                                         const std::map<std::string, std::string>& config) {
-  PartitionResult result;
-  result.graph = graph;
-  if (eps.empty()) return result;
+namespace {
+
+// Partitions one graph; nested subgraphs first (bottom-up, as ONNX Runtime), each offered to the EPs on its own.
+// *out is `graph` itself when nothing changed, else a new graph whose changed subgraphs point back to it.
+Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<PluginEp*>& eps,
+                    const std::string& model_path, int64_t ir_version,
+                    const std::map<std::string, std::string>& config, int& fused_id, PartitionResult& result,
+                    std::shared_ptr<Graph>* out_graph) {
   const Graph& g = *graph;
+  std::map<std::pair<size_t, std::string>, std::shared_ptr<Graph>> new_subs;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& [an, a] : g.nodes[i].attributes)
+      if (a.type == Attribute::Type::kGraph && a.g) {
+        std::shared_ptr<Graph> sub;
+        RETURN_IF_ERROR(PartitionOne(a.g, eps, model_path, ir_version, config, fused_id, result, &sub));
+        if (sub != a.g) new_subs[{i, an}] = sub;
+      }
+  // A Gradient node differentiates the graph's own nodes by name; fusing them away would hide its path.
+  for (const auto& n : g.nodes)
+    if (n.domain == "ai.onnx.preview.training" && n.op_type == "Gradient" && new_subs.empty()) {
+      *out_graph = graph;
+      return Status::OK();
+    }
   ASSIGN_OR_RETURN(std::vector<size_t> order, g.TopologicalOrder());
   std::vector<int> owner(g.nodes.size(), -1);
   std::vector<std::vector<PluginEp::FusedGroup>> per_ep(eps.size());
   const std::string hash = HashHex(g);
-  int fused_id = 0;
   std::set<std::string> graph_outputs;
   for (const auto& o : g.outputs) graph_outputs.insert(o.name);
   for (size_t e = 0; e < eps.size(); ++e) {
@@ -328,8 +343,11 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
     std::vector<std::vector<size_t>> groups;
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(eps[e]->GetCapability(g, available, model_path, ir_version, &groups));
-    result.ep_timings.push_back(EpTiming{eps[e]->name(), std::chrono::duration<double, std::milli>(
-                                                             std::chrono::steady_clock::now() - t0).count(), 0});
+    double cap_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    bool seen = false;
+    for (auto& t : result.ep_timings)
+      if (t.ep == eps[e]->name()) t.get_capability_ms += cap_ms, seen = true;
+    if (!seen) result.ep_timings.push_back(EpTiming{eps[e]->name(), cap_ms, 0});
     for (auto& grp : groups) {
       std::set<size_t> members(grp.begin(), grp.end());
       if (!IsConvex(g, members)) {
@@ -381,7 +399,7 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
                                     &result.ep_context_nodes));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     for (auto& t : result.ep_timings)
-      if (t.ep == eps[e]->name()) t.compile_ms = ms;
+      if (t.ep == eps[e]->name()) t.compile_ms += ms;
     for (const auto& fg : per_ep[e]) {
       PartitionReport r;
       r.fused_name = fg.fused_name;
@@ -406,7 +424,10 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
       result.partitions.push_back(std::move(r));
     }
   }
-  if (!any) return result;
+  if (!any && new_subs.empty()) {
+    *out_graph = graph;
+    return Status::OK();
+  }
   auto out = std::make_shared<Graph>();
   out->name = g.name;
   out->inputs = g.inputs;
@@ -415,8 +436,18 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
   out->value_types = g.value_types;
   out->opsets = g.opsets;
   out->external_initializers = g.external_initializers;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (owner[i] < 0) out->nodes.push_back(g.nodes[i]);
+  out->parent = g.parent;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (owner[i] >= 0) continue;
+    out->nodes.push_back(g.nodes[i]);
+    for (auto& [an, a] : out->nodes.back().attributes) {
+      auto it = new_subs.find({i, an});
+      if (it != new_subs.end()) {
+        a.g = it->second;
+        a.g->parent = out.get();
+      }
+    }
+  }
   for (size_t e = 0; e < eps.size(); ++e)
     for (const auto& fg : per_ep[e]) {
       Node n;
@@ -428,7 +459,20 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
       out->nodes.push_back(std::move(n));
       result.node_ep[fg.fused_name] = eps[e]->name();
     }
-  result.graph = out;
+  *out_graph = out;
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, const std::vector<PluginEp*>& eps,
+                                         const std::string& model_path, int64_t ir_version,
+                                         const std::map<std::string, std::string>& config) {
+  PartitionResult result;
+  result.graph = graph;
+  if (eps.empty()) return result;
+  int fused_id = 0;
+  RETURN_IF_ERROR(PartitionOne(graph, eps, model_path, ir_version, config, fused_id, result, &result.graph));
   return result;
 }
 

@@ -1,0 +1,101 @@
+// Nested subgraphs (If branches) are offered to plugin EPs on their own, bottom-up: the example EP takes the
+// Add/Relu inside a branch, the If itself stays on the CPU EP, and the outputs equal the CPU-only run.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include "epctx/epctx.h"
+#include "tests/test_util.h"
+
+namespace epctx {
+namespace {
+
+void TensorType(onnx::ValueInfoProto* v, const std::string& name, int elem, std::vector<int64_t> dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  auto* s = t->mutable_shape();
+  for (int64_t d : dims) s->add_dim()->set_dim_value(d);
+}
+
+// Y = If(cond, then: Relu(X + W) * W, else: X - W) with X read from the outer scope.
+onnx::ModelProto IfModel() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("if_model");
+  TensorType(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
+  TensorType(g->add_input(), "X", onnx::TensorProto::FLOAT, {4});
+  TensorType(g->add_output(), "Y", onnx::TensorProto::FLOAT, {4});
+  auto* w = g->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  for (float v : {1.f, -2.f, 3.f, -4.f}) w->add_float_data(v);
+  auto* node = g->add_node();
+  node->set_op_type("If");
+  node->set_name("if");
+  node->add_input("cond");
+  node->add_output("Y");
+  auto branch = [](const std::string& name, bool then) {
+    onnx::GraphProto b;
+    b.set_name(name);
+    TensorType(b.add_output(), name + "_out", onnx::TensorProto::FLOAT, {4});
+    auto add = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+      auto* n = b.add_node();
+      n->set_op_type(op);
+      n->set_name(name + "_" + out);
+      for (auto& i : in) n->add_input(i);
+      n->add_output(out);
+    };
+    if (then) {
+      add("Add", {"X", "W"}, "s");
+      add("Relu", {"s"}, "r");
+      add("Mul", {"r", "W"}, name + "_out");
+    } else {
+      add("Sub", {"X", "W"}, name + "_out");
+    }
+    return b;
+  };
+  auto* a1 = node->add_attribute();
+  a1->set_name("then_branch");
+  a1->set_type(onnx::AttributeProto::GRAPH);
+  *a1->mutable_g() = branch("then", true);
+  auto* a2 = node->add_attribute();
+  a2->set_name("else_branch");
+  a2->set_type(onnx::AttributeProto::GRAPH);
+  *a2->mutable_g() = branch("else", false);
+  return m;
+}
+
+std::vector<float> RunIf(const Session& s, bool cond_value) {
+  std::vector<float> x{0.5f, 1.f, -5.f, 2.f};
+  int64_t shape[] = {4};
+  bool c = cond_value;
+  std::vector<Value> in;
+  in.push_back(Value::CreateTensor<bool>(&c, 1, nullptr, 0));
+  in.push_back(Value::CreateTensor<float>(x.data(), 4, shape, 1));
+  auto out = s.Run({"cond", "X"}, in, {"Y"});
+  const float* y = out[0].GetTensorData<float>();
+  return std::vector<float>(y, y + 4);
+}
+
+TEST(PluginSubgraphs, BranchNodesGoToThePluginAndMatchTheCpu) {
+  std::string bytes;
+  IfModel().SerializeToString(&bytes);
+  Env env;
+  env.RegisterExecutionProviderLibrary("example", (std::string(EPCTX_BINARY_DIR) + "/lib/libepctx_example.so").c_str());
+  SessionOptions so;
+  for (const auto& d : env.GetEpDevices())
+    if (std::string(d.EpName()) == "ExampleExecutionProvider") so.AppendExecutionProvider_V2(env, {d});
+  Session plugin(env, bytes.data(), bytes.size(), so);
+  Session cpu(env, bytes.data(), bytes.size(), SessionOptions());
+  auto parts = plugin.GetPartitionAssignments();
+  ASSERT_EQ(parts.size(), 1u) << "the then-branch's Add/Relu/Mul form one partition";
+  EXPECT_EQ(parts.begin()->second, "ExampleExecutionProvider");
+  for (bool c : {true, false}) EXPECT_EQ(RunIf(plugin, c), RunIf(cpu, c)) << "cond " << c;
+  EXPECT_EQ(RunIf(cpu, true), (std::vector<float>{1.5f, 0.f, 0.f, 0.f}));  // Relu(X+W)*W
+}
+
+}  // namespace
+}  // namespace epctx
