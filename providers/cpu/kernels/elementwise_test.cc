@@ -10,78 +10,12 @@
 
 #include "providers/cpu/kernel.h"
 #include "providers/cpu/kernels/broadcast.h"
+#include "providers/cpu/kernels/kernel_test_util.h"
 
 namespace epctx {
 namespace {
 
-template <typename T>
-Tensor Make(const Shape& shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Allocate(DataTypeFor<T>(), shape).value();
-  EXPECT_EQ(static_cast<size_t>(t.NumElements()), values.size());
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
-}
-
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-
-struct Result {
-  Status status;
-  std::vector<IValue> outputs;
-  const Tensor& out(size_t i = 0) const { return outputs[i].tensor(); }
-};
-
-// Builds the node's kernel through the registry and runs it once on `inputs` (undefined tensors = absent).
-Result RunNode(const std::string& op, int opset, const std::vector<Tensor>& inputs, const std::vector<Attribute>& attrs = {},
-           size_t num_outputs = 1) {
-  Node node;
-  node.name = "n0";
-  node.op_type = op;
-  node.opset = opset;
-  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-  for (size_t i = 0; i < num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  for (const Attribute& a : attrs) node.attributes[a.name] = a;
-  Graph graph;
-  graph.opsets[""] = opset;
-  KernelInfo info(node, graph, 2);
-  Result result;
-  const KernelFactory* factory = CpuKernelRegistry().Find("", op, opset);
-  if (factory == nullptr) {
-    result.status = MakeStatus(ErrorCode::NOT_IMPLEMENTED, "no kernel for ", op);
-    return result;
-  }
-  auto kernel = (*factory)(info);
-  if (!kernel.ok()) {
-    result.status = kernel.status();
-    return result;
-  }
-  std::vector<IValue> values;
-  values.reserve(inputs.size());
-  for (const Tensor& t : inputs) values.push_back(t.defined() ? IValue(t) : IValue());
-  std::vector<const IValue*> ptrs;
-  for (const IValue& v : values) ptrs.push_back(v.is_none() ? nullptr : &v);
-  KernelContext ctx(node, ptrs, 2);
-  result.status = (*kernel)->Compute(ctx);
-  result.outputs = ctx.outputs();
-  return result;
-}
+using namespace ::epctx::testing;  // NOLINT
 
 // ---- broadcast.h ----------------------------------------------------------------------------------------------
 
@@ -139,116 +73,122 @@ TEST(Broadcast, PlanRuns) {
 // ---- binary ops -----------------------------------------------------------------------------------------------
 
 TEST(ElementwiseBinary, AddBroadcastsAndRejectsBadShapes) {
-  auto r = RunNode("Add", 14, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6}), Make<float>({3}, {10, 20, 30})});
+  auto r = RunOp("Add", 14, {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}), MakeTensor<float>({3}, {10, 20, 30})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{2, 3}));
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{11, 22, 33, 14, 25, 36}));
 
-  auto bad = RunNode("Add", 14, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6}), Make<float>({2}, {1, 2})});
+  auto bad = RunOp("Add", 14, {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}), MakeTensor<float>({2}, {1, 2})});
   EXPECT_EQ(bad.status.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(bad.status.message().find("n0"), std::string::npos) << bad.status.message();
   EXPECT_NE(bad.status.message().find("[2,3]"), std::string::npos) << bad.status.message();
 
-  auto mixed = RunNode("Add", 14, {Make<float>({1}, {1}), Make<int32_t>({1}, {1})});
+  auto mixed = RunOp("Add", 14, {MakeTensor<float>({1}, {1}), MakeTensor<int32_t>({1}, {1})});
   EXPECT_EQ(mixed.status.code(), ErrorCode::INVALID_ARGUMENT);
 
-  auto missing = RunNode("Add", 14, {Make<float>({1}, {1}), Tensor()});
+  auto missing = RunOp("Add", 14, {MakeTensor<float>({1}, {1}), Tensor()});
   EXPECT_EQ(missing.status.code(), ErrorCode::INVALID_ARGUMENT);
 
-  auto str = RunNode("Add", 14, {Make<std::string>({1}, {"a"}), Make<std::string>({1}, {"b"})});
+  auto str = RunOp("Add", 14, {MakeTensor<std::string>({1}, {"a"}), MakeTensor<std::string>({1}, {"b"})});
   EXPECT_EQ(str.status.code(), ErrorCode::NOT_IMPLEMENTED);
 }
 
 TEST(ElementwiseBinary, IntegerEdgeCases) {
   const int32_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();
-  auto add = RunNode("Add", 14, {Make<int32_t>({2}, {kMax, 5}), Make<int32_t>({1}, {1})});
+  auto add = RunOp("Add", 14, {MakeTensor<int32_t>({2}, {kMax, 5}), MakeTensor<int32_t>({1}, {1})});
   ASSERT_TRUE(add.status.ok());
   EXPECT_EQ(Values<int32_t>(add.out()), (std::vector<int32_t>{kMin, 6}));
 
-  auto div = RunNode("Div", 14, {Make<int32_t>({3}, {-7, kMin, 7}), Make<int32_t>({3}, {2, -1, -2})});
+  auto div = RunOp("Div", 14, {MakeTensor<int32_t>({3}, {-7, kMin, 7}), MakeTensor<int32_t>({3}, {2, -1, -2})});
   ASSERT_TRUE(div.status.ok());
   EXPECT_EQ(Values<int32_t>(div.out()), (std::vector<int32_t>{-3, kMin, -3}));
 
-  auto div0 = RunNode("Div", 14, {Make<int64_t>({2}, {1, 2}), Make<int64_t>({2}, {1, 0})});
+  auto div0 = RunOp("Div", 14, {MakeTensor<int64_t>({2}, {1, 2}), MakeTensor<int64_t>({2}, {1, 0})});
   EXPECT_EQ(div0.status.code(), ErrorCode::INVALID_ARGUMENT);
-  auto fdiv0 = RunNode("Div", 14, {Make<float>({1}, {1}), Make<float>({1}, {0})});
+  auto fdiv0 = RunOp("Div", 14, {MakeTensor<float>({1}, {1}), MakeTensor<float>({1}, {0})});
   ASSERT_TRUE(fdiv0.status.ok());
   EXPECT_TRUE(std::isinf(Values<float>(fdiv0.out())[0]));
 
-  auto mod = RunNode("Mod", 13, {Make<int32_t>({4}, {-7, 7, -7, kMin}), Make<int32_t>({4}, {3, -3, -3, -1})});
+  auto mod = RunOp("Mod", 13, {MakeTensor<int32_t>({4}, {-7, 7, -7, kMin}), MakeTensor<int32_t>({4}, {3, -3, -3, -1})});
   ASSERT_TRUE(mod.status.ok());
   EXPECT_EQ(Values<int32_t>(mod.out()), (std::vector<int32_t>{2, -2, -1, 0}));
-  auto fmod = RunNode("Mod", 13, {Make<int32_t>({2}, {-7, 7}), Make<int32_t>({2}, {3, -3})}, {IntAttr("fmod", 1)});
+  auto fmod =
+      RunOp("Mod", 13, {MakeTensor<int32_t>({2}, {-7, 7}), MakeTensor<int32_t>({2}, {3, -3})}, {IntAttr("fmod", 1)});
   ASSERT_TRUE(fmod.status.ok());
   EXPECT_EQ(Values<int32_t>(fmod.out()), (std::vector<int32_t>{-1, 1}));
-  auto mod0 = RunNode("Mod", 13, {Make<uint8_t>({1}, {3}), Make<uint8_t>({1}, {0})});
+  auto mod0 = RunOp("Mod", 13, {MakeTensor<uint8_t>({1}, {3}), MakeTensor<uint8_t>({1}, {0})});
   EXPECT_EQ(mod0.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(ElementwiseBinary, PowMixedTypes) {
-  auto ii = RunNode("Pow", 15, {Make<int64_t>({3}, {3, 2, -2}), Make<int32_t>({3}, {4, -1, 3})});
+  auto ii = RunOp("Pow", 15, {MakeTensor<int64_t>({3}, {3, 2, -2}), MakeTensor<int32_t>({3}, {4, -1, 3})});
   ASSERT_TRUE(ii.status.ok()) << ii.status.ToString();
   EXPECT_EQ(Values<int64_t>(ii.out()), (std::vector<int64_t>{81, 0, -8}));
-  auto fi = RunNode("Pow", 15, {Make<float>({2}, {2.0f, 0.5f}), Make<uint8_t>({1}, {3})});
+  auto fi = RunOp("Pow", 15, {MakeTensor<float>({2}, {2.0f, 0.5f}), MakeTensor<uint8_t>({1}, {3})});
   ASSERT_TRUE(fi.status.ok());
   EXPECT_EQ(Values<float>(fi.out()), (std::vector<float>{8.0f, 0.125f}));
-  auto bad = RunNode("Pow", 15, {Make<bool>({1}, {true}), Make<float>({1}, {1})});
+  auto bad = RunOp("Pow", 15, {MakeTensor<bool>({1}, {true}), MakeTensor<float>({1}, {1})});
   EXPECT_EQ(bad.status.code(), ErrorCode::NOT_IMPLEMENTED);
 }
 
 TEST(ElementwiseBinary, LegacyBroadcastAxis) {
   // Opset 6: B of shape [3] aligned at axis 1 of A [2,3,2].
   std::vector<float> a(12, 1.0f);
-  auto r = RunNode("Mul", 6, {Make<float>({2, 3, 2}, a), Make<float>({3}, {1, 2, 3})},
-               {IntAttr("broadcast", 1), IntAttr("axis", 1)});
+  auto r = RunOp("Mul", 6, {MakeTensor<float>({2, 3, 2}, a), MakeTensor<float>({3}, {1, 2, 3})},
+                 {IntAttr("broadcast", 1), IntAttr("axis", 1)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
-  auto no_bcast = RunNode("Mul", 6, {Make<float>({2, 3, 2}, a), Make<float>({3}, {1, 2, 3})});
+  auto no_bcast = RunOp("Mul", 6, {MakeTensor<float>({2, 3, 2}, a), MakeTensor<float>({3}, {1, 2, 3})});
   EXPECT_EQ(no_bcast.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(ElementwiseBinary, PReluSlopeBroadcast) {
   // Opset 6: a 1-D slope is per channel (axis 1); opset 16: it must broadcast unidirectionally from the right.
-  Tensor x = Make<float>({1, 2, 3}, {-1, -1, -1, -1, -1, 2});
-  Tensor slope = Make<float>({2}, {0.5f, 0.25f});
-  auto old = RunNode("PRelu", 6, {x, slope});
+  Tensor x = MakeTensor<float>({1, 2, 3}, {-1, -1, -1, -1, -1, 2});
+  Tensor slope = MakeTensor<float>({2}, {0.5f, 0.25f});
+  auto old = RunOp("PRelu", 6, {x, slope});
   ASSERT_TRUE(old.status.ok()) << old.status.ToString();
   EXPECT_EQ(Values<float>(old.out()), (std::vector<float>{-0.5f, -0.5f, -0.5f, -0.25f, -0.25f, 2}));
-  auto now = RunNode("PRelu", 16, {x, slope});
+  auto now = RunOp("PRelu", 16, {x, slope});
   EXPECT_EQ(now.status.code(), ErrorCode::INVALID_ARGUMENT);
-  auto now_ok = RunNode("PRelu", 16, {x, Make<float>({2, 1}, {0.5f, 0.25f})});
+  auto now_ok = RunOp("PRelu", 16, {x, MakeTensor<float>({2, 1}, {0.5f, 0.25f})});
   ASSERT_TRUE(now_ok.status.ok());
   EXPECT_EQ(Values<float>(now_ok.out()), Values<float>(old.out()));
   // Legacy broadcasting with an absurd axis is an error, not an overflow.
-  auto bad_axis = RunNode("Add", 6, {x, slope}, {IntAttr("broadcast", 1), IntAttr("axis", std::numeric_limits<int64_t>::max())});
+  auto bad_axis =
+      RunOp("Add", 6, {x, slope}, {IntAttr("broadcast", 1), IntAttr("axis", std::numeric_limits<int64_t>::max())});
   EXPECT_EQ(bad_axis.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(ElementwiseBinary, ComparisonsBitShiftAndVariadic) {
-  auto eq = RunNode("Equal", 13, {Make<std::string>({2}, {"a", "b"}), Make<std::string>({1}, {"b"})});
+  auto eq = RunOp("Equal", 13, {MakeTensor<std::string>({2}, {"a", "b"}), MakeTensor<std::string>({1}, {"b"})});
   ASSERT_TRUE(eq.status.ok());
   EXPECT_EQ(eq.out().dtype(), DataType::kBool);
   EXPECT_EQ(Values<bool>(eq.out()), (std::vector<bool>{false, true}));
 
-  auto shl = RunNode("BitShift", 11, {Make<uint8_t>({3}, {1, 1, 255}), Make<uint8_t>({3}, {7, 8, 200})},
-                 {StringAttr("direction", "LEFT")});
+  auto shl = RunOp("BitShift", 11, {MakeTensor<uint8_t>({3}, {1, 1, 255}), MakeTensor<uint8_t>({3}, {7, 8, 200})},
+                   {StringAttr("direction", "LEFT")});
   ASSERT_TRUE(shl.status.ok());
   EXPECT_EQ(Values<uint8_t>(shl.out()), (std::vector<uint8_t>{128, 0, 0}));
-  auto bad_dir = RunNode("BitShift", 11, {Make<uint8_t>({1}, {1}), Make<uint8_t>({1}, {1})}, {StringAttr("direction", "UP")});
+  auto bad_dir = RunOp("BitShift", 11, {MakeTensor<uint8_t>({1}, {1}), MakeTensor<uint8_t>({1}, {1})},
+                       {StringAttr("direction", "UP")});
   EXPECT_EQ(bad_dir.status.code(), ErrorCode::INVALID_GRAPH);
 
-  auto sum = RunNode("Sum", 13, {Make<float>({2, 1}, {1, 2}), Make<float>({3}, {10, 20, 30}), Make<float>({1}, {100})});
+  auto sum =
+      RunOp("Sum", 13,
+            {MakeTensor<float>({2, 1}, {1, 2}), MakeTensor<float>({3}, {10, 20, 30}), MakeTensor<float>({1}, {100})});
   ASSERT_TRUE(sum.status.ok()) << sum.status.ToString();
   EXPECT_EQ(sum.out().shape(), (Shape{2, 3}));
   EXPECT_EQ(Values<float>(sum.out()), (std::vector<float>{111, 121, 131, 112, 122, 132}));
 
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  auto mx = RunNode("Max", 13, {Make<float>({2}, {nan, 1}), Make<float>({2}, {1, nan})});
+  auto mx = RunOp("Max", 13, {MakeTensor<float>({2}, {nan, 1}), MakeTensor<float>({2}, {1, nan})});
   ASSERT_TRUE(mx.status.ok());
   EXPECT_TRUE(std::isnan(Values<float>(mx.out())[0]) && std::isnan(Values<float>(mx.out())[1]));
 
-  auto where = RunNode("Where", 16, {Make<bool>({2, 1}, {true, false}), Make<std::string>({2}, {"x0", "x1"}),
-                                 Make<std::string>({1}, {"y"})});
+  auto where = RunOp("Where", 16,
+                     {MakeTensor<bool>({2, 1}, {true, false}), MakeTensor<std::string>({2}, {"x0", "x1"}),
+                      MakeTensor<std::string>({1}, {"y"})});
   ASSERT_TRUE(where.status.ok()) << where.status.ToString();
   EXPECT_EQ(Values<std::string>(where.out()), (std::vector<std::string>{"x0", "x1", "y", "y"}));
 }
@@ -270,7 +210,7 @@ TEST(ElementwiseUnary, FastFloatMathIsAccurate) {
                {"Sigmoid", [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
                {"Erf", [](double v) { return std::erf(v); }}};
   for (const Case& c : cases) {
-    auto r = RunNode(c.op, 13, {Make<float>({n}, x)});
+    auto r = RunOp(c.op, 13, {MakeTensor<float>({n}, x)});
     ASSERT_TRUE(r.status.ok()) << c.op;
     const float* y = r.out().data<float>();
     double worst = 0;
@@ -281,7 +221,8 @@ TEST(ElementwiseUnary, FastFloatMathIsAccurate) {
     }
     EXPECT_LT(worst, 5e-7) << c.op;
   }
-  auto special = RunNode("Exp", 13, {Make<float>({4}, {std::numeric_limits<float>::quiet_NaN(), 100.0f, -200.0f, -100.0f})});
+  auto special =
+      RunOp("Exp", 13, {MakeTensor<float>({4}, {std::numeric_limits<float>::quiet_NaN(), 100.0f, -200.0f, -100.0f})});
   ASSERT_TRUE(special.status.ok());
   auto v = Values<float>(special.out());
   EXPECT_TRUE(std::isnan(v[0]));
@@ -291,39 +232,42 @@ TEST(ElementwiseUnary, FastFloatMathIsAccurate) {
 }
 
 TEST(ElementwiseUnary, TypesAndClip) {
-  auto relu16 = RunNode("Relu", 14, {Make<Float16>({2}, {Float16(-1.5f), Float16(2.5f)})});
+  auto relu16 = RunOp("Relu", 14, {MakeTensor<Float16>({2}, {Float16(-1.5f), Float16(2.5f)})});
   ASSERT_TRUE(relu16.status.ok());
   EXPECT_EQ(static_cast<float>(relu16.out().data<Float16>()[0]), 0.0f);
   EXPECT_EQ(static_cast<float>(relu16.out().data<Float16>()[1]), 2.5f);
 
-  auto neg = RunNode("Neg", 13, {Make<int32_t>({1}, {std::numeric_limits<int32_t>::min()})});
+  auto neg = RunOp("Neg", 13, {MakeTensor<int32_t>({1}, {std::numeric_limits<int32_t>::min()})});
   ASSERT_TRUE(neg.status.ok());
   EXPECT_EQ(Values<int32_t>(neg.out())[0], std::numeric_limits<int32_t>::min());
 
-  auto not_float = RunNode("Not", 1, {Make<float>({1}, {1})});
+  auto not_float = RunOp("Not", 1, {MakeTensor<float>({1}, {1})});
   EXPECT_EQ(not_float.status.code(), ErrorCode::NOT_IMPLEMENTED);
-  auto sqrt_int = RunNode("Sqrt", 13, {Make<int32_t>({1}, {4})});
+  auto sqrt_int = RunOp("Sqrt", 13, {MakeTensor<int32_t>({1}, {4})});
   EXPECT_EQ(sqrt_int.status.code(), ErrorCode::NOT_IMPLEMENTED);
 
-  auto round = RunNode("Round", 11, {Make<float>({4}, {0.5f, 1.5f, 2.5f, -0.5f})});
+  auto round = RunOp("Round", 11, {MakeTensor<float>({4}, {0.5f, 1.5f, 2.5f, -0.5f})});
   ASSERT_TRUE(round.status.ok());
   EXPECT_EQ(Values<float>(round.out()), (std::vector<float>{0.0f, 2.0f, 2.0f, -0.0f}));
 
-  auto clip = RunNode("Clip", 13, {Make<int8_t>({4}, {-100, -5, 5, 100}), Make<int8_t>({}, {-10}), Make<int8_t>({}, {10})});
+  auto clip =
+      RunOp("Clip", 13,
+            {MakeTensor<int8_t>({4}, {-100, -5, 5, 100}), MakeTensor<int8_t>({}, {-10}), MakeTensor<int8_t>({}, {10})});
   ASSERT_TRUE(clip.status.ok());
   EXPECT_EQ(Values<int8_t>(clip.out()), (std::vector<int8_t>{-10, -5, 5, 10}));
-  auto clip_max_only = RunNode("Clip", 13, {Make<float>({2}, {-3, 3}), Tensor(), Make<float>({}, {1})});
+  auto clip_max_only = RunOp("Clip", 13, {MakeTensor<float>({2}, {-3, 3}), Tensor(), MakeTensor<float>({}, {1})});
   ASSERT_TRUE(clip_max_only.status.ok());
   EXPECT_EQ(Values<float>(clip_max_only.out()), (std::vector<float>{-3, 1}));
-  auto clip_bad = RunNode("Clip", 13, {Make<float>({2}, {-3, 3}), Make<float>({2}, {0, 1})});
+  auto clip_bad = RunOp("Clip", 13, {MakeTensor<float>({2}, {-3, 3}), MakeTensor<float>({2}, {0, 1})});
   EXPECT_EQ(clip_bad.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(ElementwiseUnary, DropoutTrainingIsSeededAndScaled) {
   std::vector<float> x(1000, 1.0f);
   auto run = [&] {
-    return RunNode("Dropout", 13, {Make<float>({1000}, x), Make<float>({}, {0.25f}), Make<bool>({}, {true})},
-               {IntAttr("seed", 7)}, 2);
+    return RunOp("Dropout", 13,
+                 {MakeTensor<float>({1000}, x), MakeTensor<float>({}, {0.25f}), MakeTensor<bool>({}, {true})},
+                 {IntAttr("seed", 7)}, 2);
   };
   auto a = run(), b = run();
   ASSERT_TRUE(a.status.ok()) << a.status.ToString();
@@ -337,7 +281,8 @@ TEST(ElementwiseUnary, DropoutTrainingIsSeededAndScaled) {
   }
   EXPECT_GT(kept, 650);
   EXPECT_LT(kept, 850);
-  auto bad = RunNode("Dropout", 13, {Make<float>({1}, {1}), Make<float>({}, {1.5f}), Make<bool>({}, {true})});
+  auto bad =
+      RunOp("Dropout", 13, {MakeTensor<float>({1}, {1}), MakeTensor<float>({}, {1.5f}), MakeTensor<bool>({}, {true})});
   EXPECT_EQ(bad.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
@@ -345,36 +290,36 @@ TEST(ElementwiseUnary, DropoutTrainingIsSeededAndScaled) {
 
 TEST(ElementwiseCast, CornerCases) {
   // String parsing: numbers, special values, and an error naming the bad string.
-  auto s2f = RunNode("Cast", 13, {Make<std::string>({4}, {"1e-5", "-INF", "nan", " 2.5"})}, {IntAttr("to", 1)});
+  auto s2f = RunOp("Cast", 13, {MakeTensor<std::string>({4}, {"1e-5", "-INF", "nan", " 2.5"})}, {IntAttr("to", 1)});
   ASSERT_TRUE(s2f.status.ok()) << s2f.status.ToString();
   auto f = Values<float>(s2f.out());
   EXPECT_FLOAT_EQ(f[0], 1e-5f);
   EXPECT_TRUE(std::isinf(f[1]) && f[1] < 0);
   EXPECT_TRUE(std::isnan(f[2]));
   EXPECT_EQ(f[3], 2.5f);
-  auto bad = RunNode("Cast", 13, {Make<std::string>({1}, {"hello"})}, {IntAttr("to", 1)});
+  auto bad = RunOp("Cast", 13, {MakeTensor<std::string>({1}, {"hello"})}, {IntAttr("to", 1)});
   EXPECT_EQ(bad.status.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(bad.status.message().find("hello"), std::string::npos);
-  auto s2i = RunNode("Cast", 13, {Make<std::string>({2}, {"9007199254740993", "100.7"})}, {IntAttr("to", 7)});
+  auto s2i = RunOp("Cast", 13, {MakeTensor<std::string>({2}, {"9007199254740993", "100.7"})}, {IntAttr("to", 7)});
   ASSERT_TRUE(s2i.status.ok());
   EXPECT_EQ(Values<int64_t>(s2i.out()), (std::vector<int64_t>{9007199254740993LL, 100}));
 
   // Numbers to strings: shortest round-trip text.
-  auto f2s = RunNode("Cast", 13, {Make<float>({3}, {0.1f, -std::numeric_limits<float>::infinity(), 1e-5f})},
-                 {IntAttr("to", 8)});
+  auto f2s = RunOp("Cast", 13, {MakeTensor<float>({3}, {0.1f, -std::numeric_limits<float>::infinity(), 1e-5f})},
+                   {IntAttr("to", 8)});
   ASSERT_TRUE(f2s.status.ok());
   EXPECT_EQ(Values<std::string>(f2s.out()), (std::vector<std::string>{"0.1", "-INF", "1e-05"}));
 
   // Out-of-range and NaN float -> int are defined (no UB), in range truncates.
-  auto f2i = RunNode("Cast", 13, {Make<float>({3}, {std::numeric_limits<float>::quiet_NaN(), 3e10f, -2.7f})},
-                 {IntAttr("to", 6)});
+  auto f2i = RunOp("Cast", 13, {MakeTensor<float>({3}, {std::numeric_limits<float>::quiet_NaN(), 3e10f, -2.7f})},
+                   {IntAttr("to", 6)});
   ASSERT_TRUE(f2i.status.ok());
   EXPECT_EQ(Values<int32_t>(f2i.out()),
             (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::min(), -2}));
 
   // double -> float16 rounds once: 1 + 2^-11 + 2^-40 is just above the halfway point, so it rounds up.
   const double d = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
-  auto d2h = RunNode("Cast", 13, {Make<double>({1}, {d})}, {IntAttr("to", 10)});
+  auto d2h = RunOp("Cast", 13, {MakeTensor<double>({1}, {d})}, {IntAttr("to", 10)});
   ASSERT_TRUE(d2h.status.ok());
   EXPECT_EQ(d2h.out().data<Float16>()[0].bits, 0x3c01);
 
@@ -384,10 +329,10 @@ TEST(ElementwiseCast, CornerCases) {
   fx[3] = std::numeric_limits<float>::infinity();
   fx[4] = std::numeric_limits<float>::quiet_NaN();
   fx[5] = 70000.0f;
-  auto f2h = RunNode("Cast", 13, {Make<float>({37}, fx)}, {IntAttr("to", 10)});
+  auto f2h = RunOp("Cast", 13, {MakeTensor<float>({37}, fx)}, {IntAttr("to", 10)});
   ASSERT_TRUE(f2h.status.ok());
   for (int i = 0; i < 37; ++i) EXPECT_EQ(f2h.out().data<Float16>()[i].bits, Float16(fx[i]).bits) << i;
-  auto h2f = RunNode("Cast", 13, {f2h.out()}, {IntAttr("to", 1)});
+  auto h2f = RunOp("Cast", 13, {f2h.out()}, {IntAttr("to", 1)});
   ASSERT_TRUE(h2f.status.ok());
   for (int i = 0; i < 37; ++i) {
     const float want = static_cast<float>(f2h.out().data<Float16>()[i]);
@@ -396,13 +341,15 @@ TEST(ElementwiseCast, CornerCases) {
   }
 
   // Opset 1 names the type with a string; unknown names and complex targets are rejected at creation.
-  auto old = RunNode("Cast", 1, {Make<int32_t>({2}, {0, 5})}, {StringAttr("to", "BOOL")});
+  auto old = RunOp("Cast", 1, {MakeTensor<int32_t>({2}, {0, 5})}, {StringAttr("to", "BOOL")});
   ASSERT_TRUE(old.status.ok()) << old.status.ToString();
   EXPECT_EQ(Values<bool>(old.out()), (std::vector<bool>{false, true}));
-  EXPECT_EQ(RunNode("Cast", 1, {Make<int32_t>({1}, {0})}, {StringAttr("to", "QUATERNION")}).status.code(),
+  EXPECT_EQ(RunOp("Cast", 1, {MakeTensor<int32_t>({1}, {0})}, {StringAttr("to", "QUATERNION")}).status.code(),
             ErrorCode::INVALID_GRAPH);
-  EXPECT_EQ(RunNode("Cast", 13, {Make<int32_t>({1}, {0})}, {IntAttr("to", 14)}).status.code(), ErrorCode::NOT_IMPLEMENTED);
-  EXPECT_EQ(RunNode("Cast", 13, {Make<int32_t>({1}, {0})}, {IntAttr("to", 99)}).status.code(), ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(RunOp("Cast", 13, {MakeTensor<int32_t>({1}, {0})}, {IntAttr("to", 14)}).status.code(),
+            ErrorCode::NOT_IMPLEMENTED);
+  EXPECT_EQ(RunOp("Cast", 13, {MakeTensor<int32_t>({1}, {0})}, {IntAttr("to", 99)}).status.code(),
+            ErrorCode::INVALID_GRAPH);
 }
 
 }  // namespace

@@ -11,92 +11,12 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/kernel_test_util.h"
 
 namespace epctx {
 namespace {
 
-template <typename T>
-Tensor Make(const Shape& shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Allocate(DataTypeFor<T>(), shape).value();
-  EXPECT_EQ(static_cast<size_t>(t.NumElements()), values.size());
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
-}
-
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute FloatAttr(const std::string& name, float v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-Attribute FloatsAttr(const std::string& name, std::vector<float> v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kFloats;
-  a.floats = std::move(v);
-  return a;
-}
-
-struct Result {
-  Status status;
-  std::vector<IValue> outputs;
-  const Tensor& out(size_t i = 0) const { return outputs[i].tensor(); }
-};
-
-// Creates the node's kernel through the registry and runs it once; undefined tensors are absent inputs.
-Result RunNode(const std::string& op, int opset, const std::vector<Tensor>& inputs,
-               const std::vector<Attribute>& attrs = {}) {
-  Node node;
-  node.name = "n0";
-  node.op_type = op;
-  node.opset = opset;
-  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-  node.outputs.push_back("out0");
-  for (const Attribute& a : attrs) node.attributes[a.name] = a;
-  Graph graph;
-  graph.opsets[""] = opset;
-  KernelInfo info(node, graph, 2);
-  Result result;
-  const KernelFactory* factory = CpuKernelRegistry().Find("", op, opset);
-  if (factory == nullptr) {
-    result.status = MakeStatus(ErrorCode::NOT_IMPLEMENTED, "no kernel for ", op);
-    return result;
-  }
-  auto kernel = (*factory)(info);
-  if (!kernel.ok()) {
-    result.status = kernel.status();
-    return result;
-  }
-  std::vector<IValue> values;
-  values.reserve(inputs.size());
-  for (const Tensor& t : inputs) values.push_back(t.defined() ? IValue(t) : IValue());
-  std::vector<const IValue*> ptrs;
-  for (const IValue& v : values) ptrs.push_back(v.is_none() ? nullptr : &v);
-  KernelContext ctx(node, ptrs, 2);
-  result.status = (*kernel)->Compute(ctx);
-  result.outputs = ctx.outputs();
-  return result;
-}
+using namespace ::epctx::testing;  // NOLINT
 
 void ExpectNear(const std::vector<float>& actual, const std::vector<float>& expected, float tol = 1e-5f) {
   ASSERT_EQ(actual.size(), expected.size());
@@ -106,75 +26,77 @@ void ExpectNear(const std::vector<float>& actual, const std::vector<float>& expe
 // ---------------------------------------------------------------------------------------------------- Resize
 
 TEST(MiscResizeTest, ScalesAndSizesTogetherIsAnError) {
-  Result r = RunNode("Resize", 13,
-                     {Make<float>({1, 1, 2, 2}, {1, 2, 3, 4}), Tensor(), Make<float>({4}, {1, 1, 2, 2}),
-                      Make<int64_t>({4}, {1, 1, 4, 4})});
+  OpResult r = RunOp("Resize", 13,
+                     {MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}), Tensor(), MakeTensor<float>({4}, {1, 1, 2, 2}),
+                      MakeTensor<int64_t>({4}, {1, 1, 4, 4})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(r.status.message().find("n0"), std::string::npos) << r.status.message();
 }
 
 TEST(MiscResizeTest, BadScalesAreErrors) {
-  const Tensor x = Make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), Make<float>({3}, {1, 1, 2})}).status.code(),
+  const Tensor x = MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), MakeTensor<float>({3}, {1, 1, 2})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), Make<float>({4}, {1, 1, 0, 2})}).status.code(),
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), MakeTensor<float>({4}, {1, 1, 0, 2})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), Make<float>({4}, {1, 1, NAN, 2})}).status.code(),
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), MakeTensor<float>({4}, {1, 1, NAN, 2})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), Tensor(), Make<int64_t>({4}, {1, 1, -1, 2})}).status.code(),
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), Tensor(), MakeTensor<int64_t>({4}, {1, 1, -1, 2})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
   // Neither scales nor sizes.
-  EXPECT_EQ(RunNode("Resize", 13, {x}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Resize", 13, {x}).status.code(), ErrorCode::INVALID_ARGUMENT);
   // Upsample needs scales >= 1.
-  EXPECT_EQ(RunNode("Upsample", 9, {x, Make<float>({4}, {1, 1, 0.5f, 2})}).status.code(),
+  EXPECT_EQ(RunOp("Upsample", 9, {x, MakeTensor<float>({4}, {1, 1, 0.5f, 2})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(MiscResizeTest, BadAttributesFailAtCreation) {
-  const Tensor x = Make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
-  const Tensor s = Make<float>({4}, {1, 1, 2, 2});
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), s}, {StringAttr("mode", "area")}).status.code(),
+  const Tensor x = MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor s = MakeTensor<float>({4}, {1, 1, 2, 2});
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), s}, {StringAttr("mode", "area")}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), s}, {StringAttr("coordinate_transformation_mode", "x")}).status.code(),
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), s}, {StringAttr("coordinate_transformation_mode", "x")}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), s}, {StringAttr("nearest_mode", "up")}).status.code(),
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), s}, {StringAttr("nearest_mode", "up")}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Upsample", 7, {x}).status.code(), ErrorCode::INVALID_GRAPH);  // scales attribute missing
+  EXPECT_EQ(RunOp("Upsample", 7, {x}).status.code(), ErrorCode::INVALID_GRAPH);  // scales attribute missing
 }
 
 TEST(MiscResizeTest, EmptyInputDimensionCannotGrow) {
   const Tensor x = Tensor::Allocate(DataType::kFloat, {1, 1, 0, 2}).value();
-  EXPECT_EQ(RunNode("Resize", 13, {x, Tensor(), Tensor(), Make<int64_t>({4}, {1, 1, 3, 4})}).status.code(),
+  EXPECT_EQ(RunOp("Resize", 13, {x, Tensor(), Tensor(), MakeTensor<int64_t>({4}, {1, 1, 3, 4})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  Result r = RunNode("Resize", 13, {x, Tensor(), Make<float>({4}, {1, 1, 2, 2})}, {StringAttr("mode", "linear")});
+  OpResult r = RunOp("Resize", 13, {x, Tensor(), MakeTensor<float>({4}, {1, 1, 2, 2})}, {StringAttr("mode", "linear")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{1, 1, 0, 4}));
 }
 
 TEST(MiscResizeTest, NearestCopiesStringsAndInt64) {
-  Result r = RunNode("Resize", 13,
-                     {Make<std::string>({2}, {"a", "b"}), Tensor(), Make<float>({1}, {2})},
+  OpResult r = RunOp("Resize", 13, {MakeTensor<std::string>({2}, {"a", "b"}), Tensor(), MakeTensor<float>({1}, {2})},
                      {StringAttr("coordinate_transformation_mode", "asymmetric"), StringAttr("nearest_mode", "floor")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<std::string>(r.out()), (std::vector<std::string>{"a", "a", "b", "b"}));
-  Result q = RunNode("Resize", 13, {Make<int64_t>({1, 3}, {int64_t{1} << 60, -5, 7}), Tensor(), Tensor(),
-                                    Make<int64_t>({2}, {2, 2})});
+  OpResult q = RunOp(
+      "Resize", 13,
+      {MakeTensor<int64_t>({1, 3}, {int64_t{1} << 60, -5, 7}), Tensor(), Tensor(), MakeTensor<int64_t>({2}, {2, 2})});
   ASSERT_TRUE(q.status.ok()) << q.status.ToString();
   // half_pixel, round_prefer_floor: x_out 0 -> 0.25 -> 0; x_out 1 -> 1.75 -> 2.
   EXPECT_EQ(Values<int64_t>(q.out()), (std::vector<int64_t>{int64_t{1} << 60, 7, int64_t{1} << 60, 7}));
 }
 
 TEST(MiscResizeTest, LinearOnUint8TruncatesAndSaturates) {
-  Result r = RunNode("Resize", 13, {Make<uint8_t>({1, 2}, {0, 255}), Tensor(), Tensor(), Make<int64_t>({2}, {1, 4})},
-                     {StringAttr("mode", "linear"), StringAttr("coordinate_transformation_mode", "align_corners")});
+  OpResult r =
+      RunOp("Resize", 13, {MakeTensor<uint8_t>({1, 2}, {0, 255}), Tensor(), Tensor(), MakeTensor<int64_t>({2}, {1, 4})},
+            {StringAttr("mode", "linear"), StringAttr("coordinate_transformation_mode", "align_corners")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   // Exact values 0, 85, 170, 255.
   EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{0, 85, 170, 255}));
   // Cubic over- and undershoot around a step saturates to [0, 255] instead of wrapping.
   const std::vector<double> in = {0, 0, 255, 255};
-  Result c = RunNode("Resize", 13,
-                     {Make<uint8_t>({1, 4}, {0, 0, 255, 255}), Tensor(), Tensor(), Make<int64_t>({2}, {1, 8})},
-                     {StringAttr("mode", "cubic")});
+  OpResult c =
+      RunOp("Resize", 13,
+            {MakeTensor<uint8_t>({1, 4}, {0, 0, 255, 255}), Tensor(), Tensor(), MakeTensor<int64_t>({2}, {1, 8})},
+            {StringAttr("mode", "cubic")});
   ASSERT_TRUE(c.status.ok()) << c.status.ToString();
   bool saw_overshoot = false;
   for (int x = 0; x < 8; ++x) {
@@ -198,8 +120,9 @@ TEST(MiscResizeTest, LinearOnUint8TruncatesAndSaturates) {
 TEST(MiscResizeTest, TrilinearMatchesSeparableHandComputation) {
   // 2x2x2 cube, align_corners upsampling to 3x3x3: the centre is the mean of all 8 corners.
   std::vector<float> v = {0, 1, 2, 3, 4, 5, 6, 7};
-  Result r = RunNode("Resize", 13, {Make<float>({2, 2, 2}, v), Tensor(), Tensor(), Make<int64_t>({3}, {3, 3, 3})},
-                     {StringAttr("mode", "linear"), StringAttr("coordinate_transformation_mode", "align_corners")});
+  OpResult r =
+      RunOp("Resize", 13, {MakeTensor<float>({2, 2, 2}, v), Tensor(), Tensor(), MakeTensor<int64_t>({3}, {3, 3, 3})},
+            {StringAttr("mode", "linear"), StringAttr("coordinate_transformation_mode", "align_corners")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().shape(), (Shape{3, 3, 3}));
   EXPECT_NEAR(r.out().data<float>()[13], 3.5f, 1e-6);
@@ -209,24 +132,25 @@ TEST(MiscResizeTest, TrilinearMatchesSeparableHandComputation) {
 }
 
 TEST(MiscResizeTest, CropAndResizeExtrapolatesOnIntegers) {
-  Result r = RunNode("Resize", 13,
-                     {Make<int32_t>({1, 3}, {10, 20, 30}), Make<float>({4}, {0, -0.5f, 1, 1}), Tensor(),
-                      Make<int64_t>({2}, {1, 4})},
-                     {StringAttr("coordinate_transformation_mode", "tf_crop_and_resize"),
-                      FloatAttr("extrapolation_value", -7)});
+  OpResult r =
+      RunOp("Resize", 13,
+            {MakeTensor<int32_t>({1, 3}, {10, 20, 30}), MakeTensor<float>({4}, {0, -0.5f, 1, 1}), Tensor(),
+             MakeTensor<int64_t>({2}, {1, 4})},
+            {StringAttr("coordinate_transformation_mode", "tf_crop_and_resize"), FloatAttr("extrapolation_value", -7)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   // x_original = -1 + x: 0 is outside, then 0, 1, 2.
   EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{-7, 10, 20, 30}));
   // A roi of the wrong length is an error.
-  EXPECT_EQ(RunNode("Resize", 13,
-                    {Make<int32_t>({1, 3}, {10, 20, 30}), Make<float>({3}, {0, 0, 1}), Tensor(), Make<int64_t>({2}, {1, 4})},
-                    {StringAttr("coordinate_transformation_mode", "tf_crop_and_resize")})
+  EXPECT_EQ(RunOp("Resize", 13,
+                  {MakeTensor<int32_t>({1, 3}, {10, 20, 30}), MakeTensor<float>({3}, {0, 0, 1}), Tensor(),
+                   MakeTensor<int64_t>({2}, {1, 4})},
+                  {StringAttr("coordinate_transformation_mode", "tf_crop_and_resize")})
                 .status.code(),
             ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(MiscResizeTest, UpsampleOpset7UsesTheScalesAttribute) {
-  Result r = RunNode("Upsample", 7, {Make<float>({1, 2}, {1, 2})}, {FloatsAttr("scales", {2, 2})});
+  OpResult r = RunOp("Upsample", 7, {MakeTensor<float>({1, 2}, {1, 2})}, {FloatsAttr("scales", {2, 2})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2}));
 }
@@ -234,44 +158,49 @@ TEST(MiscResizeTest, UpsampleOpset7UsesTheScalesAttribute) {
 // ---------------------------------------------------------------------------------------- GridSample, RoiAlign
 
 TEST(MiscSamplingTest, GridSampleValidatesShapesAndReadsZerosOutside) {
-  const Tensor x = Make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
-  EXPECT_EQ(RunNode("GridSample", 16, {x, Make<float>({1, 1, 1, 3}, {0, 0, 0})}).status.code(),
+  const Tensor x = MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  EXPECT_EQ(RunOp("GridSample", 16, {x, MakeTensor<float>({1, 1, 1, 3}, {0, 0, 0})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("GridSample", 16, {Make<float>({1, 4}, {1, 2, 3, 4}), Make<float>({1, 1, 1, 2}, {0, 0})})
+  EXPECT_EQ(RunOp("GridSample", 16, {MakeTensor<float>({1, 4}, {1, 2, 3, 4}), MakeTensor<float>({1, 1, 1, 2}, {0, 0})})
                 .status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("GridSample", 16, {x, Make<float>({1, 1, 1, 2}, {0, 0})}, {StringAttr("mode", "area")}).status.code(),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      RunOp("GridSample", 16, {x, MakeTensor<float>({1, 1, 1, 2}, {0, 0})}, {StringAttr("mode", "area")}).status.code(),
+      ErrorCode::INVALID_ARGUMENT);
   // Far outside, NaN and infinite grid points read zeros; the centre is the mean with align_corners.
   const float inf = std::numeric_limits<float>::infinity();
-  Result r = RunNode("GridSample", 16, {x, Make<float>({1, 1, 4, 2}, {50, 50, NAN, 0, inf, 0, 0, 0})},
+  OpResult r = RunOp("GridSample", 16, {x, MakeTensor<float>({1, 1, 4, 2}, {50, 50, NAN, 0, inf, 0, 0, 0})},
                      {IntAttr("align_corners", 1)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ExpectNear(Values<float>(r.out()), {0, 0, 0, 2.5f});
   // Border padding clamps a far point to the corner.
-  Result b = RunNode("GridSample", 16, {x, Make<float>({1, 1, 1, 2}, {50, 50})},
+  OpResult b = RunOp("GridSample", 16, {x, MakeTensor<float>({1, 1, 1, 2}, {50, 50})},
                      {StringAttr("padding_mode", "border"), StringAttr("mode", "bicubic")});
   ASSERT_TRUE(b.status.ok()) << b.status.ToString();
   ExpectNear(Values<float>(b.out()), {4});
 }
 
 TEST(MiscSamplingTest, RoiAlignRejectsBadBatchIndicesAndRois) {
-  const Tensor x = Make<float>({1, 1, 2, 2}, {1, 2, 3, 4});
-  EXPECT_EQ(RunNode("RoiAlign", 16, {x, Make<float>({1, 4}, {0, 0, 1, 1}), Make<int64_t>({1}, {1})}).status.code(),
+  const Tensor x = MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4});
+  EXPECT_EQ(
+      RunOp("RoiAlign", 16, {x, MakeTensor<float>({1, 4}, {0, 0, 1, 1}), MakeTensor<int64_t>({1}, {1})}).status.code(),
+      ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("RoiAlign", 16, {x, MakeTensor<float>({1, 4}, {0, 0, NAN, 1}), MakeTensor<int64_t>({1}, {0})})
+                .status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("RoiAlign", 16, {x, Make<float>({1, 4}, {0, 0, NAN, 1}), Make<int64_t>({1}, {0})}).status.code(),
-            ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("RoiAlign", 16, {x, Make<float>({1, 3}, {0, 0, 1}), Make<int64_t>({1}, {0})}).status.code(),
-            ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("RoiAlign", 16, {x, Make<float>({1, 4}, {0, 0, 1, 1}), Make<int64_t>({1}, {0})},
-                    {IntAttr("output_height", 0)})
+  EXPECT_EQ(
+      RunOp("RoiAlign", 16, {x, MakeTensor<float>({1, 3}, {0, 0, 1}), MakeTensor<int64_t>({1}, {0})}).status.code(),
+      ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("RoiAlign", 16, {x, MakeTensor<float>({1, 4}, {0, 0, 1, 1}), MakeTensor<int64_t>({1}, {0})},
+                  {IntAttr("output_height", 0)})
                 .status.code(),
             ErrorCode::INVALID_ARGUMENT);
   // A huge roi with an adaptive grid would take forever: refused.
-  EXPECT_EQ(RunNode("RoiAlign", 16, {x, Make<float>({1, 4}, {0, 0, 1e9f, 1e9f}), Make<int64_t>({1}, {0})}).status.code(),
+  EXPECT_EQ(RunOp("RoiAlign", 16, {x, MakeTensor<float>({1, 4}, {0, 0, 1e9f, 1e9f}), MakeTensor<int64_t>({1}, {0})})
+                .status.code(),
             ErrorCode::INVALID_ARGUMENT);
   // The whole 2x2 map, one bin, output_half_pixel, sampling 2x2 at pixel centres: the mean.
-  Result r = RunNode("RoiAlign", 16, {x, Make<float>({1, 4}, {0, 0, 1, 1}), Make<int64_t>({1}, {0})},
+  OpResult r = RunOp("RoiAlign", 16, {x, MakeTensor<float>({1, 4}, {0, 0, 1, 1}), MakeTensor<int64_t>({1}, {0})},
                      {StringAttr("coordinate_transformation_mode", "output_half_pixel"), IntAttr("sampling_ratio", 2)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ExpectNear(Values<float>(r.out()), {2.5f});
@@ -280,28 +209,30 @@ TEST(MiscSamplingTest, RoiAlignRejectsBadBatchIndicesAndRois) {
 // ------------------------------------------------------------------------------------------- NonMaxSuppression
 
 TEST(MiscDetectionTest, NonMaxSuppressionValidatesInputs) {
-  const Tensor boxes = Make<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1});
-  EXPECT_EQ(RunNode("NonMaxSuppression", 11, {boxes, Make<float>({1, 1, 3}, {0.9f, 0.8f, 0.7f})}).status.code(),
+  const Tensor boxes = MakeTensor<float>({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1});
+  EXPECT_EQ(RunOp("NonMaxSuppression", 11, {boxes, MakeTensor<float>({1, 1, 3}, {0.9f, 0.8f, 0.7f})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("NonMaxSuppression", 11,
-                    {boxes, Make<float>({1, 1, 2}, {0.9f, 0.8f}), Make<int64_t>({1}, {5}), Make<float>({1}, {1.5f})})
+  EXPECT_EQ(RunOp("NonMaxSuppression", 11,
+                  {boxes, MakeTensor<float>({1, 1, 2}, {0.9f, 0.8f}), MakeTensor<int64_t>({1}, {5}),
+                   MakeTensor<float>({1}, {1.5f})})
                 .status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("NonMaxSuppression", 11, {boxes, Make<float>({1, 1, 2}, {0.9f, 0.8f})},
-                    {IntAttr("center_point_box", 2)})
+  EXPECT_EQ(RunOp("NonMaxSuppression", 11, {boxes, MakeTensor<float>({1, 1, 2}, {0.9f, 0.8f})},
+                  {IntAttr("center_point_box", 2)})
                 .status.code(),
             ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(MiscDetectionTest, NonMaxSuppressionDefaultsAndNaNScores) {
-  const Tensor boxes = Make<float>({1, 3, 4}, {0, 0, 1, 1, 0, 0, 1, 1, 5, 5, 6, 6});
+  const Tensor boxes = MakeTensor<float>({1, 3, 4}, {0, 0, 1, 1, 0, 0, 1, 1, 5, 5, 6, 6});
   // No max_output_boxes_per_class: nothing is selected.
-  Result none = RunNode("NonMaxSuppression", 11, {boxes, Make<float>({1, 1, 3}, {0.9f, 0.8f, 0.7f})});
+  OpResult none = RunOp("NonMaxSuppression", 11, {boxes, MakeTensor<float>({1, 1, 3}, {0.9f, 0.8f, 0.7f})});
   ASSERT_TRUE(none.status.ok()) << none.status.ToString();
   EXPECT_EQ(none.out().shape(), (Shape{0, 3}));
   // A NaN score is never selected, so box 1 (identical to box 0) survives; box 2 does not overlap it.
-  Result r = RunNode("NonMaxSuppression", 11,
-                     {boxes, Make<float>({1, 1, 3}, {NAN, 0.8f, 0.7f}), Make<int64_t>({1}, {10}), Make<float>({1}, {0.5f})});
+  OpResult r = RunOp("NonMaxSuppression", 11,
+                     {boxes, MakeTensor<float>({1, 1, 3}, {NAN, 0.8f, 0.7f}), MakeTensor<int64_t>({1}, {10}),
+                      MakeTensor<float>({1}, {0.5f})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<int64_t>(r.out()), (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
 }
@@ -309,49 +240,52 @@ TEST(MiscDetectionTest, NonMaxSuppressionDefaultsAndNaNScores) {
 // ----------------------------------------------------------------------------------------------------- Einsum
 
 TEST(MiscEinsumTest, BadEquationsAreErrors) {
-  const Tensor a = Make<float>({2, 2}, {1, 2, 3, 4});
+  const Tensor a = MakeTensor<float>({2, 2}, {1, 2, 3, 4});
   Attribute eq = StringAttr("equation", "ij,j1->i");
-  EXPECT_EQ(RunNode("Einsum", 12, {a, a}, {eq}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Einsum", 12, {a, a}, {StringAttr("equation", "ij->k")}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Einsum", 12, {a}, {StringAttr("equation", "ij,jk")}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Einsum", 12, {a}, {StringAttr("equation", "ijk->i")}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Einsum", 12, {a}).status.code(), ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(RunOp("Einsum", 12, {a, a}, {eq}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Einsum", 12, {a, a}, {StringAttr("equation", "ij->k")}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Einsum", 12, {a}, {StringAttr("equation", "ij,jk")}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Einsum", 12, {a}, {StringAttr("equation", "ijk->i")}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Einsum", 12, {a}).status.code(), ErrorCode::INVALID_GRAPH);
   // Mismatched sizes of one label.
-  EXPECT_EQ(RunNode("Einsum", 12, {a, Make<float>({3}, {1, 2, 3})}, {StringAttr("equation", "ij,j->i")}).status.code(),
-            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      RunOp("Einsum", 12, {a, MakeTensor<float>({3}, {1, 2, 3})}, {StringAttr("equation", "ij,j->i")}).status.code(),
+      ErrorCode::INVALID_ARGUMENT);
   // Repeated label over different sizes.
-  EXPECT_EQ(RunNode("Einsum", 12, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6})}, {StringAttr("equation", "ii->i")})
+  EXPECT_EQ(RunOp("Einsum", 12, {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})}, {StringAttr("equation", "ii->i")})
                 .status.code(),
             ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(MiscEinsumTest, ImplicitOutputSortsUpperCaseFirstAndBroadcastsSizeOne) {
   // "bA" implicit -> "Ab": a transpose.
-  Result t = RunNode("Einsum", 12, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6})}, {StringAttr("equation", "bA")});
+  OpResult t = RunOp("Einsum", 12, {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})}, {StringAttr("equation", "bA")});
   ASSERT_TRUE(t.status.ok()) << t.status.ToString();
   EXPECT_EQ(t.out().shape(), (Shape{3, 2}));
   EXPECT_EQ(Values<float>(t.out()), (std::vector<float>{1, 4, 2, 5, 3, 6}));
   // A size-1 dimension broadcasts against the same label elsewhere (as NumPy does).
-  Result b = RunNode("Einsum", 12, {Make<float>({1}, {2}), Make<float>({3}, {1, 2, 3})}, {StringAttr("equation", "i,i->i")});
+  OpResult b = RunOp("Einsum", 12, {MakeTensor<float>({1}, {2}), MakeTensor<float>({3}, {1, 2, 3})},
+                     {StringAttr("equation", "i,i->i")});
   ASSERT_TRUE(b.status.ok()) << b.status.ToString();
   EXPECT_EQ(Values<float>(b.out()), (std::vector<float>{2, 4, 6}));
 }
 
 TEST(MiscEinsumTest, IntegerContractionsWrapAndEmptySumsAreZero) {
-  Result r = RunNode("Einsum", 12, {Make<int8_t>({2}, {100, 100}), Make<int8_t>({2}, {2, 1})},
+  OpResult r = RunOp("Einsum", 12, {MakeTensor<int8_t>({2}, {100, 100}), MakeTensor<int8_t>({2}, {2, 1})},
                      {StringAttr("equation", "i,i->")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().data<int8_t>()[0], static_cast<int8_t>(300 - 256));
   // Contracting over an empty dimension gives zeros.
-  Result e = RunNode("Einsum", 12, {Tensor::Allocate(DataType::kFloat, {2, 0}).value(),
-                                    Tensor::Allocate(DataType::kFloat, {0, 3}).value()},
-                     {StringAttr("equation", "ij,jk->ik")});
+  OpResult e =
+      RunOp("Einsum", 12,
+            {Tensor::Allocate(DataType::kFloat, {2, 0}).value(), Tensor::Allocate(DataType::kFloat, {0, 3}).value()},
+            {StringAttr("equation", "ij,jk->ik")});
   ASSERT_TRUE(e.status.ok()) << e.status.ToString();
   EXPECT_EQ(Values<float>(e.out()), std::vector<float>(6, 0.0f));
   // Three operands with a diagonal and an ellipsis.
-  Result d = RunNode("Einsum", 12,
-                     {Make<double>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), Make<double>({2}, {1, 10}),
-                      Make<double>({2}, {1, 1})},
+  OpResult d = RunOp("Einsum", 12,
+                     {MakeTensor<double>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), MakeTensor<double>({2}, {1, 10}),
+                      MakeTensor<double>({2}, {1, 1})},
                      {StringAttr("equation", "...ii,i,j->...")});
   ASSERT_TRUE(d.status.ok()) << d.status.ToString();
   // batch 0: diag (1,4) . (1,10) = 41, times sum_j 1 = 2 -> 82; batch 1: (5,8) -> 85 * 2 = 170.
@@ -362,7 +296,7 @@ TEST(MiscEinsumTest, OversizedIntermediateIsRefusedNotAllocated) {
   // The third operand broadcasts (1x1), so contracting the first two makes a 70000 x 70000 outer product.
   Tensor a = Tensor::Allocate(DataType::kFloat, {70000}).value();
   Tensor b = Tensor::Allocate(DataType::kFloat, {70000}).value();
-  Result r = RunNode("Einsum", 12, {a, b, Make<float>({1, 1}, {1})}, {StringAttr("equation", "a,b,ab->")});
+  OpResult r = RunOp("Einsum", 12, {a, b, MakeTensor<float>({1, 1}, {1})}, {StringAttr("equation", "a,b,ab->")});
   EXPECT_EQ(r.status.code(), ErrorCode::FAIL) << r.status.ToString();
   EXPECT_NE(r.status.message().find("intermediate"), std::string::npos) << r.status.message();
 }
@@ -370,18 +304,21 @@ TEST(MiscEinsumTest, OversizedIntermediateIsRefusedNotAllocated) {
 // -------------------------------------------------------------------------------------------------------- Det
 
 TEST(MiscLinalgTest, DetShapesAndValues) {
-  EXPECT_EQ(RunNode("Det", 11, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6})}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Det", 11, {Make<float>({2}, {1, 2})}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("Det", 11, {Make<int32_t>({1, 1}, {1})}).status.code(), ErrorCode::NOT_IMPLEMENTED);
-  Result empty = RunNode("Det", 11, {Tensor::Allocate(DataType::kFloat, {2, 0, 0}).value()});
+  EXPECT_EQ(RunOp("Det", 11, {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6})}).status.code(),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Det", 11, {MakeTensor<float>({2}, {1, 2})}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("Det", 11, {MakeTensor<int32_t>({1, 1}, {1})}).status.code(), ErrorCode::NOT_IMPLEMENTED);
+  OpResult empty = RunOp("Det", 11, {Tensor::Allocate(DataType::kFloat, {2, 0, 0}).value()});
   ASSERT_TRUE(empty.status.ok()) << empty.status.ToString();
   EXPECT_EQ(Values<float>(empty.out()), (std::vector<float>{1, 1}));
   // A singular matrix and one needing a row swap (det = -(2*1*1) with pivoting).
-  Result r = RunNode("Det", 11, {Make<double>({2, 3, 3}, {1, 2, 3, 2, 4, 6, 0, 1, 1,  //
-                                                          0, 1, 0, 2, 0, 0, 0, 0, 1})});
+  OpResult r = RunOp("Det", 11,
+                     {MakeTensor<double>({2, 3, 3}, {1, 2, 3, 2, 4, 6, 0, 1, 1,  //
+                                                     0, 1, 0, 2, 0, 0, 0, 0, 1})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<double>(r.out()), (std::vector<double>{0, -2}));
-  Result h = RunNode("Det", 11, {Make<Float16>({2, 2}, {Float16(2.0f), Float16(1.0f), Float16(1.0f), Float16(3.0f)})});
+  OpResult h =
+      RunOp("Det", 11, {MakeTensor<Float16>({2, 2}, {Float16(2.0f), Float16(1.0f), Float16(1.0f), Float16(3.0f)})});
   ASSERT_TRUE(h.status.ok()) << h.status.ToString();
   EXPECT_EQ(static_cast<float>(h.out().data<Float16>()[0]), 5.0f);
 }
@@ -389,31 +326,32 @@ TEST(MiscLinalgTest, DetShapesAndValues) {
 // ----------------------------------------------------------------------------------------------------- Signal
 
 TEST(MiscSignalTest, WindowsValidateAndConvert) {
-  EXPECT_EQ(RunNode("HannWindow", 17, {Make<int64_t>({}, {4})}, {IntAttr("output_datatype", 8)}).status.code(),
+  EXPECT_EQ(RunOp("HannWindow", 17, {MakeTensor<int64_t>({}, {4})}, {IntAttr("output_datatype", 8)}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("HannWindow", 17, {Make<int64_t>({}, {-1})}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("HannWindow", 17, {Make<float>({}, {4})}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  Result r = RunNode("HammingWindow", 17, {Make<int32_t>({}, {4})}, {IntAttr("output_datatype", 11), IntAttr("periodic", 0)});
+  EXPECT_EQ(RunOp("HannWindow", 17, {MakeTensor<int64_t>({}, {-1})}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("HannWindow", 17, {MakeTensor<float>({}, {4})}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  OpResult r = RunOp("HammingWindow", 17, {MakeTensor<int32_t>({}, {4})},
+                     {IntAttr("output_datatype", 11), IntAttr("periodic", 0)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   const std::vector<double> w = Values<double>(r.out());
   ASSERT_EQ(w.size(), 4u);
   EXPECT_NEAR(w[0], 25.0 / 46 - 21.0 / 46, 1e-12);
   EXPECT_NEAR(w[1], 25.0 / 46 - 21.0 / 46 * std::cos(2 * M_PI / 3), 1e-12);
-  Result e = RunNode("BlackmanWindow", 17, {Make<int64_t>({}, {0})});
+  OpResult e = RunOp("BlackmanWindow", 17, {MakeTensor<int64_t>({}, {0})});
   ASSERT_TRUE(e.status.ok()) << e.status.ToString();
   EXPECT_EQ(e.out().shape(), (Shape{0}));
 }
 
 TEST(MiscSignalTest, MelWeightMatrixValidatesAndStaysInBounds) {
   auto run = [](int64_t sr, float hi) {
-    return RunNode("MelWeightMatrix", 17,
-                   {Make<int64_t>({}, {4}), Make<int64_t>({}, {16}), Make<int64_t>({}, {sr}), Make<float>({}, {0}),
-                    Make<float>({}, {hi})});
+    return RunOp("MelWeightMatrix", 17,
+                 {MakeTensor<int64_t>({}, {4}), MakeTensor<int64_t>({}, {16}), MakeTensor<int64_t>({}, {sr}),
+                  MakeTensor<float>({}, {0}), MakeTensor<float>({}, {hi})});
   };
   EXPECT_EQ(run(0, 100).status.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(run(8000, NAN).status.code(), ErrorCode::INVALID_ARGUMENT);
   // An upper edge far above Nyquist puts filter points beyond the last bin: they are clipped, not written.
-  Result r = run(8000, 1e6f);
+  OpResult r = run(8000, 1e6f);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{9, 4}));
   for (float v : Values<float>(r.out())) EXPECT_TRUE(v >= 0 && v <= 1);
@@ -441,7 +379,7 @@ TEST(MiscSignalTest, DftMatchesNaiveSumForAnyLength) {
       x[k] = {data[2 * k], data[2 * k + 1]};
     }
     for (bool inverse : {false, true}) {
-      Result r = RunNode("DFT", 17, {Make<double>({1, n, 2}, data)}, {IntAttr("inverse", inverse ? 1 : 0)});
+      OpResult r = RunOp("DFT", 17, {MakeTensor<double>({1, n, 2}, data)}, {IntAttr("inverse", inverse ? 1 : 0)});
       ASSERT_TRUE(r.status.ok()) << r.status.ToString();
       const auto expected = NaiveDft(x, inverse);
       const double* y = r.out().data<double>();
@@ -454,26 +392,28 @@ TEST(MiscSignalTest, DftMatchesNaiveSumForAnyLength) {
 }
 
 TEST(MiscSignalTest, DftAndStftRejectBadShapes) {
-  const Tensor x = Make<float>({1, 4, 1}, {1, 2, 3, 4});
-  EXPECT_EQ(RunNode("DFT", 17, {x}, {IntAttr("axis", 2)}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("DFT", 17, {x}, {IntAttr("axis", 0)}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("DFT", 17, {Make<float>({1, 2, 3}, {1, 2, 3, 4, 5, 6})}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(RunNode("DFT", 17, {x, Make<int64_t>({}, {0})}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  const Tensor x = MakeTensor<float>({1, 4, 1}, {1, 2, 3, 4});
+  EXPECT_EQ(RunOp("DFT", 17, {x}, {IntAttr("axis", 2)}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("DFT", 17, {x}, {IntAttr("axis", 0)}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("DFT", 17, {MakeTensor<float>({1, 2, 3}, {1, 2, 3, 4, 5, 6})}).status.code(),
+            ErrorCode::INVALID_ARGUMENT);
+  EXPECT_EQ(RunOp("DFT", 17, {x, MakeTensor<int64_t>({}, {0})}).status.code(), ErrorCode::INVALID_ARGUMENT);
   // dft_length pads with zeros: DFT of [1,2,3,4,0,0,0,0] at bin 0 is 10.
-  Result p = RunNode("DFT", 17, {x, Make<int64_t>({}, {8})}, {IntAttr("onesided", 1)});
+  OpResult p = RunOp("DFT", 17, {x, MakeTensor<int64_t>({}, {8})}, {IntAttr("onesided", 1)});
   ASSERT_TRUE(p.status.ok()) << p.status.ToString();
   EXPECT_EQ(p.out().shape(), (Shape{1, 5, 2}));
   EXPECT_NEAR(p.out().data<float>()[0], 10.0f, 1e-5);
-  const Tensor s = Make<float>({1, 4, 1}, {1, 2, 3, 4});
-  EXPECT_EQ(RunNode("STFT", 17, {s, Make<int64_t>({}, {1}), Tensor(), Make<int64_t>({}, {8})}).status.code(),
+  const Tensor s = MakeTensor<float>({1, 4, 1}, {1, 2, 3, 4});
+  EXPECT_EQ(RunOp("STFT", 17, {s, MakeTensor<int64_t>({}, {1}), Tensor(), MakeTensor<int64_t>({}, {8})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);  // frame longer than the signal
-  EXPECT_EQ(RunNode("STFT", 17, {s, Make<int64_t>({}, {1}), Make<float>({2}, {1, 1}), Make<int64_t>({}, {3})})
-                .status.code(),
-            ErrorCode::INVALID_ARGUMENT);  // window and frame_length disagree
-  EXPECT_EQ(RunNode("STFT", 17, {s, Make<int64_t>({}, {0}), Make<float>({2}, {1, 1})}).status.code(),
+  EXPECT_EQ(
+      RunOp("STFT", 17, {s, MakeTensor<int64_t>({}, {1}), MakeTensor<float>({2}, {1, 1}), MakeTensor<int64_t>({}, {3})})
+          .status.code(),
+      ErrorCode::INVALID_ARGUMENT);  // window and frame_length disagree
+  EXPECT_EQ(RunOp("STFT", 17, {s, MakeTensor<int64_t>({}, {0}), MakeTensor<float>({2}, {1, 1})}).status.code(),
             ErrorCode::INVALID_ARGUMENT);  // frame_step 0
-  EXPECT_EQ(RunNode("STFT", 17, {s, Make<int64_t>({}, {1})}).status.code(), ErrorCode::INVALID_ARGUMENT);
-  Result r = RunNode("STFT", 17, {s, Make<int64_t>({}, {2}), Make<float>({2}, {1, 1})});
+  EXPECT_EQ(RunOp("STFT", 17, {s, MakeTensor<int64_t>({}, {1})}).status.code(), ErrorCode::INVALID_ARGUMENT);
+  OpResult r = RunOp("STFT", 17, {s, MakeTensor<int64_t>({}, {2}), MakeTensor<float>({2}, {1, 1})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().shape(), (Shape{1, 2, 2, 2}));
   ExpectNear(Values<float>(r.out()), {3, 0, -1, 0, 7, 0, -1, 0});

@@ -11,17 +11,12 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/kernel_test_util.h"
 
 namespace epctx {
 namespace {
 
-template <typename T>
-Tensor Make(const Shape& shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Allocate(DataTypeFor<T>(), shape).value();
-  EXPECT_EQ(static_cast<size_t>(t.NumElements()), values.size());
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
+using namespace ::epctx::testing;  // NOLINT
 
 Tensor Random(const Shape& shape, uint32_t seed) {
   Tensor t = Tensor::Allocate(DataType::kFloat, shape).value();
@@ -29,106 +24,6 @@ Tensor Random(const Shape& shape, uint32_t seed) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   for (int64_t i = 0; i < t.NumElements(); ++i) t.data<float>()[i] = dist(gen);
   return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
-}
-
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute FloatAttr(const std::string& name, float v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-
-// One node, its graph (inputs listed in `constant` become initializers) and its kernel.
-class OpRunner {
- public:
-  OpRunner(const std::string& op, int opset, const std::vector<Tensor>& inputs, const std::vector<Attribute>& attrs,
-           size_t num_outputs = 1, const std::vector<size_t>& constant = {}) {
-    node_.name = "n0";
-    node_.op_type = op;
-    node_.opset = opset;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      node_.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-    for (size_t i = 0; i < num_outputs; ++i) node_.outputs.push_back("out" + std::to_string(i));
-    for (const Attribute& a : attrs) node_.attributes[a.name] = a;
-    graph_.opsets[""] = opset;
-    for (size_t i : constant) graph_.initializers[node_.inputs[i]] = inputs[i];
-    KernelInfo info(node_, graph_, 2);
-    const KernelFactory* factory = CpuKernelRegistry().Find("", op, opset);
-    if (!factory) {
-      create_status_ = MakeStatus(ErrorCode::NOT_FOUND, "no kernel for ", op);
-      return;
-    }
-    auto kernel = (*factory)(info);
-    create_status_ = kernel.status();
-    if (kernel.ok()) kernel_ = std::move(kernel).value();
-  }
-
-  const Status& create_status() const { return create_status_; }
-
-  // Runs the kernel; outputs land in *outputs.
-  Status Run(const std::vector<Tensor>& inputs, std::vector<IValue>* outputs) const {
-    if (!kernel_) return create_status_;
-    std::vector<IValue> values;
-    for (const Tensor& t : inputs) values.push_back(t.defined() ? IValue(t) : IValue());
-    std::vector<const IValue*> ptrs;
-    for (size_t i = 0; i < values.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
-    KernelContext ctx(node_, ptrs, 2);
-    Status st = kernel_->Compute(ctx);
-    *outputs = ctx.outputs();
-    return st;
-  }
-
- private:
-  Node node_;
-  Graph graph_;
-  Status create_status_;
-  std::unique_ptr<OpKernel> kernel_;
-};
-
-struct Result {
-  Status status;
-  std::vector<IValue> outputs;
-  const Tensor& out(size_t i = 0) const { return outputs[i].tensor(); }
-};
-
-Result RunOp(const std::string& op, int opset, const std::vector<Tensor>& inputs,
-             const std::vector<Attribute>& attrs = {}, size_t num_outputs = 1,
-             const std::vector<size_t>& constant = {}) {
-  OpRunner runner(op, opset, inputs, attrs, num_outputs, constant);
-  Result r;
-  if (!runner.create_status().ok()) {
-    r.status = runner.create_status();
-    return r;
-  }
-  r.status = runner.Run(inputs, &r.outputs);
-  return r;
 }
 
 // Reference 2-D convolution (NCHW, group 1) in double.
@@ -167,11 +62,11 @@ TEST(NnConv, ConstantAndRuntimeWeightsAgreeWithReference) {
   std::vector<Attribute> attrs{IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2}),
                                IntsAttr("dilations", {1, 1})};
   std::vector<float> want = RefConv2d(x, w, &b, 2, 1, 1);
-  Result packed = RunOp("Conv", 11, {x, w, b}, attrs, 1, {1, 2});
+  OpResult packed = RunOp("Conv", 11, {x, w, b}, attrs, 1, {1, 2});
   ASSERT_TRUE(packed.status.ok()) << packed.status.ToString();
   EXPECT_EQ(packed.out().shape(), (Shape{2, 7, 5, 6}));
   ExpectNear(Values<float>(packed.out()), want);
-  Result runtime = RunOp("Conv", 11, {x, w, b}, attrs);
+  OpResult runtime = RunOp("Conv", 11, {x, w, b}, attrs);
   ASSERT_TRUE(runtime.status.ok()) << runtime.status.ToString();
   ExpectNear(Values<float>(runtime.out()), want);
 }
@@ -190,12 +85,12 @@ TEST(NnConv, DoubleAndFloat16MatchFloat) {
     wd.data<double>()[i] = w.data<float>()[i];
     wh.data<Float16>()[i] = Float16(w.data<float>()[i]);
   }
-  Result rd = RunOp("Conv", 11, {xd, wd}, attrs);
+  OpResult rd = RunOp("Conv", 11, {xd, wd}, attrs);
   ASSERT_TRUE(rd.status.ok()) << rd.status.ToString();
   std::vector<float> got;
   for (double v : Values<double>(rd.out())) got.push_back(static_cast<float>(v));
   ExpectNear(got, want);
-  Result rh = RunOp("Conv", 11, {xh, wh}, attrs, 1, {1});
+  OpResult rh = RunOp("Conv", 11, {xh, wh}, attrs, 1, {1});
   ASSERT_TRUE(rh.status.ok()) << rh.status.ToString();
   ASSERT_EQ(rh.out().dtype(), DataType::kFloat16);
   got.clear();
@@ -206,7 +101,7 @@ TEST(NnConv, DoubleAndFloat16MatchFloat) {
 TEST(NnConv, BadInputsGiveStatuses) {
   Tensor w = Random({4, 3, 3, 3}, 6);
   // Channel mismatch.
-  Result r = RunOp("Conv", 11, {Random({1, 2, 8, 8}, 7), w});
+  OpResult r = RunOp("Conv", 11, {Random({1, 2, 8, 8}, 7), w});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT) << r.status.ToString();
   EXPECT_NE(r.status.message().find("Conv"), std::string::npos);
   // Rank 2 input.
@@ -227,7 +122,7 @@ TEST(NnConv, BadInputsGiveStatuses) {
   r = RunOp("Conv", 11, {Random({1, 3, 8, 8}, 7), w}, {IntAttr("group", 0)});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
   // Mixed element types.
-  r = RunOp("Conv", 11, {Make<double>({1, 3, 3, 3}, std::vector<double>(27, 1.0)), w});
+  r = RunOp("Conv", 11, {MakeTensor<double>({1, 3, 3, 3}, std::vector<double>(27, 1.0)), w});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
@@ -267,10 +162,10 @@ TEST(NnConv, ConcurrentComputeWithSeveralShapes) {
 
 TEST(NnConvTranspose, OutputPaddingAndGroups) {
   // x [1, 2, 2, 2], w [2, 1, 2, 2] with group 2: each channel deconvolved by its own kernel.
-  Tensor x = Make<float>({1, 2, 2, 2}, {1, 2, 3, 4, 1, 1, 1, 1});
-  Tensor w = Make<float>({2, 1, 2, 2}, {1, 1, 1, 1, 1, 0, 0, 2});
-  Result r = RunOp("ConvTranspose", 11, {x, w},
-                   {IntAttr("group", 2), IntsAttr("strides", {2, 2}), IntsAttr("output_padding", {1, 1})}, 1, {1});
+  Tensor x = MakeTensor<float>({1, 2, 2, 2}, {1, 2, 3, 4, 1, 1, 1, 1});
+  Tensor w = MakeTensor<float>({2, 1, 2, 2}, {1, 1, 1, 1, 1, 0, 0, 2});
+  OpResult r = RunOp("ConvTranspose", 11, {x, w},
+                     {IntAttr("group", 2), IntsAttr("strides", {2, 2}), IntsAttr("output_padding", {1, 1})}, 1, {1});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().shape(), (Shape{1, 2, 5, 5}));
   std::vector<float> y = Values<float>(r.out());
@@ -293,7 +188,7 @@ TEST(NnConvTranspose, OutputPaddingAndGroups) {
 
 TEST(NnMatMul, BatchBroadcastingBothSides) {
   Tensor a = Random({2, 1, 3, 4}, 11), b = Random({3, 4, 5}, 12);
-  Result r = RunOp("MatMul", 13, {a, b});
+  OpResult r = RunOp("MatMul", 13, {a, b});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().shape(), (Shape{2, 3, 3, 5}));
   const float* y = r.out().data<float>();
@@ -308,13 +203,13 @@ TEST(NnMatMul, BatchBroadcastingBothSides) {
 }
 
 TEST(NnMatMul, VectorOperandsAndConstantWeights) {
-  Tensor a = Make<float>({3}, {1, 2, 3});
-  Tensor b = Make<float>({3, 2}, {1, 2, 3, 4, 5, 6});
-  Result r = RunOp("MatMul", 13, {a, b}, {}, 1, {1});
+  Tensor a = MakeTensor<float>({3}, {1, 2, 3});
+  Tensor b = MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  OpResult r = RunOp("MatMul", 13, {a, b}, {}, 1, {1});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{2}));
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{22, 28}));
-  r = RunOp("MatMul", 13, {a, Make<float>({3}, {1, 1, 1})});
+  r = RunOp("MatMul", 13, {a, MakeTensor<float>({3}, {1, 1, 1})});
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.out().shape(), Shape{});
   EXPECT_EQ(r.out().data<float>()[0], 6.f);
@@ -328,37 +223,37 @@ TEST(NnMatMul, VectorOperandsAndConstantWeights) {
 }
 
 TEST(NnMatMul, IntegerTypesAndErrors) {
-  Result r = RunOp("MatMul", 13, {Make<int64_t>({2, 2}, {1, 2, 3, 4}), Make<int64_t>({2, 1}, {10, 100})});
+  OpResult r = RunOp("MatMul", 13, {MakeTensor<int64_t>({2, 2}, {1, 2, 3, 4}), MakeTensor<int64_t>({2, 1}, {10, 100})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<int64_t>(r.out()), (std::vector<int64_t>{210, 430}));
   r = RunOp("MatMul", 13, {Random({2, 3}, 1), Random({4, 2}, 2)});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   r = RunOp("MatMul", 13, {Random({2, 2, 3}, 1), Random({3, 3, 2}, 2)});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("MatMul", 13, {Make<bool>({1, 1}, {true}), Make<bool>({1, 1}, {true})});
+  r = RunOp("MatMul", 13, {MakeTensor<bool>({1, 1}, {true}), MakeTensor<bool>({1, 1}, {true})});
   EXPECT_EQ(r.status.code(), ErrorCode::NOT_IMPLEMENTED);
 }
 
 TEST(NnGemm, ColumnBiasAlphaBetaTranspose) {
   // A^T with A stored [K=2, M=3]; C is [M, 1].
-  Tensor a = Make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
-  Tensor b = Make<float>({2, 2}, {1, 0, 0, 1});
-  Tensor c = Make<float>({3, 1}, {1, 2, 3});
+  Tensor a = MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = MakeTensor<float>({2, 2}, {1, 0, 0, 1});
+  Tensor c = MakeTensor<float>({3, 1}, {1, 2, 3});
   std::vector<Attribute> attrs{IntAttr("transA", 1), FloatAttr("alpha", 2.f), FloatAttr("beta", 10.f)};
   for (bool constant : {false, true}) {
-    Result r = RunOp("Gemm", 13, {a, b, c}, attrs, 1, constant ? std::vector<size_t>{1} : std::vector<size_t>{});
+    OpResult r = RunOp("Gemm", 13, {a, b, c}, attrs, 1, constant ? std::vector<size_t>{1} : std::vector<size_t>{});
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     ASSERT_EQ(r.out().shape(), (Shape{3, 2}));
     EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{12, 18, 24, 30, 36, 42}));
   }
   // The same in double through the plain path.
-  Tensor ad = Make<double>({2, 3}, {1, 2, 3, 4, 5, 6}), bd = Make<double>({2, 2}, {1, 0, 0, 1}),
-         cd = Make<double>({3, 1}, {1, 2, 3});
-  Result r = RunOp("Gemm", 13, {ad, bd, cd}, attrs);
+  Tensor ad = MakeTensor<double>({2, 3}, {1, 2, 3, 4, 5, 6}), bd = MakeTensor<double>({2, 2}, {1, 0, 0, 1}),
+         cd = MakeTensor<double>({3, 1}, {1, 2, 3});
+  OpResult r = RunOp("Gemm", 13, {ad, bd, cd}, attrs);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Values<double>(r.out()), (std::vector<double>{12, 18, 24, 30, 36, 42}));
   // C that does not broadcast to [M, N].
-  r = RunOp("Gemm", 13, {a, b, Make<float>({2, 2}, {1, 2, 3, 4})}, attrs);
+  r = RunOp("Gemm", 13, {a, b, MakeTensor<float>({2, 2}, {1, 2, 3, 4})}, attrs);
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   // C is optional from opset 11 only.
   r = RunOp("Gemm", 13, {Random({2, 2}, 1), Random({2, 2}, 2)});
@@ -370,8 +265,8 @@ TEST(NnGemm, ColumnBiasAlphaBetaTranspose) {
 // ------------------------------------------------------------------------------------------------------------------
 
 TEST(NnPool, MaxPoolInt8WithColumnMajorIndices) {
-  Tensor x = Make<int8_t>({1, 1, 2, 3}, {-5, 7, 1, 9, -128, 3});
-  Result r = RunOp("MaxPool", 12, {x}, {IntsAttr("kernel_shape", {2, 2}), IntAttr("storage_order", 1)}, 2);
+  Tensor x = MakeTensor<int8_t>({1, 1, 2, 3}, {-5, 7, 1, 9, -128, 3});
+  OpResult r = RunOp("MaxPool", 12, {x}, {IntsAttr("kernel_shape", {2, 2}), IntAttr("storage_order", 1)}, 2);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().shape(), (Shape{1, 1, 1, 2}));
   EXPECT_EQ(Values<int8_t>(r.out()), (std::vector<int8_t>{9, 7}));
@@ -380,10 +275,10 @@ TEST(NnPool, MaxPoolInt8WithColumnMajorIndices) {
 }
 
 TEST(NnPool, AveragePoolCeilModeDivisors) {
-  Tensor x = Make<float>({1, 1, 1, 5}, {1, 2, 3, 4, 5});
+  Tensor x = MakeTensor<float>({1, 1, 1, 5}, {1, 2, 3, 4, 5});
   // Windows of 2 with stride 2 and ceil_mode: the last window holds only x[4].
-  Result r = RunOp("AveragePool", 11, {x}, {IntsAttr("kernel_shape", {1, 2}), IntsAttr("strides", {1, 2}),
-                                            IntAttr("ceil_mode", 1)});
+  OpResult r = RunOp("AveragePool", 11, {x},
+                     {IntsAttr("kernel_shape", {1, 2}), IntsAttr("strides", {1, 2}), IntAttr("ceil_mode", 1)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1.5f, 3.5f, 5.f}));
   // count_include_pad with a right pad of 1: the last window covers x[4] and one pad cell.
@@ -394,34 +289,34 @@ TEST(NnPool, AveragePoolCeilModeDivisors) {
 }
 
 TEST(NnPool, LpPoolAndGlobalPools) {
-  Tensor x = Make<float>({1, 1, 2, 2}, {3, -4, 0, 0});
-  Result r = RunOp("LpPool", 11, {x}, {IntsAttr("kernel_shape", {2, 2})});
+  Tensor x = MakeTensor<float>({1, 1, 2, 2}, {3, -4, 0, 0});
+  OpResult r = RunOp("LpPool", 11, {x}, {IntsAttr("kernel_shape", {2, 2})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_FLOAT_EQ(r.out().data<float>()[0], 5.f);
   r = RunOp("GlobalLpPool", 2, {x}, {IntAttr("p", 1)});
   ASSERT_TRUE(r.status.ok());
   EXPECT_FLOAT_EQ(r.out().data<float>()[0], 7.f);
-  r = RunOp("GlobalMaxPool", 1, {Make<double>({1, 2, 3}, {1, 5, 2, -1, -3, -2})});
+  r = RunOp("GlobalMaxPool", 1, {MakeTensor<double>({1, 2, 3}, {1, 5, 2, -1, -3, -2})});
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.out().shape(), (Shape{1, 2, 1}));
   EXPECT_EQ(Values<double>(r.out()), (std::vector<double>{5, -1}));
   // Missing kernel_shape is a graph error; rank-2 input a run error.
   r = RunOp("MaxPool", 12, {x});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
-  r = RunOp("AveragePool", 11, {Make<float>({2, 2}, {1, 2, 3, 4})}, {IntsAttr("kernel_shape", {1})});
+  r = RunOp("AveragePool", 11, {MakeTensor<float>({2, 2}, {1, 2, 3, 4})}, {IntsAttr("kernel_shape", {1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(NnPool, MaxUnpoolRejectsOutOfRangeIndices) {
-  Tensor x = Make<float>({1, 1, 1, 1}, {5});
-  Result r = RunOp("MaxUnpool", 11, {x, Make<int64_t>({1, 1, 1, 1}, {3})},
-                   {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
+  Tensor x = MakeTensor<float>({1, 1, 1, 1}, {5});
+  OpResult r = RunOp("MaxUnpool", 11, {x, MakeTensor<int64_t>({1, 1, 1, 1}, {3})},
+                     {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{0, 0, 0, 5}));
-  r = RunOp("MaxUnpool", 11, {x, Make<int64_t>({1, 1, 1, 1}, {4})},
+  r = RunOp("MaxUnpool", 11, {x, MakeTensor<int64_t>({1, 1, 1, 1}, {4})},
             {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("MaxUnpool", 11, {x, Make<int64_t>({1, 1, 1, 1}, {-1})},
+  r = RunOp("MaxUnpool", 11, {x, MakeTensor<int64_t>({1, 1, 1, 1}, {-1})},
             {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
@@ -429,56 +324,57 @@ TEST(NnPool, MaxUnpoolRejectsOutOfRangeIndices) {
 // ------------------------------------------------------------------------------------------------------------------
 
 TEST(NnQuant, QuantizeRoundsHalfToEvenAndSaturates) {
-  Tensor x = Make<float>({7}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 300.f, -300.f});
-  Result r = RunOp("QuantizeLinear", 13, {x, Make<float>({}, {1.f}), Make<uint8_t>({}, {0})});
+  Tensor x = MakeTensor<float>({7}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 300.f, -300.f});
+  OpResult r = RunOp("QuantizeLinear", 13, {x, MakeTensor<float>({}, {1.f}), MakeTensor<uint8_t>({}, {0})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{0, 2, 2, 0, 0, 255, 0}));
-  r = RunOp("QuantizeLinear", 13, {x, Make<float>({}, {1.f}), Make<int8_t>({}, {1})});
+  r = RunOp("QuantizeLinear", 13, {x, MakeTensor<float>({}, {1.f}), MakeTensor<int8_t>({}, {1})});
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(Values<int8_t>(r.out()), (std::vector<int8_t>{1, 3, 3, 1, -1, 127, -128}));
   // Without a zero point the output is uint8.
-  r = RunOp("QuantizeLinear", 10, {Make<float>({2}, {2.f, 3.f}), Make<float>({}, {2.f})});
+  r = RunOp("QuantizeLinear", 10, {MakeTensor<float>({2}, {2.f, 3.f}), MakeTensor<float>({}, {2.f})});
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.out().dtype(), DataType::kUint8);
   EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{1, 2}));
 }
 
 TEST(NnQuant, PerAxisAndErrors) {
-  Tensor x = Make<int8_t>({2, 2}, {1, 2, 3, 4});
-  Result r = RunOp("DequantizeLinear", 13, {x, Make<float>({2}, {1.f, 10.f}), Make<int8_t>({2}, {0, 1})},
-                   {IntAttr("axis", -1)});
+  Tensor x = MakeTensor<int8_t>({2, 2}, {1, 2, 3, 4});
+  OpResult r = RunOp("DequantizeLinear", 13, {x, MakeTensor<float>({2}, {1.f, 10.f}), MakeTensor<int8_t>({2}, {0, 1})},
+                     {IntAttr("axis", -1)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{1, 10, 3, 30}));
   // Per-axis scale of the wrong length.
-  r = RunOp("DequantizeLinear", 13, {x, Make<float>({3}, {1, 2, 3}), Make<int8_t>({3}, {0, 0, 0})});
+  r = RunOp("DequantizeLinear", 13, {x, MakeTensor<float>({3}, {1, 2, 3}), MakeTensor<int8_t>({3}, {0, 0, 0})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   // Per-axis before opset 13.
-  r = RunOp("DequantizeLinear", 10, {x, Make<float>({2}, {1, 2}), Make<int8_t>({2}, {0, 0})});
+  r = RunOp("DequantizeLinear", 10, {x, MakeTensor<float>({2}, {1, 2}), MakeTensor<int8_t>({2}, {0, 0})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   // Zero point type must match x.
-  r = RunOp("DequantizeLinear", 13, {x, Make<float>({}, {1}), Make<uint8_t>({}, {0})});
+  r = RunOp("DequantizeLinear", 13, {x, MakeTensor<float>({}, {1}), MakeTensor<uint8_t>({}, {0})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(NnQuant, MatMulIntegerPerRowZeroPoints) {
-  Tensor a = Make<uint8_t>({2, 2}, {10, 11, 20, 22});
-  Tensor b = Make<int8_t>({2, 1}, {1, -1});
-  Result r = RunOp("MatMulInteger", 10, {a, b, Make<uint8_t>({2}, {10, 20})});
+  Tensor a = MakeTensor<uint8_t>({2, 2}, {10, 11, 20, 22});
+  Tensor b = MakeTensor<int8_t>({2, 1}, {1, -1});
+  OpResult r = RunOp("MatMulInteger", 10, {a, b, MakeTensor<uint8_t>({2}, {10, 20})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().dtype(), DataType::kInt32);
   EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{-1, -2}));
   // Zero point of the wrong length.
-  r = RunOp("MatMulInteger", 10, {a, b, Make<uint8_t>({3}, {1, 2, 3})});
+  r = RunOp("MatMulInteger", 10, {a, b, MakeTensor<uint8_t>({3}, {1, 2, 3})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(NnQuant, QLinearConvPerChannelRequantization) {
   // 1x1 convolution of a 1x1x1x2 input with two output channels of different scales.
-  Tensor x = Make<uint8_t>({1, 1, 1, 2}, {130, 120});
-  Tensor w = Make<int8_t>({2, 1, 1, 1}, {3, -2});
-  Result r = RunOp("QLinearConv", 10,
-                   {x, Make<float>({}, {0.5f}), Make<uint8_t>({}, {128}), w, Make<float>({2}, {1.f, 0.25f}),
-                    Make<int8_t>({2}, {0, 0}), Make<float>({}, {1.f}), Make<uint8_t>({}, {100})});
+  Tensor x = MakeTensor<uint8_t>({1, 1, 1, 2}, {130, 120});
+  Tensor w = MakeTensor<int8_t>({2, 1, 1, 1}, {3, -2});
+  OpResult r =
+      RunOp("QLinearConv", 10,
+            {x, MakeTensor<float>({}, {0.5f}), MakeTensor<uint8_t>({}, {128}), w, MakeTensor<float>({2}, {1.f, 0.25f}),
+             MakeTensor<int8_t>({2}, {0, 0}), MakeTensor<float>({}, {1.f}), MakeTensor<uint8_t>({}, {100})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   // ch0: (2*3, -8*3) * 0.5 = 3, -12 -> 103, 88. ch1: (2*-2, -8*-2) * 0.125 = -0.5, 2 -> 100 (ties to even), 102.
   EXPECT_EQ(Values<uint8_t>(r.out()), (std::vector<uint8_t>{103, 88, 100, 102}));

@@ -1,114 +1,19 @@
 // Unit tests of the recurrent, text, random and training kernels: behaviours the ONNX backend suite does not cover
 // (reverse/bidirectional with sequence_lens, layout 1, peepholes, linear_before_reset, UTF-8 case changes, IDF
 // weights, seeded generators, optimizer state) and the error statuses for bad attributes and inputs.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/kernel_test_util.h"
 
 namespace epctx {
 namespace {
 
-template <typename T>
-IValue MakeTensor(const Shape& shape, const std::vector<T>& values) {
-  auto t = Tensor::Allocate(DataTypeFor<T>(), shape);
-  EXPECT_TRUE(t.ok());
-  Tensor tensor = std::move(t).value();
-  EXPECT_EQ(tensor.NumElements(), static_cast<int64_t>(values.size()));
-  for (size_t i = 0; i < values.size(); ++i) tensor.data<T>()[i] = values[i];
-  return IValue(tensor);
-}
-
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute FloatAttr(const std::string& name, float v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-Attribute StringsAttr(const std::string& name, const std::vector<std::string>& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kStrings;
-  a.strings = v;
-  return a;
-}
-Attribute IntsAttr(const std::string& name, const std::vector<int64_t>& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInts;
-  a.ints = v;
-  return a;
-}
-Attribute FloatsAttr(const std::string& name, const std::vector<float>& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kFloats;
-  a.floats = v;
-  return a;
-}
-
-// inputs: an IValue per input slot; a none IValue marks an absent optional input.
-Node MakeNode(const std::string& op, int opset, size_t num_inputs, size_t num_outputs,
-              const std::vector<Attribute>& attrs, const std::string& domain = "",
-              const std::vector<bool>& present = {}) {
-  Node n;
-  n.name = "n";
-  n.op_type = op;
-  n.domain = domain;
-  n.opset = opset;
-  for (size_t i = 0; i < num_inputs; ++i)
-    n.inputs.push_back(present.empty() || present[i] ? "in" + std::to_string(i) : "");
-  for (size_t i = 0; i < num_outputs; ++i) n.outputs.push_back("out" + std::to_string(i));
-  for (const Attribute& a : attrs) n.attributes[a.name] = a;
-  return n;
-}
-
-StatusOr<std::unique_ptr<OpKernel>> Create(const Node& node) {
-  Graph graph;
-  KernelInfo info(node, graph, 2);
-  const KernelFactory* f = CpuKernelRegistry().Find(node.domain, node.op_type, node.opset);
-  if (!f) return Status(ErrorCode::NOT_IMPLEMENTED, "no kernel for " + node.op_type);
-  return (*f)(info);
-}
-
-StatusOr<std::vector<IValue>> RunNode(const Node& node, const std::vector<IValue>& inputs) {
-  ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, Create(node));
-  std::vector<const IValue*> ptrs;
-  for (const IValue& v : inputs) ptrs.push_back(v.is_none() ? nullptr : &v);
-  KernelContext ctx(node, ptrs, 2);
-  RETURN_IF_ERROR(kernel->Compute(ctx));
-  return ctx.outputs();
-}
-
-std::vector<bool> Present(const std::vector<IValue>& inputs) {
-  std::vector<bool> p;
-  for (const IValue& v : inputs) p.push_back(!v.is_none());
-  return p;
-}
-
-template <typename T>
-std::vector<T> Values(const IValue& v) {
-  const Tensor& t = v.tensor();
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
-}
+using namespace ::epctx::testing;  // NOLINT
 
 float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
@@ -242,17 +147,21 @@ TEST(RecurrentKernels, BadInputsReturnInvalidArgument) {
 }
 
 TEST(RecurrentKernels, BadAttributesReturnInvalidGraph) {
-  EXPECT_EQ(Create(MakeNode("GRU", 14, 3, 2, {})).status().code(), ErrorCode::INVALID_GRAPH);  // no hidden_size
-  EXPECT_EQ(Create(MakeNode("GRU", 14, 3, 2, {IntAttr("hidden_size", 2), StringAttr("direction", "sideways")}))
-                .status().code(),
+  EXPECT_EQ(CreateKernel(MakeNode("GRU", 14, 3, 2, {})).status().code(), ErrorCode::INVALID_GRAPH);  // no hidden_size
+  EXPECT_EQ(CreateKernel(MakeNode("GRU", 14, 3, 2, {IntAttr("hidden_size", 2), StringAttr("direction", "sideways")}))
+                .status()
+                .code(),
             ErrorCode::INVALID_GRAPH);
-  EXPECT_EQ(Create(MakeNode("LSTM", 14, 3, 2, {IntAttr("hidden_size", 2), StringsAttr("activations", {"Gelu", "Tanh", "Tanh"})}))
-                .status().code(),
+  EXPECT_EQ(CreateKernel(MakeNode("LSTM", 14, 3, 2,
+                                  {IntAttr("hidden_size", 2), StringsAttr("activations", {"Gelu", "Tanh", "Tanh"})}))
+                .status()
+                .code(),
             ErrorCode::INVALID_GRAPH);
-  EXPECT_EQ(Create(MakeNode("LSTM", 14, 3, 2,
-                            {IntAttr("hidden_size", 2), StringAttr("direction", "bidirectional"),
-                             StringsAttr("activations", {"Sigmoid", "Tanh", "Tanh", "Sigmoid"})}))
-                .status().code(),
+  EXPECT_EQ(CreateKernel(MakeNode("LSTM", 14, 3, 2,
+                                  {IntAttr("hidden_size", 2), StringAttr("direction", "bidirectional"),
+                                   StringsAttr("activations", {"Sigmoid", "Tanh", "Tanh", "Sigmoid"})}))
+                .status()
+                .code(),
             ErrorCode::INVALID_GRAPH);
 }
 
@@ -280,8 +189,9 @@ TEST(TextKernels, StringNormalizerErrors) {
   auto out = RunNode(MakeNode("StringNormalizer", 10, 1, 1, {}), {MakeTensor<std::string>({2, 2}, {"a", "b", "c", "d"})});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Create(MakeNode("StringNormalizer", 10, 1, 1, {StringAttr("case_change_action", "TITLE")})).status().code(),
-            ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(
+      CreateKernel(MakeNode("StringNormalizer", 10, 1, 1, {StringAttr("case_change_action", "TITLE")})).status().code(),
+      ErrorCode::INVALID_GRAPH);
 }
 
 TEST(TextKernels, TfIdfStringPoolIdfAndTfIdf) {
@@ -311,7 +221,7 @@ TEST(TextKernels, TfIdfInconsistentPoolIsInvalidGraph) {
                                   IntAttr("max_skip_count", 0), StringAttr("mode", "TF"),
                                   IntsAttr("ngram_counts", {0, 2}), IntsAttr("ngram_indexes", {0, 1}),
                                   IntsAttr("pool_int64s", {1, 2, 3})};  // bigram section of 1 item
-  EXPECT_EQ(Create(MakeNode("TfIdfVectorizer", 9, 1, 1, attrs)).status().code(), ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(CreateKernel(MakeNode("TfIdfVectorizer", 9, 1, 1, attrs)).status().code(), ErrorCode::INVALID_GRAPH);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -344,7 +254,7 @@ TEST(RandomKernels, LikeVariantsAndErrors) {
   auto bad = RunNode(MakeNode("RandomUniformLike", 1, 1, 1, {}), {MakeTensor<int64_t>({2}, {1, 2})});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_ARGUMENT);
-  EXPECT_EQ(Create(MakeNode("RandomNormal", 1, 0, 1, {})).status().code(), ErrorCode::INVALID_GRAPH);  // no shape
+  EXPECT_EQ(CreateKernel(MakeNode("RandomNormal", 1, 0, 1, {})).status().code(), ErrorCode::INVALID_GRAPH);  // no shape
 }
 
 TEST(RandomKernels, BernoulliAndMultinomialExtremes) {
@@ -389,10 +299,10 @@ TEST(TrainingKernels, AdamBiasCorrectionAfterFirstStep) {
 TEST(TrainingKernels, ErrorsForBadNodesAndInputs) {
   const char* kDomain = "ai.onnx.preview.training";
   // Momentum has no defaults for alpha/beta/norm_coefficient/mode.
-  EXPECT_EQ(Create(MakeNode("Momentum", 1, 5, 2, {FloatAttr("alpha", 0.9f)}, kDomain)).status().code(),
+  EXPECT_EQ(CreateKernel(MakeNode("Momentum", 1, 5, 2, {FloatAttr("alpha", 0.9f)}, kDomain)).status().code(),
             ErrorCode::INVALID_GRAPH);
   // Adagrad needs inputs in groups of three after R and T.
-  EXPECT_EQ(Create(MakeNode("Adagrad", 1, 6, 2, {}, kDomain)).status().code(), ErrorCode::INVALID_GRAPH);
+  EXPECT_EQ(CreateKernel(MakeNode("Adagrad", 1, 6, 2, {}, kDomain)).status().code(), ErrorCode::INVALID_GRAPH);
   // Gradient shape differs from X.
   auto out = RunNode(MakeNode("Adagrad", 1, 5, 2, {}, kDomain),
                  {MakeTensor<float>({}, {0.1f}), MakeTensor<int64_t>({}, {0}), MakeTensor<float>({2}, {1, 2}),

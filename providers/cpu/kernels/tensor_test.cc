@@ -8,96 +8,25 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/kernel_test_util.h"
 
 namespace epctx {
 namespace {
 
-template <typename T>
-Tensor Make(const Shape& shape, const std::vector<T>& values) {
-  Tensor t = Tensor::Allocate(DataTypeFor<T>(), shape).value();
-  EXPECT_EQ(static_cast<size_t>(t.NumElements()), values.size());
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.NumElements());
-}
-
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-
-struct RunResult {
-  Status status;
-  std::vector<IValue> outputs;
-  const Tensor& out(size_t i = 0) const { return outputs[i].tensor(); }
-};
-
-// Creates the op's kernel for one node and runs it. Absent optional inputs are passed as std::nullopt-like
-// undefined Tensors (dtype kUndefined).
-RunResult RunOp(const std::string& op, int opset, const std::vector<Tensor>& inputs,
-              const std::vector<Attribute>& attrs = {}, size_t num_outputs = 1) {
-  Node node;
-  node.name = "n0";
-  node.op_type = op;
-  node.opset = opset;
-  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-  for (size_t i = 0; i < num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  for (const Attribute& a : attrs) node.attributes[a.name] = a;
-  Graph graph;
-  graph.opsets[""] = opset;
-  KernelInfo info(node, graph, 2);
-  RunResult result;
-  const KernelFactory* factory = CpuKernelRegistry().Find("", op, opset);
-  if (!factory) {
-    result.status = MakeStatus(ErrorCode::NOT_FOUND, "no kernel for ", op);
-    return result;
-  }
-  auto kernel = (*factory)(info);
-  if (!kernel.ok()) {
-    result.status = kernel.status();
-    return result;
-  }
-  std::vector<IValue> values(inputs.begin(), inputs.end());
-  std::vector<const IValue*> ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
-  KernelContext ctx(node, ptrs, 2);
-  result.status = (*kernel)->Compute(ctx);
-  result.outputs = ctx.outputs();
-  return result;
-}
+using namespace ::epctx::testing;  // NOLINT
 
 TEST(TensorKernels, GatherRejectsOutOfRangeIndex) {
-  RunResult r = RunOp("Gather", 13, {Make<float>({3, 2}, {1, 2, 3, 4, 5, 6}), Make<int64_t>({2}, {0, 3})});
+  OpResult r = RunOp("Gather", 13, {MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6}), MakeTensor<int64_t>({2}, {0, 3})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   EXPECT_NE(r.status.message().find("n0"), std::string::npos) << r.status.message();
   EXPECT_NE(r.status.message().find("3"), std::string::npos) << r.status.message();
-  r = RunOp("Gather", 13, {Make<float>({3, 2}, {1, 2, 3, 4, 5, 6}), Make<int64_t>({1}, {-4})});
+  r = RunOp("Gather", 13, {MakeTensor<float>({3, 2}, {1, 2, 3, 4, 5, 6}), MakeTensor<int64_t>({1}, {-4})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(TensorKernels, GatherInt32NegativeIndicesOnStrings) {
-  RunResult r = RunOp("Gather", 13, {Make<std::string>({3}, {"a", "bb", "ccc"}), Make<int32_t>({2, 2}, {-1, 0, 1, -3})});
+  OpResult r = RunOp("Gather", 13,
+                     {MakeTensor<std::string>({3}, {"a", "bb", "ccc"}), MakeTensor<int32_t>({2, 2}, {-1, 0, 1, -3})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{2, 2}));
   EXPECT_EQ(Values<std::string>(r.out()), (std::vector<std::string>{"ccc", "a", "bb", "a"}));
@@ -105,32 +34,37 @@ TEST(TensorKernels, GatherInt32NegativeIndicesOnStrings) {
 
 TEST(TensorKernels, GatherNDBatchDims) {
   // data [2,2,2], indices [2,1,1] with batch_dims=1 -> output [2,1,2].
-  RunResult r = RunOp("GatherND", 13,
-                    {Make<int32_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), Make<int64_t>({2, 1, 1}, {1, 0})},
-                    {IntAttr("batch_dims", 1)});
+  OpResult r = RunOp("GatherND", 13,
+                     {MakeTensor<int32_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), MakeTensor<int64_t>({2, 1, 1}, {1, 0})},
+                     {IntAttr("batch_dims", 1)});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{2, 1, 2}));
   EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{2, 3, 4, 5}));
-  r = RunOp("GatherND", 13, {Make<int32_t>({2, 2}, {0, 1, 2, 3}), Make<int64_t>({1, 2}, {1, 2})});
+  r = RunOp("GatherND", 13, {MakeTensor<int32_t>({2, 2}, {0, 1, 2, 3}), MakeTensor<int64_t>({1, 2}, {1, 2})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(TensorKernels, ScatterNDRejectsOutOfRangeAndAddsFloat16) {
   std::vector<Float16> data = {Float16(1.f), Float16(2.f), Float16(3.f)};
-  RunResult r = RunOp("ScatterND", 16,
-                    {Make<Float16>({3}, data), Make<int64_t>({2, 1}, {2, 2}), Make<Float16>({2}, {Float16(0.5f), Float16(0.25f)})},
-                    {StringAttr("reduction", "add")});
+  OpResult r = RunOp("ScatterND", 16,
+                     {MakeTensor<Float16>({3}, data), MakeTensor<int64_t>({2, 1}, {2, 2}),
+                      MakeTensor<Float16>({2}, {Float16(0.5f), Float16(0.25f)})},
+                     {StringAttr("reduction", "add")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_FLOAT_EQ(float(r.out().data<Float16>()[2]), 3.75f);
   EXPECT_FLOAT_EQ(float(r.out().data<Float16>()[0]), 1.f);
-  r = RunOp("ScatterND", 16, {Make<Float16>({3}, data), Make<int64_t>({1, 1}, {3}), Make<Float16>({1}, {Float16(0.f)})});
+  r = RunOp(
+      "ScatterND", 16,
+      {MakeTensor<Float16>({3}, data), MakeTensor<int64_t>({1, 1}, {3}), MakeTensor<Float16>({1}, {Float16(0.f)})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("ScatterElements", 16, {Make<float>({2}, {1, 2}), Make<int64_t>({1}, {-3}), Make<float>({1}, {9})});
+  r = RunOp("ScatterElements", 16,
+            {MakeTensor<float>({2}, {1, 2}), MakeTensor<int64_t>({1}, {-3}), MakeTensor<float>({1}, {9})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   // Reductions need arithmetic: strings are refused, not mangled.
-  r = RunOp("ScatterElements", 16, {Make<std::string>({2}, {"a", "b"}), Make<int64_t>({1}, {0}),
-                                 Make<std::string>({1}, {"c"})},
-          {StringAttr("reduction", "mul")});
+  r = RunOp(
+      "ScatterElements", 16,
+      {MakeTensor<std::string>({2}, {"a", "b"}), MakeTensor<int64_t>({1}, {0}), MakeTensor<std::string>({1}, {"c"})},
+      {StringAttr("reduction", "mul")});
   EXPECT_EQ(r.status.code(), ErrorCode::NOT_IMPLEMENTED);
 }
 
@@ -139,7 +73,7 @@ TEST(TensorKernels, TransposeFastPathsMatchNaive) {
   const int64_t N = 2, C = 19, H = 5, W = 7;
   std::vector<float> x(N * C * H * W);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
-  RunResult r = RunOp("Transpose", 13, {Make<float>({N, C, H, W}, x)}, {IntsAttr("perm", {0, 2, 3, 1})});
+  OpResult r = RunOp("Transpose", 13, {MakeTensor<float>({N, C, H, W}, x)}, {IntsAttr("perm", {0, 2, 3, 1})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().shape(), (Shape{N, H, W, C}));
   const float* y = r.out().data<float>();
@@ -148,102 +82,110 @@ TEST(TensorKernels, TransposeFastPathsMatchNaive) {
       for (int64_t h = 0; h < H; ++h)
         for (int64_t w = 0; w < W; ++w)
           ASSERT_EQ(y[((n * H + h) * W + w) * C + c], x[((n * C + c) * H + h) * W + w]);
-  RunResult back = RunOp("Transpose", 13, {r.out()}, {IntsAttr("perm", {0, 3, 1, 2})});
+  OpResult back = RunOp("Transpose", 13, {r.out()}, {IntsAttr("perm", {0, 3, 1, 2})});
   ASSERT_TRUE(back.status.ok());
   EXPECT_EQ(Values<float>(back.out()), x);
   // Default perm reverses the dims.
-  RunResult t2 = RunOp("Transpose", 13, {Make<std::string>({2, 3}, {"a", "b", "c", "d", "e", "f"})});
+  OpResult t2 = RunOp("Transpose", 13, {MakeTensor<std::string>({2, 3}, {"a", "b", "c", "d", "e", "f"})});
   ASSERT_TRUE(t2.status.ok());
   EXPECT_EQ(Values<std::string>(t2.out()), (std::vector<std::string>{"a", "d", "b", "e", "c", "f"}));
-  RunResult bad = RunOp("Transpose", 13, {Make<float>({2, 2}, {1, 2, 3, 4})}, {IntsAttr("perm", {0, 0})});
+  OpResult bad = RunOp("Transpose", 13, {MakeTensor<float>({2, 2}, {1, 2, 3, 4})}, {IntsAttr("perm", {0, 0})});
   EXPECT_EQ(bad.status.code(), ErrorCode::INVALID_GRAPH);
 }
 
 TEST(TensorKernels, ReshapeAliasesAndValidates) {
-  Tensor x = Make<float>({2, 3, 4}, std::vector<float>(24, 1.f));
-  RunResult r = RunOp("Reshape", 14, {x, Make<int64_t>({3}, {0, -1, 2})});
+  Tensor x = MakeTensor<float>({2, 3, 4}, std::vector<float>(24, 1.f));
+  OpResult r = RunOp("Reshape", 14, {x, MakeTensor<int64_t>({3}, {0, -1, 2})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{2, 6, 2}));
   EXPECT_EQ(r.out().raw_data(), x.raw_data());  // no copy
-  r = RunOp("Reshape", 14, {x, Make<int64_t>({2}, {5, -1})});
+  r = RunOp("Reshape", 14, {x, MakeTensor<int64_t>({2}, {5, -1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("Reshape", 14, {x, Make<int64_t>({2}, {-1, -1})});
+  r = RunOp("Reshape", 14, {x, MakeTensor<int64_t>({2}, {-1, -1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   // allowzero: 0 is a real zero, so [0, 4] cannot hold 24 elements.
-  r = RunOp("Reshape", 14, {x, Make<int64_t>({2}, {0, 4})}, {IntAttr("allowzero", 1)});
+  r = RunOp("Reshape", 14, {x, MakeTensor<int64_t>({2}, {0, 4})}, {IntAttr("allowzero", 1)});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(TensorKernels, SliceExtremeBoundsAndNegativeSteps) {
   const int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
-  Tensor x = Make<int32_t>({5}, {0, 1, 2, 3, 4});
-  RunResult r = RunOp("Slice", 13, {x, Make<int64_t>({1}, {kMax}), Make<int64_t>({1}, {kMin}), Make<int64_t>({1}, {0}),
-                                  Make<int64_t>({1}, {-2})});
+  Tensor x = MakeTensor<int32_t>({5}, {0, 1, 2, 3, 4});
+  OpResult r = RunOp("Slice", 13,
+                     {x, MakeTensor<int64_t>({1}, {kMax}), MakeTensor<int64_t>({1}, {kMin}),
+                      MakeTensor<int64_t>({1}, {0}), MakeTensor<int64_t>({1}, {-2})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{4, 2, 0}));
-  r = RunOp("Slice", 13, {x, Make<int64_t>({1}, {1}), Make<int64_t>({1}, {kMax}), Make<int64_t>({1}, {-1}),
-                        Make<int64_t>({1}, {kMax})});
+  r = RunOp("Slice", 13,
+            {x, MakeTensor<int64_t>({1}, {1}), MakeTensor<int64_t>({1}, {kMax}), MakeTensor<int64_t>({1}, {-1}),
+             MakeTensor<int64_t>({1}, {kMax})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{1}));
-  r = RunOp("Slice", 13, {x, Make<int64_t>({1}, {0}), Make<int64_t>({1}, {5}), Make<int64_t>({1}, {0}),
-                        Make<int64_t>({1}, {0})});
+  r = RunOp("Slice", 13,
+            {x, MakeTensor<int64_t>({1}, {0}), MakeTensor<int64_t>({1}, {5}), MakeTensor<int64_t>({1}, {0}),
+             MakeTensor<int64_t>({1}, {0})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("Slice", 13, {x, Make<int64_t>({1}, {0}), Make<int64_t>({1}, {5}), Make<int64_t>({1}, {1})});
+  r = RunOp("Slice", 13,
+            {x, MakeTensor<int64_t>({1}, {0}), MakeTensor<int64_t>({1}, {5}), MakeTensor<int64_t>({1}, {1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);  // axis 1 of a 1-D tensor
 }
 
 TEST(TensorKernels, ExpandAndTileBoolAndStrings) {
-  RunResult r = RunOp("Expand", 13, {Make<bool>({2, 1}, {true, false}), Make<int64_t>({3}, {2, 1, 3})});
+  OpResult r = RunOp("Expand", 13, {MakeTensor<bool>({2, 1}, {true, false}), MakeTensor<int64_t>({3}, {2, 1, 3})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{2, 2, 3}));
   EXPECT_EQ(Values<bool>(r.out()), (std::vector<bool>{1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0}));
-  r = RunOp("Expand", 13, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6}), Make<int64_t>({1}, {2})});
+  r = RunOp("Expand", 13, {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}), MakeTensor<int64_t>({1}, {2})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("Tile", 13, {Make<std::string>({2}, {"x", "y"}), Make<int64_t>({1}, {3})});
+  r = RunOp("Tile", 13, {MakeTensor<std::string>({2}, {"x", "y"}), MakeTensor<int64_t>({1}, {3})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<std::string>(r.out()), (std::vector<std::string>{"x", "y", "x", "y", "x", "y"}));
-  r = RunOp("Tile", 13, {Make<float>({2}, {1, 2}), Make<int64_t>({1}, {-1})});
+  r = RunOp("Tile", 13, {MakeTensor<float>({2}, {1, 2}), MakeTensor<int64_t>({1}, {-1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
 TEST(TensorKernels, PadReflectBeyondOneDimAndErrors) {
   // numpy.pad([1,2,3], (5,4), 'reflect') reflects repeatedly.
-  RunResult r = RunOp("Pad", 13, {Make<int64_t>({3}, {1, 2, 3}), Make<int64_t>({2}, {5, 4})},
-                    {StringAttr("mode", "reflect")});
+  OpResult r = RunOp("Pad", 13, {MakeTensor<int64_t>({3}, {1, 2, 3}), MakeTensor<int64_t>({2}, {5, 4})},
+                     {StringAttr("mode", "reflect")});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<int64_t>(r.out()), (std::vector<int64_t>{2, 1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3}));
   // Negative pads crop; a constant value input of the data's type fills.
-  r = RunOp("Pad", 13, {Make<float>({2, 3}, {1, 2, 3, 4, 5, 6}), Make<int64_t>({4}, {0, -1, 1, 0}),
-                      Make<float>({}, {9.f})});
+  r = RunOp("Pad", 13,
+            {MakeTensor<float>({2, 3}, {1, 2, 3, 4, 5, 6}), MakeTensor<int64_t>({4}, {0, -1, 1, 0}),
+             MakeTensor<float>({}, {9.f})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{3, 2}));
   EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{2, 3, 5, 6, 9, 9}));
-  r = RunOp("Pad", 13, {Make<float>({0}, {}), Make<int64_t>({2}, {1, 1})}, {StringAttr("mode", "edge")});
+  r = RunOp("Pad", 13, {MakeTensor<float>({0}, {}), MakeTensor<int64_t>({2}, {1, 1})}, {StringAttr("mode", "edge")});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("Pad", 13, {Make<float>({2}, {1, 2}), Make<int64_t>({3}, {1, 1, 1})});
+  r = RunOp("Pad", 13, {MakeTensor<float>({2}, {1, 2}), MakeTensor<int64_t>({3}, {1, 1, 1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("Pad", 13, {Make<float>({2}, {1, 2}), Make<int64_t>({2}, {1, 1})}, {StringAttr("mode", "wrap")});
+  r = RunOp("Pad", 13, {MakeTensor<float>({2}, {1, 2}), MakeTensor<int64_t>({2}, {1, 1})},
+            {StringAttr("mode", "wrap")});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_GRAPH);
 }
 
 TEST(TensorKernels, ConcatAndSplitValidateShapes) {
-  RunResult r = RunOp("Concat", 13, {Make<float>({2, 2}, {1, 2, 3, 4}), Make<float>({3, 3}, std::vector<float>(9, 0))},
-                    {IntAttr("axis", 1)});
+  OpResult r = RunOp("Concat", 13,
+                     {MakeTensor<float>({2, 2}, {1, 2, 3, 4}), MakeTensor<float>({3, 3}, std::vector<float>(9, 0))},
+                     {IntAttr("axis", 1)});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
-  r = RunOp("Concat", 13, {Make<float>({2, 2}, {1, 2, 3, 4}), Make<int32_t>({2, 1}, {5, 6})}, {IntAttr("axis", 1)});
+  r = RunOp("Concat", 13, {MakeTensor<float>({2, 2}, {1, 2, 3, 4}), MakeTensor<int32_t>({2, 1}, {5, 6})},
+            {IntAttr("axis", 1)});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);  // mixed types
-  r = RunOp("Split", 13, {Make<float>({5}, {1, 2, 3, 4, 5})}, {}, 2);
+  r = RunOp("Split", 13, {MakeTensor<float>({5}, {1, 2, 3, 4, 5})}, {}, 2);
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);  // 5 does not split evenly in 2
-  r = RunOp("Split", 13, {Make<float>({5}, {1, 2, 3, 4, 5}), Make<int64_t>({2}, {2, 2})}, {}, 2);
+  r = RunOp("Split", 13, {MakeTensor<float>({5}, {1, 2, 3, 4, 5}), MakeTensor<int64_t>({2}, {2, 2})}, {}, 2);
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);  // sizes do not sum to 5
-  r = RunOp("Split", 11, {Make<float>({5}, {1, 2, 3, 4, 5})}, {IntsAttr("split", {2, 3})}, 2);
+  r = RunOp("Split", 11, {MakeTensor<float>({5}, {1, 2, 3, 4, 5})}, {IntsAttr("split", {2, 3})}, 2);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<float>(r.out(1)), (std::vector<float>{3, 4, 5}));
 }
 
 TEST(TensorKernels, UniqueHandlesNaNWithoutUndefinedOrder) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  RunResult r = RunOp("Unique", 11, {Make<float>({5}, {3, nan, 1, 3, nan})}, {}, 4);
+  OpResult r = RunOp("Unique", 11, {MakeTensor<float>({5}, {3, nan, 1, 3, nan})}, {}, 4);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   ASSERT_EQ(r.out().NumElements(), 3);
   EXPECT_EQ(r.out().data<float>()[0], 1.f);
@@ -255,26 +197,29 @@ TEST(TensorKernels, UniqueHandlesNaNWithoutUndefinedOrder) {
 }
 
 TEST(TensorKernels, RangeAndOneHotEdgeCases) {
-  RunResult r = RunOp("Range", 11, {Make<int32_t>({}, {10}), Make<int32_t>({}, {3}), Make<int32_t>({}, {-3})});
+  OpResult r =
+      RunOp("Range", 11, {MakeTensor<int32_t>({}, {10}), MakeTensor<int32_t>({}, {3}), MakeTensor<int32_t>({}, {-3})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<int32_t>(r.out()), (std::vector<int32_t>{10, 7, 4}));
-  r = RunOp("Range", 11, {Make<int64_t>({}, {0}), Make<int64_t>({}, {5}), Make<int64_t>({}, {-1})});
+  r = RunOp("Range", 11, {MakeTensor<int64_t>({}, {0}), MakeTensor<int64_t>({}, {5}), MakeTensor<int64_t>({}, {-1})});
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.out().NumElements(), 0);
-  r = RunOp("Range", 11, {Make<float>({}, {0}), Make<float>({}, {1}), Make<float>({}, {0})});
+  r = RunOp("Range", 11, {MakeTensor<float>({}, {0}), MakeTensor<float>({}, {1}), MakeTensor<float>({}, {0})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
   // Out-of-range one-hot indices give an all-off row, not an error.
-  r = RunOp("OneHot", 11, {Make<int64_t>({2}, {1, 7}), Make<int64_t>({}, {3}), Make<std::string>({2}, {"off", "on"})});
+  r = RunOp(
+      "OneHot", 11,
+      {MakeTensor<int64_t>({2}, {1, 7}), MakeTensor<int64_t>({}, {3}), MakeTensor<std::string>({2}, {"off", "on"})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(Values<std::string>(r.out()), (std::vector<std::string>{"off", "on", "off", "off", "off", "off"}));
 }
 
 TEST(TensorKernels, SqueezeUnsqueezeAndConstant) {
-  RunResult r = RunOp("Squeeze", 13, {Make<float>({1, 2}, {1, 2}), Make<int64_t>({1}, {1})});
+  OpResult r = RunOp("Squeeze", 13, {MakeTensor<float>({1, 2}, {1, 2}), MakeTensor<int64_t>({1}, {1})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);  // dim 1 has size 2
-  r = RunOp("Unsqueeze", 13, {Make<float>({2}, {1, 2}), Make<int64_t>({2}, {0, -3})});
+  r = RunOp("Unsqueeze", 13, {MakeTensor<float>({2}, {1, 2}), MakeTensor<int64_t>({2}, {0, -3})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);  // both mean axis 0
-  r = RunOp("Unsqueeze", 11, {Make<float>({2}, {1, 2})}, {IntsAttr("axes", {-1, 0})});
+  r = RunOp("Unsqueeze", 11, {MakeTensor<float>({2}, {1, 2})}, {IntsAttr("axes", {-1, 0})});
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.out().shape(), (Shape{1, 2, 1}));
   Attribute sparse;
@@ -298,7 +243,7 @@ TEST(TensorKernels, IdentityPassesSequencesThrough) {
   KernelInfo info(node, graph, 1);
   auto kernel = (*CpuKernelRegistry().Find("", "Identity", 16))(info);
   ASSERT_TRUE(kernel.ok());
-  IValue seq = IValue::Sequence({Make<float>({1}, {1.f}), Make<float>({2}, {2.f, 3.f})}, DataType::kFloat);
+  IValue seq = IValue::Sequence({MakeTensor<float>({1}, {1.f}), MakeTensor<float>({2}, {2.f, 3.f})}, DataType::kFloat);
   KernelContext ctx(node, {&seq}, 1);
   ASSERT_TRUE((*kernel)->Compute(ctx).ok());
   ASSERT_TRUE(ctx.outputs()[0].is_sequence());
