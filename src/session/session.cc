@@ -1,6 +1,12 @@
 #include "session/session.h"
 
+#include <fcntl.h>
 #include <omp.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -63,7 +69,17 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   if (generating && !already_compiled) {
     // Validated before any EP compiles; EPs read the final path from ep.context_file_path.
     ASSIGN_OR_RETURN(std::string ctx_path,
-                     ValidatedEpContextPath(config.Get("ep.context_file_path"), s->model_->path, true));
+                     ValidatedEpContextPath(config.Get("ep.context_file_path"), s->model_->path, false));
+    // Generations into one folder are serialized across processes (an flock on the folder, held until the context
+    // model is written), so a model and the binary it names always come from the same session. The "exists
+    // already" check is repeated under the lock.
+    const std::string folder = FolderOfPath(ctx_path);
+    s->generation_lock_ = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    RETURN_ERROR_IF(s->generation_lock_ < 0, FAIL, "cannot generate '", ctx_path, "': folder '", folder,
+                    "' cannot be opened: ", std::strerror(errno));
+    while (::flock(s->generation_lock_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    ASSIGN_OR_RETURN(ctx_path, ValidatedEpContextPath(ctx_path, s->model_->path, true));
     s->config_.entries["ep.context_file_path"] = ctx_path;
   }
   auto tp = std::chrono::steady_clock::now();
@@ -87,6 +103,7 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
     RETURN_IF_ERROR(s->GenerateContextModel(already_compiled));
     s->timings_.generate_ms = MsSince(tg);
   }
+  s->ReleaseGenerationLock();
   return s;
 }
 
@@ -126,7 +143,13 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
   return st;
 }
 
+void InferenceSession::ReleaseGenerationLock() {
+  if (generation_lock_ >= 0) ::close(generation_lock_);  // closing drops the flock
+  generation_lock_ = -1;
+}
+
 InferenceSession::~InferenceSession() {
+  ReleaseGenerationLock();
   plan_.reset();
   partition_ = PartitionResult();
   plugin_eps_.clear();

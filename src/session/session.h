@@ -99,6 +99,7 @@ class InferenceSession {
   Status ValidateCompatibility(const EpRequest& req);
   // Writes the context model after partitioning and compiling (session config ep.context_enable=1).
   Status GenerateContextModel(bool already_compiled);
+  void ReleaseGenerationLock();
 
   SessionConfig config_;
   std::shared_ptr<Model> model_;
@@ -108,7 +109,8 @@ class InferenceSession {
   PartitionResult partition_;
   std::unique_ptr<SessionProfiler> profiler_;
   std::map<std::string, int> compatibility_;
-  std::string generated_model_;  // context model written by this session  // EP name -> EpctxCompiledModelCompatibility found at creation
+  std::string generated_model_;  // context model written by this session
+  int generation_lock_ = -1;     // folder fd holding an flock while this session generates  // EP name -> EpctxCompiledModelCompatibility found at creation
   std::unique_ptr<GraphPlan> plan_;
   std::vector<ValueInfo> inputs_;
   int num_threads_ = 1;
