@@ -59,5 +59,89 @@ if [ -f "$MODELS/cnn.onnx" ]; then
   out=$("$EPCTX" perf -x 1 -r 2 -I -f seq:8 "$MODELS/prefill.onnx"); rc=$?
   check "perf: -f fixes the decoder's free dim" [ $rc -eq 0 ]
 fi
+
+# epctx inspect: a context model generated with the example EP (embed mode 0 and 1), then hostile variants.
+PY=$(command -v python3 || echo /usr/bin/python3)
+mkdir -p "$tmp/insp"
+cp "$D/test_relu/model.onnx" "$tmp/insp/m.onnx"
+out=$("$EPCTX" inspect "$tmp/insp/m.onnx"); rc=$?
+check "inspect: source model exits 0" [ $rc -eq 0 ]
+check "inspect: source model has no EPContext node" grep -q "^EPContext nodes: 0$" <<<"$out"
+check "inspect: CPU nodes counted by op type" grep -q "^CPU nodes: 1 (Relu 1)$" <<<"$out"
+check "inspect: inputs with types" grep -q "^  x: float\[3,4,5\]$" <<<"$out"
+"$EPCTX" perf -e example -C "ep.context_enable|1" -r 1 -x 1 -I "$tmp/insp/m.onnx" >/dev/null 2>&1
+"$EPCTX" perf -e example -C "ep.context_enable|1" -C "ep.context_embed_mode|1" -C "ep.context_file_path|$tmp/insp/e_ctx.onnx" \
+  -r 1 -x 1 -I "$tmp/insp/m.onnx" >/dev/null 2>&1
+out=$("$EPCTX" inspect "$tmp/insp/m_ctx.onnx"); rc=$?
+check "inspect: ctx model exits 0" [ $rc -eq 0 ]
+check "inspect: one EPContext node" grep -q "^EPContext nodes: 1$" <<<"$out"
+check "inspect: source" grep -q "^    source: ExampleExecutionProvider$" <<<"$out"
+check "inspect: main_context" grep -q "^    main_context: 1$" <<<"$out"
+check "inspect: embed_mode" grep -q "^    embed_mode: 0$" <<<"$out"
+check "inspect: ep_sdk_version" grep -q "^    ep_sdk_version: 0.1.0$" <<<"$out"
+check "inspect: partition_name" grep -q "^    partition_name: ExampleExecutionProvider_" <<<"$out"
+size=$(stat -c %s "$tmp/insp/m_ctx_example.bin")
+check "inspect: binary path, existence and size" \
+  grep -qF "binary: m_ctx_example.bin -> $tmp/insp/m_ctx_example.bin (exists, $size bytes)" <<<"$out"
+check "inspect: compatibility info" grep -q "^  ExampleExecutionProvider: example:0.1.0$" <<<"$out"
+check "inspect: opsets" grep -q "^opsets: ai.onnx 14, com.microsoft 1$" <<<"$out"
+check "inspect: no CPU node left" grep -q "^CPU nodes: 0$" <<<"$out"
+out=$("$EPCTX" inspect "$tmp/insp/e_ctx.onnx"); rc=$?
+check "inspect: embed mode 1 shows the payload size" grep -q "^    payload: [1-9][0-9]* bytes$" <<<"$out"
+json=$("$EPCTX" inspect --json "$tmp/insp/m_ctx.onnx"); rc=$?
+check "inspect: --json exits 0" [ $rc -eq 0 ]
+check "inspect: --json is one line" [ "$(wc -l <<<"$json")" -eq 1 ]
+check "inspect: --json holds the same facts" "$PY" -c '
+import json, sys
+j = json.loads(sys.argv[1]); n = j["ep_context_nodes"][0]
+assert j["ir_version"] == 8 and j["opsets"] == {"ai.onnx": 14, "com.microsoft": 1}, j
+assert j["compatibility"] == {"ExampleExecutionProvider": "example:0.1.0"}, j
+assert j["metadata"]["ep_compatibility_info.ExampleExecutionProvider"] == "example:0.1.0", j
+assert [i["name"] for i in j["inputs"]] == ["x"] and j["inputs"][0]["shape"] == [3, 4, 5], j
+assert n["source"] == "ExampleExecutionProvider" and n["main_context"] == 1 and n["embed_mode"] == 0, n
+assert n["partition_name"] == n["name"] and n["ep_sdk_version"] == "0.1.0", n
+assert n["binary"]["path"] == "m_ctx_example.bin" and n["binary"]["exists"] and n["binary"]["size"] == int(sys.argv[2]), n
+assert j["cpu_nodes"] == {"count": 0, "by_op_type": {}}, j
+' "$json" "$size"
+# Hostile binary paths (same length, so the protobuf stays valid): reported with a note, never opened.
+for bad in "../m_ctx_examp.bn" "/etc/ctx_examp.bn"; do
+  LC_ALL=C sed "s#m_ctx_example\.bin#$bad#" "$tmp/insp/m_ctx.onnx" > "$tmp/insp/hostile.onnx"
+  out=$("$EPCTX" inspect "$tmp/insp/hostile.onnx"); rc=$?
+  check "inspect: binary path '$bad' exits 0" [ $rc -eq 0 ]
+  check "inspect: binary path '$bad' refused with a note" grep -q "binary: $bad (missing): .*refused.*not opened" <<<"$out"
+done
+mkdir -p "$tmp/insp/sub"
+cp "$tmp/insp/m_ctx.onnx" "$tmp/insp/sub/m_ctx.onnx"
+ln -s /etc/hostname "$tmp/insp/sub/m_ctx_example.bin"
+out=$("$EPCTX" inspect "$tmp/insp/sub/m_ctx.onnx"); rc=$?
+check "inspect: symlink leaving the folder is refused" grep -q "outside the model's folder; refused" <<<"$out"
+err=$("$EPCTX" inspect "$tmp/insp/absent.onnx" 2>&1 >/dev/null); rc=$?
+check "inspect: missing model -> NO_SUCHFILE, exit 1" [ $rc -eq 1 ] && grep -q "^epctx: NO_SUCHFILE: .*absent.onnx" <<<"$err"
+err=$("$EPCTX" inspect "$tmp/insp" 2>&1 >/dev/null); rc=$?
+check "inspect: folder -> INVALID_ARGUMENT, exit 1" [ $rc -eq 1 ] && grep -q "^epctx: INVALID_ARGUMENT: " <<<"$err"
+: > "$tmp/insp/empty.onnx"
+err=$("$EPCTX" inspect "$tmp/insp/empty.onnx" 2>&1 >/dev/null); rc=$?
+check "inspect: empty file -> INVALID_PROTOBUF, exit 1" [ $rc -eq 1 ] && grep -q "^epctx: INVALID_PROTOBUF: " <<<"$err"
+err=$("$EPCTX" inspect "$tmp/bad.onnx" 2>&1 >/dev/null); rc=$?
+check "inspect: garbage -> INVALID_PROTOBUF, exit 1" [ $rc -eq 1 ] && grep -q "^epctx: INVALID_PROTOBUF: .*bad.onnx" <<<"$err"
+# Every truncation and a byte flipped at every offset: exit 0 or 1 with the error format, never a signal.
+full=$(stat -c %s "$tmp/insp/m_ctx.onnx"); crashes=0; badfmt=0
+for ((cut = 1; cut < full; cut++)); do
+  head -c $cut "$tmp/insp/m_ctx.onnx" > "$tmp/insp/cut.onnx"
+  for mode in "" --json; do
+    [ -n "$mode" ] && [ $((cut % 2)) -eq 0 ] && continue
+    err=$("$EPCTX" inspect $mode "$tmp/insp/cut.onnx" 2>&1 >/dev/null); rc=$?
+    [ $rc -gt 1 ] && crashes=$((crashes + 1))
+    [ $rc -eq 1 ] && ! grep -q "^epctx: [A-Z_]*: " <<<"$err" && badfmt=$((badfmt + 1))
+  done
+done
+for ((at = 0; at < full; at += 3)); do
+  cp "$tmp/insp/m_ctx.onnx" "$tmp/insp/flip.onnx"
+  printf '\xff' | dd of="$tmp/insp/flip.onnx" bs=1 seek=$at conv=notrunc status=none
+  err=$("$EPCTX" inspect --json "$tmp/insp/flip.onnx" 2>&1 >/dev/null); rc=$?
+  [ $rc -gt 1 ] && crashes=$((crashes + 1))
+done
+check "inspect: truncated or damaged models never crash" [ $crashes -eq 0 ]
+check "inspect: their errors keep the format" [ $badfmt -eq 0 ]
 echo "$fails failed"
 [ $fails -eq 0 ]

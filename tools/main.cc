@@ -55,6 +55,11 @@ int main(int argc, char** argv) {
   r->add_option("--inputs", run.inputs_dir, "a test_data_set_N folder with input_N.pb files (default: random)");
   r->add_option("-r", run.repeat, "timed runs after the first");
 
+  InspectOptions inspect;
+  auto* in = app.add_subcommand("inspect", "EPContext nodes, binaries, compatibility info, inputs/outputs of a model");
+  in->add_option("model", inspect.model, "model path")->required();
+  in->add_flag("--json", inspect.json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -65,5 +70,6 @@ int main(int argc, char** argv) {
   if (t->parsed()) return RunTestCommand(test);
   if (p->parsed()) return RunPerfCommand(perf);
   if (r->parsed()) return RunRunCommand(run);
+  if (in->parsed()) return RunInspectCommand(inspect);
   return 2;
 }

@@ -79,4 +79,12 @@ struct RunOptions {
 };
 int RunRunCommand(const RunOptions& opts);
 
+// `epctx inspect MODEL [--json]` (inspect_command.cc): IR version, opsets, metadata, inputs/outputs, EPContext nodes
+// (source, main/embed mode, partition, binary path and size or payload size) and the other nodes by op type.
+struct InspectOptions {
+  std::string model;
+  bool json = false;
+};
+int RunInspectCommand(const InspectOptions& opts);
+
 }  // namespace epctx::tools

@@ -1,0 +1,441 @@
+// `epctx inspect MODEL [--json]`: what a (context) model holds, read with libonnx's protobuf only — no session, no
+// EP, no checker, nothing opened besides the model itself. Prints the IR version, opsets, metadata (notably every
+// ep_compatibility_info.<EP>), graph inputs/outputs with their types, every EPContext node (domain com.microsoft:
+// name, source, main_context, embed_mode — schema defaults 1/1 when absent —, partition_name, ep_sdk_version; for
+// embed_mode=0 the binary path resolved relative to the model's folder, whether it exists and its size; for
+// embed_mode=1 the payload size) and the other nodes of the main graph counted by op type.
+//
+// The model may be hostile: every string is escaped before it is printed (text) or replaced where it is not UTF-8
+// (JSON); a binary path that is absolute, holds a '..' component or resolves (through symlinks) outside the model's
+// folder is reported with a note and never followed further (it is only ever stat'ed, never opened). Failures are
+// "epctx: <CODE>: <message>" on stderr with exit code 1.
+#include <google/protobuf/io/coded_stream.h>
+#include <limits.h>
+#include <onnx/onnx_pb.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "tools/tool_common.h"
+
+namespace epctx::tools {
+
+namespace {
+
+using nlohmann::json;
+
+// Printable form of an untrusted string for the terminal: control bytes and '\\' escaped, UTF-8 passed through.
+std::string Printable(const std::string& s, size_t max_len = 4096) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_len; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > max_len) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
+std::string DomainName(const std::string& d) { return d.empty() ? "ai.onnx" : d; }
+
+const char* ElemTypeName(int t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return "float";
+    case onnx::TensorProto::UINT8: return "uint8";
+    case onnx::TensorProto::INT8: return "int8";
+    case onnx::TensorProto::UINT16: return "uint16";
+    case onnx::TensorProto::INT16: return "int16";
+    case onnx::TensorProto::INT32: return "int32";
+    case onnx::TensorProto::INT64: return "int64";
+    case onnx::TensorProto::STRING: return "string";
+    case onnx::TensorProto::BOOL: return "bool";
+    case onnx::TensorProto::FLOAT16: return "float16";
+    case onnx::TensorProto::DOUBLE: return "double";
+    case onnx::TensorProto::UINT32: return "uint32";
+    case onnx::TensorProto::UINT64: return "uint64";
+    case onnx::TensorProto::COMPLEX64: return "complex64";
+    case onnx::TensorProto::COMPLEX128: return "complex128";
+    case onnx::TensorProto::BFLOAT16: return "bfloat16";
+    case onnx::TensorProto::UNDEFINED: return "undefined";
+    default: return nullptr;
+  }
+}
+
+std::string ElemType(int t) {
+  const char* n = ElemTypeName(t);
+  return n ? n : "elem_type(" + std::to_string(t) + ")";
+}
+
+std::string ShapeString(const onnx::TensorShapeProto& shape) {
+  std::string s = "[";
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    if (i) s += ",";
+    const auto& d = shape.dim(i);
+    if (d.has_dim_value()) s += std::to_string(d.dim_value());
+    else if (d.has_dim_param() && !d.dim_param().empty()) s += Printable(d.dim_param(), 256);
+    else s += "?";
+  }
+  return s + "]";
+}
+
+// "float[N,4]", "seq(float[?])", "map(int64,float)", "optional(...)", "sparse float[...]"; protobuf's recursion
+// limit bounds the nesting of a parsed model, `depth` bounds it again here.
+std::string TypeString(const onnx::TypeProto& t, int depth = 0) {
+  if (depth > 64) return "...";
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      std::string s = ElemType(t.tensor_type().elem_type());
+      return t.tensor_type().has_shape() ? s + ShapeString(t.tensor_type().shape()) : s + " (unknown rank)";
+    }
+    case onnx::TypeProto::kSequenceType:
+      return "seq(" + (t.sequence_type().has_elem_type() ? TypeString(t.sequence_type().elem_type(), depth + 1) : "?") + ")";
+    case onnx::TypeProto::kMapType:
+      return "map(" + ElemType(t.map_type().key_type()) + "," +
+             (t.map_type().has_value_type() ? TypeString(t.map_type().value_type(), depth + 1) : "?") + ")";
+    case onnx::TypeProto::kOptionalType:
+      return "optional(" +
+             (t.optional_type().has_elem_type() ? TypeString(t.optional_type().elem_type(), depth + 1) : "?") + ")";
+    case onnx::TypeProto::kSparseTensorType: {
+      std::string s = "sparse " + ElemType(t.sparse_tensor_type().elem_type());
+      return t.sparse_tensor_type().has_shape() ? s + ShapeString(t.sparse_tensor_type().shape()) : s;
+    }
+    default: return "unknown";
+  }
+}
+
+json ValueInfoJson(const onnx::ValueInfoProto& v) {
+  json j;
+  j["name"] = v.name();
+  j["type"] = v.has_type() ? TypeString(v.type()) : "unknown";
+  if (v.has_type() && v.type().has_tensor_type()) {
+    const auto& tt = v.type().tensor_type();
+    j["elem_type"] = ElemType(tt.elem_type());
+    if (tt.has_shape()) {
+      json dims = json::array();
+      for (const auto& d : tt.shape().dim()) {
+        if (d.has_dim_value()) dims.push_back(d.dim_value());
+        else if (d.has_dim_param() && !d.dim_param().empty()) dims.push_back(d.dim_param());
+        else dims.push_back(nullptr);
+      }
+      j["shape"] = dims;
+    } else {
+      j["shape"] = nullptr;
+    }
+  }
+  return j;
+}
+
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+// An INT attribute with its schema default; a wrong-typed attribute is reported and the default used.
+int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t def, bool* present,
+                std::vector<std::string>* notes) {
+  *present = false;
+  const auto* a = FindAttr(n, name);
+  if (!a) return def;
+  if (a->type() == onnx::AttributeProto::INT || (a->type() == onnx::AttributeProto::UNDEFINED && a->has_i())) {
+    *present = true;
+    return a->i();
+  }
+  notes->push_back("attribute '" + name + "' is not an INT (type " + std::to_string(a->type()) +
+                   "); the schema default " + std::to_string(def) + " is shown");
+  return def;
+}
+
+// A STRING attribute; absent → has=false. A wrong-typed attribute is reported.
+std::string StrAttr(const onnx::NodeProto& n, const std::string& name, bool* has, std::vector<std::string>* notes) {
+  *has = false;
+  const auto* a = FindAttr(n, name);
+  if (!a) return "";
+  if (a->type() == onnx::AttributeProto::STRING || (a->type() == onnx::AttributeProto::UNDEFINED && a->has_s())) {
+    *has = true;
+    return a->s();
+  }
+  notes->push_back("attribute '" + name + "' is not a STRING (type " + std::to_string(a->type()) + ")");
+  return "";
+}
+
+std::string FolderOf(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+bool HasDotDot(const std::string& rel) {
+  std::stringstream ss(rel);
+  std::string part;
+  while (std::getline(ss, part, '/'))
+    if (part == "..") return true;
+  return false;
+}
+
+// What an embed_mode=0 node's ep_cache_context points at, judged without opening it.
+json DescribeBinary(const std::string& model_folder, const std::string& rel) {
+  json b;
+  b["path"] = rel;
+  b["resolved"] = nullptr;
+  b["exists"] = false;
+  b["size"] = nullptr;
+  b["note"] = nullptr;
+  if (rel.empty()) {
+    b["note"] = "the file path in ep_cache_context is empty";
+    return b;
+  }
+  if (rel[0] == '/') {
+    b["note"] = "absolute path refused (binary paths must be relative to the model's folder); not opened";
+    return b;
+  }
+  if (HasDotDot(rel)) {
+    b["note"] = "path with a '..' component refused (it may leave the model's folder); not opened";
+    return b;
+  }
+  if (rel.find('\0') != std::string::npos) {
+    b["note"] = "path holds a NUL byte; not opened";
+    return b;
+  }
+  const std::string joined = model_folder + "/" + rel;
+  b["resolved"] = joined;
+  struct stat st;
+  if (::stat(joined.c_str(), &st) != 0) {
+    b["note"] = "does not exist";
+    return b;
+  }
+  b["exists"] = true;
+  char real_folder[PATH_MAX], real_file[PATH_MAX];
+  if (::realpath(model_folder.c_str(), real_folder) && ::realpath(joined.c_str(), real_file)) {
+    std::string rf(real_folder), rp(real_file);
+    if (rf != "/") rf += "/";
+    if (rp.compare(0, rf.size(), rf) != 0) {
+      b["note"] = "resolves to '" + rp + "', outside the model's folder; refused";
+      return b;
+    }
+  }
+  if (!S_ISREG(st.st_mode)) {
+    b["note"] = "is not a regular file";
+    return b;
+  }
+  b["size"] = static_cast<uint64_t>(st.st_size);
+  if (st.st_size == 0) b["note"] = "is empty";
+  return b;
+}
+
+StatusOr<json> Inspect(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return MakeStatus(errno == ENOENT ? ErrorCode::NO_SUCHFILE : ErrorCode::FAIL, "cannot open '", path,
+                      "': ", std::strerror(errno));
+  RETURN_ERROR_IF(S_ISDIR(st.st_mode), INVALID_ARGUMENT, "'", path, "' is a folder, not a model file");
+  RETURN_ERROR_IF(!S_ISREG(st.st_mode), INVALID_ARGUMENT, "'", path, "' is not a regular file");
+  RETURN_ERROR_IF(st.st_size == 0, INVALID_PROTOBUF, "failed to load model '", path, "': the file is empty");
+  RETURN_ERROR_IF(static_cast<uint64_t>(st.st_size) > static_cast<uint64_t>(INT_MAX), INVALID_PROTOBUF,
+                  "failed to load model '", path, "': ", st.st_size, " bytes is above protobuf's 2 GiB limit");
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+  onnx::ModelProto m;
+  {
+    google::protobuf::io::CodedInputStream in(file->data(), static_cast<int>(file->size()));
+    in.SetTotalBytesLimit(INT_MAX);
+    in.SetRecursionLimit(128);
+    RETURN_ERROR_IF(!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage(), INVALID_PROTOBUF,
+                    "failed to load model '", path, "': not a valid ONNX protobuf (truncated or corrupted)");
+  }
+  RETURN_ERROR_IF(!m.has_graph(), INVALID_GRAPH, "model '", path, "' has no graph");
+
+  json j;
+  json warnings = json::array();
+  j["model"] = path;
+  j["file_size"] = static_cast<uint64_t>(file->size());
+  j["ir_version"] = m.ir_version();
+  j["producer_name"] = m.producer_name();
+  j["producer_version"] = m.producer_version();
+  j["graph_name"] = m.graph().name();
+  json opsets = json::object();
+  for (const auto& os : m.opset_import()) {
+    const std::string d = DomainName(os.domain());
+    if (opsets.contains(d)) warnings.push_back("opset domain '" + d + "' imported more than once");
+    opsets[d] = os.version();
+  }
+  j["opsets"] = opsets;
+  json metadata = json::object(), compat = json::object();
+  const std::string kCompat = "ep_compatibility_info.";
+  for (const auto& p : m.metadata_props()) {
+    if (metadata.contains(p.key())) warnings.push_back("metadata key '" + p.key() + "' given more than once");
+    metadata[p.key()] = p.value();
+    if (p.key().compare(0, kCompat.size(), kCompat) == 0) compat[p.key().substr(kCompat.size())] = p.value();
+  }
+  j["metadata"] = metadata;
+  j["compatibility"] = compat;
+  json inputs = json::array(), outputs = json::array();
+  for (const auto& v : m.graph().input()) inputs.push_back(ValueInfoJson(v));
+  for (const auto& v : m.graph().output()) outputs.push_back(ValueInfoJson(v));
+  j["inputs"] = inputs;
+  j["outputs"] = outputs;
+  int external = 0;
+  for (const auto& t : m.graph().initializer()) external += t.data_location() == onnx::TensorProto::EXTERNAL;
+  j["initializers"] = {{"count", m.graph().initializer_size()}, {"external", external}};
+
+  const std::string folder = FolderOf(path);
+  json ctx_nodes = json::array();
+  std::map<std::string, int64_t> by_op;
+  int64_t other = 0;
+  for (const auto& n : m.graph().node()) {
+    if (n.op_type() != "EPContext" || n.domain() != "com.microsoft") {
+      std::string op = n.op_type();
+      if (!n.domain().empty() && n.domain() != "ai.onnx") op = n.domain() + ":" + op;
+      ++by_op[op];
+      ++other;
+      if (n.op_type() == "EPContext")
+        warnings.push_back("node '" + n.name() + "' is an EPContext in domain '" + n.domain() +
+                           "', not com.microsoft; counted as an ordinary node");
+      continue;
+    }
+    std::vector<std::string> notes;
+    json c;
+    c["name"] = n.name();
+    bool has = false;
+    std::string source = StrAttr(n, "source", &has, &notes);
+    c["source"] = has ? json(source) : json(nullptr);
+    bool main_present = false, embed_present = false;
+    int64_t main = IntAttr(n, "main_context", 1, &main_present, &notes);
+    int64_t embed = IntAttr(n, "embed_mode", 1, &embed_present, &notes);
+    c["main_context"] = main;
+    c["main_context_default"] = !main_present;
+    c["embed_mode"] = embed;
+    c["embed_mode_default"] = !embed_present;
+    std::string partition = StrAttr(n, "partition_name", &has, &notes);
+    c["partition_name"] = has ? json(partition) : json(nullptr);
+    std::string sdk = StrAttr(n, "ep_sdk_version", &has, &notes);
+    c["ep_sdk_version"] = has ? json(sdk) : json(nullptr);
+    bool has_cache = false;
+    std::string cache = StrAttr(n, "ep_cache_context", &has_cache, &notes);
+    c["binary"] = nullptr;
+    c["payload_size"] = nullptr;
+    if (embed == 1) {
+      c["payload_size"] = has_cache ? json(static_cast<uint64_t>(cache.size())) : json(nullptr);
+      if (!has_cache && main == 1) notes.push_back("main context without ep_cache_context");
+    } else if (embed == 0) {
+      if (has_cache) c["binary"] = DescribeBinary(folder, cache);
+      else if (main == 0) notes.push_back("main_context=0: its graph is in a binary named by a main_context=1 node");
+      else notes.push_back("main context without ep_cache_context");
+    } else {
+      notes.push_back("embed_mode " + std::to_string(embed) + " is neither 0 nor 1");
+    }
+    c["inputs"] = json(std::vector<std::string>(n.input().begin(), n.input().end()));
+    c["outputs"] = json(std::vector<std::string>(n.output().begin(), n.output().end()));
+    c["notes"] = notes;
+    ctx_nodes.push_back(c);
+  }
+  j["ep_context_nodes"] = ctx_nodes;
+  j["cpu_nodes"] = {{"count", other}, {"by_op_type", by_op}};
+  j["warnings"] = warnings;
+  return j;
+}
+
+std::string Str(const json& v) {
+  if (!v.is_string()) return "(none)";
+  return v.get<std::string>().empty() ? "\"\"" : Printable(v.get<std::string>());
+}
+
+void PrintText(const json& j) {
+  std::printf("model: %s (%llu bytes)\n", Printable(j["model"].get<std::string>()).c_str(),
+              static_cast<unsigned long long>(j["file_size"].get<uint64_t>()));
+  std::printf("ir_version: %lld\n", static_cast<long long>(j["ir_version"].get<int64_t>()));
+  std::string producer = j["producer_name"].get<std::string>();
+  if (!j["producer_version"].get<std::string>().empty()) producer += " " + j["producer_version"].get<std::string>();
+  std::printf("producer: %s\n", producer.empty() ? "(none)" : Printable(producer).c_str());
+  std::string opsets;
+  for (const auto& [d, v] : j["opsets"].items())
+    opsets += (opsets.empty() ? "" : ", ") + Printable(d) + " " + std::to_string(v.get<int64_t>());
+  std::printf("opsets: %s\n", opsets.empty() ? "(none)" : opsets.c_str());
+  std::printf("metadata:%s\n", j["metadata"].empty() ? " (none)" : "");
+  for (const auto& [k, v] : j["metadata"].items())
+    std::printf("  %s = %s\n", Printable(k).c_str(), Printable(v.get<std::string>()).c_str());
+  std::printf("compatibility info:%s\n", j["compatibility"].empty() ? " (none)" : "");
+  for (const auto& [k, v] : j["compatibility"].items())
+    std::printf("  %s: %s\n", Printable(k).c_str(), Printable(v.get<std::string>()).c_str());
+  std::printf("graph: %s\n", Str(j["graph_name"]).c_str());
+  for (const char* side : {"inputs", "outputs"}) {
+    std::printf("%s: %zu\n", side, j[side].size());
+    for (const auto& v : j[side])
+      std::printf("  %s: %s\n", Printable(v["name"].get<std::string>()).c_str(),
+                  Printable(v["type"].get<std::string>()).c_str());
+  }
+  std::printf("initializers: %lld (%lld external)\n", static_cast<long long>(j["initializers"]["count"].get<int64_t>()),
+              static_cast<long long>(j["initializers"]["external"].get<int64_t>()));
+  std::printf("EPContext nodes: %zu\n", j["ep_context_nodes"].size());
+  for (const auto& c : j["ep_context_nodes"]) {
+    std::printf("  %s\n", Str(c["name"]).c_str());
+    std::printf("    source: %s\n", Str(c["source"]).c_str());
+    std::printf("    main_context: %lld%s\n", static_cast<long long>(c["main_context"].get<int64_t>()),
+                c["main_context_default"].get<bool>() ? " (default)" : "");
+    std::printf("    embed_mode: %lld%s\n", static_cast<long long>(c["embed_mode"].get<int64_t>()),
+                c["embed_mode_default"].get<bool>() ? " (default)" : "");
+    std::printf("    partition_name: %s\n", Str(c["partition_name"]).c_str());
+    std::printf("    ep_sdk_version: %s\n", Str(c["ep_sdk_version"]).c_str());
+    if (!c["payload_size"].is_null())
+      std::printf("    payload: %llu bytes\n", static_cast<unsigned long long>(c["payload_size"].get<uint64_t>()));
+    if (!c["binary"].is_null()) {
+      const json& b = c["binary"];
+      std::string line = "    binary: " + Str(b["path"]);
+      if (!b["resolved"].is_null()) line += " -> " + Str(b["resolved"]);
+      line += b["exists"].get<bool>() ? " (exists" : " (missing";
+      if (!b["size"].is_null()) line += ", " + std::to_string(b["size"].get<uint64_t>()) + " bytes";
+      line += ")";
+      if (!b["note"].is_null()) line += ": " + Str(b["note"]);
+      std::printf("%s\n", line.c_str());
+    }
+    for (const auto& note : c["notes"]) std::printf("    note: %s\n", Str(note).c_str());
+  }
+  std::string ops;
+  for (const auto& [op, count] : j["cpu_nodes"]["by_op_type"].items())
+    ops += (ops.empty() ? "" : ", ") + Printable(op) + " " + std::to_string(count.get<int64_t>());
+  const long long cpu = j["cpu_nodes"]["count"].get<int64_t>();
+  if (cpu) std::printf("CPU nodes: %lld (%s)\n", cpu, ops.c_str());
+  else std::printf("CPU nodes: 0\n");
+  for (const auto& w : j["warnings"]) std::printf("warning: %s\n", Str(w).c_str());
+}
+
+}  // namespace
+
+int RunInspectCommand(const InspectOptions& opts) {
+  StatusOr<json> j = [&]() -> StatusOr<json> {
+    try {
+      return Inspect(opts.model);
+    } catch (const std::exception& e) {  // std::bad_alloc on an absurd model, and the like
+      return MakeStatus(ErrorCode::FAIL, "cannot inspect '", opts.model, "': ", e.what());
+    }
+  }();
+  if (!j.ok()) return Fail(j.status());
+  try {
+    if (opts.json) {
+      // Names and attribute strings come from the model: invalid UTF-8 is replaced, never a throw.
+      std::printf("%s\n", j.value().dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    } else {
+      PrintText(j.value());
+    }
+  } catch (const std::exception& e) {
+    return Fail(MakeStatus(ErrorCode::FAIL, "cannot print '", opts.model, "': ", e.what()));
+  }
+  return 0;
+}
+
+}  // namespace epctx::tools
