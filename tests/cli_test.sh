@@ -143,5 +143,18 @@ for ((at = 0; at < full; at += 3)); do
 done
 check "inspect: truncated or damaged models never crash" [ $crashes -eq 0 ]
 check "inspect: their errors keep the format" [ $badfmt -eq 0 ]
+# A full disk while generating (a 64 KiB file-size limit): a clean error, exit 1 (not SIGXFSZ), and neither a partial
+# context model nor a temporary file left; the next run without the limit succeeds.
+if [ -f "$MODELS/prefill.onnx" ]; then
+  gen="$tmp/gen"; mkdir -p "$gen"
+  cp "$MODELS/prefill.onnx" "$MODELS/decoder.weights" "$gen/"
+  err=$( (ulimit -f 64; "$EPCTX" perf -e example -C "ep.context_enable|1" -C "ep.context_embed_mode|1" -x 1 -r 1 \
+          -I -f seq:4 "$gen/prefill.onnx") 2>&1 >/dev/null); rc=$?
+  check "full disk: exit 1, not a signal" [ $rc -eq 1 ]
+  check "full disk: error names the context model" grep -q "^epctx: FAIL: cannot write '.*prefill_ctx.onnx'" <<<"$err"
+  check "full disk: no context model, no temporary file" [ -z "$(ls "$gen" | grep -E '_ctx|\.tmp\.')" ]
+  "$EPCTX" perf -e example -C "ep.context_enable|1" -x 1 -r 1 -I -f seq:4 "$gen/prefill.onnx" >/dev/null 2>&1; rc=$?
+  check "full disk: the next run recovers" [ $rc -eq 0 ] && [ -f "$gen/prefill_ctx.onnx" ]
+fi
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -1,6 +1,7 @@
 // The epctx command line: test, perf, run (more subcommands arrive with their layers).
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 
 #include "tools/tool_common.h"
@@ -22,6 +23,9 @@ void AddCommon(CLI::App* cmd, CommonFlags* f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) or a closed pipe must give an error status, not kill the process by a signal.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"epctx: an ONNX runtime for ahead-of-time compiled execution-provider contexts"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("epctx ") + EPCTX_VERSION);

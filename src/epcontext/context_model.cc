@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <climits>
 #include <cstring>
 #include <set>
@@ -16,7 +17,7 @@
 
 namespace epctx {
 
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+Status WriteFileAtomically(const std::string& path, const std::string& bytes, bool no_replace) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   RETURN_ERROR_IF(fd < 0, FAIL, "cannot write '", path, "': ", std::strerror(errno));
@@ -37,9 +38,14 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     return MakeStatus(ErrorCode::FAIL, "cannot write '", path, "': ", std::strerror(e));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  int rc = no_replace ? ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE)
+                      : ::rename(tmp.c_str(), path.c_str());
+  if (rc != 0) {
     int e = errno;
     ::unlink(tmp.c_str());
+    if (e == EEXIST)
+      return MakeStatus(ErrorCode::FAIL, "Failed to generate EP context model since the file '", path,
+                        "' exists already. Please remove the EP context model if you want to re-generate it.");
     return MakeStatus(ErrorCode::FAIL, "cannot write '", path, "': ", std::strerror(e));
   }
   return Status::OK();
@@ -87,6 +93,8 @@ Status WriteContextModel(const ContextModelSpec& spec) {
   const onnx::GraphProto& sg = src.graph();
   onnx::ModelProto out;
   out.set_ir_version(8);
+  out.set_producer_name("epctx");
+  out.set_producer_version(EPCTX_VERSION);
   bool has_ms = false;
   for (const auto& os : src.opset_import()) {
     *out.add_opset_import() = os;
@@ -209,7 +217,7 @@ Status WriteContextModel(const ContextModelSpec& spec) {
                   "Cannot serialize ONNX ModelProto larger than 2GB");
   RETURN_ERROR_IF(!out.SerializeToString(&bytes), INVALID_PROTOBUF,
                   "Protobuf serialization failed when generating EPContext model ", spec.output_path);
-  Status st = WriteFileAtomically(spec.output_path, bytes);
+  Status st = WriteFileAtomically(spec.output_path, bytes, /*no_replace=*/true);
   if (!st.ok() && !ext_path.empty()) ::unlink(ext_path.c_str());
   return st;
 }

@@ -27,6 +27,7 @@ struct ContextModelSpec {
 Status WriteContextModel(const ContextModelSpec& spec);
 
 // Writes `bytes` to `path` atomically (temporary file in the same folder, fsync, rename). FAIL naming the path.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// With `no_replace`, an existing `path` is never replaced (FAIL "... exists already").
+Status WriteFileAtomically(const std::string& path, const std::string& bytes, bool no_replace = false);
 
 }  // namespace epctx
