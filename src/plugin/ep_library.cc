@@ -24,9 +24,11 @@ std::unique_ptr<EpctxHardwareDevice> DiscoverCpu() {
   std::ifstream f("/proc/cpuinfo");
   std::string line, vendor, model, flags;
   while (std::getline(f, line)) {
-    auto value = [&]() {
+    auto value = [&]() {  // the text after "key\t: "
       size_t c = line.find(':');
-      return c == std::string::npos ? std::string() : line.substr(line.find_first_not_of(" \t", c + 1) == std::string::npos ? line.size() : line.find_first_not_of(" \t", c + 1));
+      if (c == std::string::npos) return std::string();
+      size_t b = line.find_first_not_of(" \t", c + 1);
+      return b == std::string::npos ? std::string() : line.substr(b);
     };
     if (vendor.empty() && line.rfind("vendor_id", 0) == 0) vendor = value();
     else if (model.empty() && line.rfind("model name", 0) == 0) model = value();
