@@ -126,7 +126,8 @@ PIN(EpctxApi, ReleaseOpAttr, 720);
 PIN(EpctxApi, CreateNode, 728);
 PIN(EpctxApi, ReleaseNode, 736);
 PIN(EpctxApi, ProfilingEventSink_AddEvent, 744);
-PIN_SIZE(EpctxApi, 752);
+PIN(EpctxApi, ReportEpContextLoad, 752);
+PIN_SIZE(EpctxApi, 760);
 
 /* ---- EpctxEpFactory: implemented by the plugin ---- */
 PIN(EpctxEpFactory, version, 0);

@@ -247,6 +247,10 @@ TEST(EpContextObservability, ReportSaysWhatGenerationAndLoadingDid) {
   EXPECT_NE(r.find("\"binary\":\"" + dir / "m_ctx_example.bin" + "\""), std::string::npos) << r;
   EXPECT_NE(r.find("\"compatibility\":\"EP_SUPPORTED_OPTIMAL\""), std::string::npos) << r;
   EXPECT_NE(r.find("\"cpu_nodes\":1"), std::string::npos) << r;
+  // The EP's own account of the load (ReportEpContextLoad): the example reads its binary, maps nothing.
+  EXPECT_NE(r.find("\"load\":{\"file\":\""), std::string::npos) << r;
+  EXPECT_NE(r.find("\"bytes_mapped\":0,\"bytes_read\":"), std::string::npos) << r;
+  EXPECT_EQ(r.find("\"bytes_read\":0,"), std::string::npos) << r;
 }
 
 // Rewrites the compatibility metadata of a generated model.

@@ -456,6 +456,13 @@ struct EpctxApi {
    * the caller) are copied. */
   EpctxStatus* (*ProfilingEventSink_AddEvent)(EpctxProfilingEventSink* sink, const char* name, const char* category,
                                               int64_t start_us, int64_t duration_us, const EpctxKeyValuePairs* args);
+
+  /* Observability (optional for EPs): during Compile, tells the runtime how the EPContext node behind
+   * `fused_node` (one of the fused nodes given to Compile) was loaded: the file it came from (NULL or "" for a
+   * payload embedded in the model; copied), how many bytes were mapped and how many read (copied), and the time it
+   * took. Session::GetSessionReport shows it per partition. */
+  EpctxStatus* (*ReportEpContextLoad)(const EpctxNode* fused_node, const char* file, uint64_t bytes_mapped,
+                                     uint64_t bytes_read, double milliseconds);
 };
 
 /* Handed to CreateEpFactories: GetApi(version) returns the table for that version, or NULL when the runtime does

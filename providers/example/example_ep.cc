@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -754,7 +755,9 @@ EpctxStatus* LoadContexts(const EpctxApi* api, const ContextOptions& options, co
       secondary.push_back({i, node, name, partition});
       continue;
     }
-    std::string text;
+    std::string text, path_of_binary;
+    uint64_t bytes_of_binary = 0;
+    const auto load_start = std::chrono::steady_clock::now();
     if (embed_mode == 1) {
       if (!has_cache) return LoadError(api, "node '" + name + "' (embed_mode=1) has no ep_cache_context");
       text = cache;
@@ -767,6 +770,9 @@ EpctxStatus* LoadContexts(const EpctxApi* api, const ContextOptions& options, co
       std::vector<std::pair<std::string, std::string>> binary;
       std::string path;
       RETURN_IF_ERROR(LoadContextBinary(api, graphs[i], name, cache, options, &binary, &path));
+      path_of_binary = path;
+      struct stat st;
+      bytes_of_binary = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;  // read whole
       for (const auto& g : binary) RETURN_IF_ERROR(add(g.first, g.second, path));
       auto own = std::find_if(binary.begin(), binary.end(), [&](const auto& g) { return g.first == partition; });
       if (own == binary.end() && binary.size() == 1) own = binary.begin();  // a lone graph, whatever its name
@@ -778,6 +784,13 @@ EpctxStatus* LoadContexts(const EpctxApi* api, const ContextOptions& options, co
     RETURN_IF_ERROR(Deserialize(text, programs[i]).empty()
                         ? nullptr
                         : LoadError(api, "node '" + name + "': its program does not parse"));
+    // Observability: this EP reads (copies) its contexts; it maps nothing.
+    if (api->ReportEpContextLoad) {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+      const std::string file = embed_mode == 1 ? std::string() : path_of_binary;
+      RETURN_IF_ERROR(api->ReportEpContextLoad(fused_nodes[i], file.c_str(), 0, embed_mode == 1 ? cache.size() : bytes_of_binary, ms));
+    }
   }
   for (const Pending& s : secondary) {
     auto it = table.find(s.partition);

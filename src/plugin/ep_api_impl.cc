@@ -526,6 +526,17 @@ EpctxStatus* SinkAddEvent(EpctxProfilingEventSink* sink, const char* name, const
   return nullptr;
 }
 
+EpctxStatus* ReportLoad(const EpctxNode* fused, const char* file, uint64_t mapped, uint64_t read, double ms) {
+  if (!fused) return NullArg("ReportEpContextLoad");
+  if (ms < 0) return Err(EPCTX_INVALID_ARGUMENT, "ReportEpContextLoad: negative time");
+  fused->load_reported = true;
+  fused->load_file = file ? file : "";
+  fused->bytes_mapped = mapped;
+  fused->bytes_read = read;
+  fused->load_ms = ms;
+  return nullptr;
+}
+
 EpctxApi MakeApi() {
   EpctxApi a{};
   a.version = EPCTX_EP_API_VERSION;
@@ -622,6 +633,7 @@ EpctxApi MakeApi() {
   a.CreateNode = CreateNodeImpl;
   a.ReleaseNode = ReleaseNodeImpl;
   a.ProfilingEventSink_AddEvent = SinkAddEvent;
+  a.ReportEpContextLoad = ReportLoad;
   return a;
 }
 

@@ -100,6 +100,11 @@ struct EpctxNode {
   std::vector<std::unique_ptr<EpctxGraph>> subgraphs;
   std::vector<std::string> subgraph_attr_names;
   std::vector<const char*> subgraph_attr_name_ptrs;
+  // Load facts an EP reported for the fused node it compiled (ReportEpContextLoad).
+  mutable bool load_reported = false;
+  mutable std::string load_file;
+  mutable uint64_t bytes_mapped = 0, bytes_read = 0;
+  mutable double load_ms = 0;
   // Editor-created nodes:
   bool from_editor = false;
   epctx::Node owned;

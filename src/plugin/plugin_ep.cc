@@ -173,7 +173,8 @@ std::string PluginEp::CompatibilityInfo(const Graph& graph, const std::string& m
 
 Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
                          int64_t ir_version, bool generating, std::map<std::string, KernelFactory>* kernels,
-                         std::map<std::string, Node>* ep_context_nodes) {
+                         std::map<std::string, Node>* ep_context_nodes,
+                         std::map<std::string, PartitionReport>* load_reports) {
   if (groups.empty()) return Status::OK();
   std::vector<std::unique_ptr<EpctxGraph>> views;
   std::vector<std::unique_ptr<EpctxNode>> fused;
@@ -224,6 +225,15 @@ Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& grou
   for (auto& v : views) compiled_views_.push_back(std::move(v));
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(ctx_status);
+  for (size_t i = 0; i < fused.size(); ++i)
+    if (fused[i]->load_reported) {
+      PartitionReport& r = (*load_reports)[groups[i].fused_name];
+      r.load_reported = true;
+      r.load_file = fused[i]->load_file;
+      r.bytes_mapped = fused[i]->bytes_mapped;
+      r.bytes_read = fused[i]->bytes_read;
+      r.load_ms = fused[i]->load_ms;
+    }
   for (size_t i = 0; i < infos.size(); ++i) {
     RETURN_ERROR_IF(!infos[i], FAIL, "OrtEp::Compile() did not set a valid OrtNodeComputeInfo instance for graph at index ", i);
     RETURN_ERROR_IF(!infos[i]->Compute || !infos[i]->CreateState, FAIL, name_,
@@ -396,7 +406,7 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
     const bool generating = config.count("ep.context_enable") && config.at("ep.context_enable") == "1";
     auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(eps[e]->Compile(g, per_ep[e], model_path, ir_version, generating, &result.fused_kernels,
-                                    &result.ep_context_nodes));
+                                    &result.ep_context_nodes, &result.load_reports));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     for (auto& t : result.ep_timings)
       if (t.ep == eps[e]->name()) t.compile_ms += ms;
@@ -420,6 +430,14 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
           struct stat st;
           if (::stat(r.binary_path.c_str(), &st) == 0) r.payload_bytes = static_cast<uint64_t>(st.st_size);
         }
+      }
+      auto lr = result.load_reports.find(fg.fused_name);
+      if (lr != result.load_reports.end()) {
+        r.load_reported = true;
+        r.load_file = lr->second.load_file;
+        r.bytes_mapped = lr->second.bytes_mapped;
+        r.bytes_read = lr->second.bytes_read;
+        r.load_ms = lr->second.load_ms;
       }
       result.partitions.push_back(std::move(r));
     }

@@ -25,6 +25,27 @@ struct EpSelection {
   std::string ep_name;
 };
 
+// What partitioning did, for observability (Session::GetSessionReport).
+struct PartitionReport {
+  std::string fused_name, ep;
+  size_t num_nodes = 0;
+  std::vector<std::string> op_types;
+  // When the partition is EPContext nodes loaded from a compiled model:
+  bool from_ep_context = false;
+  std::string source, binary_path;  // binary_path: embed_mode=0 file resolved beside the model
+  int64_t embed_mode = 1, main_context = 1;
+  uint64_t payload_bytes = 0;       // embedded payload, or the binary's size on disk
+  // As the EP reported it (ReportEpContextLoad), when it did:
+  bool load_reported = false;
+  std::string load_file;
+  uint64_t bytes_mapped = 0, bytes_read = 0;
+  double load_ms = 0;
+};
+struct EpTiming {
+  std::string ep;
+  double get_capability_ms = 0, compile_ms = 0;
+};
+
 class PluginEp {
  public:
   // Calls the factory's CreateEp with the session's config (provider options already copied in as
@@ -58,7 +79,8 @@ class PluginEp {
   // come back with an EPContext node (made by CreateNode), returned in `ep_context_nodes` by fused node name.
   Status Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
                  int64_t ir_version, bool generating, std::map<std::string, KernelFactory>* kernels,
-                 std::map<std::string, Node>* ep_context_nodes);
+                 std::map<std::string, Node>* ep_context_nodes,
+                 std::map<std::string, PartitionReport>* load_reports);
   // The EP's compatibility string for a generated model ("" when it has none).
   std::string CompatibilityInfo(const Graph& graph, const std::string& model_path, int64_t ir_version);
 
@@ -76,28 +98,13 @@ class PluginEp {
   EpctxEpProfiler* profiler_ = nullptr;
 };
 
-// What partitioning did, for observability (Session::GetSessionReport).
-struct PartitionReport {
-  std::string fused_name, ep;
-  size_t num_nodes = 0;
-  std::vector<std::string> op_types;
-  // When the partition is EPContext nodes loaded from a compiled model:
-  bool from_ep_context = false;
-  std::string source, binary_path;  // binary_path: embed_mode=0 file resolved beside the model
-  int64_t embed_mode = 1, main_context = 1;
-  uint64_t payload_bytes = 0;       // embedded payload, or the binary's size on disk
-};
-struct EpTiming {
-  std::string ep;
-  double get_capability_ms = 0, compile_ms = 0;
-};
-
 struct PartitionResult {
   std::shared_ptr<Graph> graph;  // the graph with fused nodes (or the original when nothing was claimed)
   std::map<std::string, KernelFactory> fused_kernels;
   std::map<std::string, std::string> node_ep;  // fused node name -> EP name
   std::map<std::string, Node> ep_context_nodes;  // fused node name -> EPContext node (generation only)
   std::vector<PartitionReport> partitions;
+  std::map<std::string, PartitionReport> load_reports;  // fused node name -> load facts from the EP
   std::vector<EpTiming> ep_timings;
 };
 

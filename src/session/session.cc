@@ -317,6 +317,9 @@ std::string InferenceSession::ReportJson() const {
       o << ",\"source\":\"" << Esc(p.source) << "\",\"embed_mode\":" << p.embed_mode
         << ",\"main_context\":" << p.main_context << ",\"binary\":\"" << Esc(p.binary_path)
         << "\",\"bytes\":" << p.payload_bytes;
+    if (p.load_reported)
+      o << ",\"load\":{\"file\":\"" << Esc(p.load_file) << "\",\"bytes_mapped\":" << p.bytes_mapped
+        << ",\"bytes_read\":" << p.bytes_read << ",\"ms\":" << p.load_ms << "}";
     o << "}";
   }
   size_t cpu_nodes = 0;
