@@ -15,22 +15,11 @@ namespace epctx {
 namespace {
 
 using epctx::testing::AddReluModel;
+using epctx::testing::Catch;
 using epctx::testing::MakeWeightExternal;
 using epctx::testing::Serialize;
 using epctx::testing::TempDir;
 using epctx::testing::WriteFile;
-
-// Runs fn and returns the Exception it throws (fails the test if it throws nothing).
-template <typename Fn>
-Exception Catch(Fn fn) {
-  try {
-    fn();
-  } catch (const Exception& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an epctx::Exception";
-  return Exception(ErrorCode::OK, "");
-}
 
 std::vector<float> RunAddRelu(const Session& s, std::vector<float> x) {
   int64_t shape[] = {static_cast<int64_t>(x.size() / 4), 4};

@@ -31,128 +31,46 @@ namespace epctx {
 namespace {
 
 namespace fs = std::filesystem;
+using epctx::testing::AddNode;
+using epctx::testing::AddWeight;
+using epctx::testing::Catch;
+using epctx::testing::Contains;
+using epctx::testing::ContextNodes;
+using epctx::testing::CpuReference;
+using epctx::testing::DevicesOf;
+using epctx::testing::FilesIn;
+using epctx::testing::FloatNx4;
+using epctx::testing::InputTensor;
+using epctx::testing::kExample;
+using epctx::testing::kExampleLib;
+using epctx::testing::LoadProto;
+using epctx::testing::NewModel;
 using epctx::testing::ReadFile;
+using epctx::testing::RunOne;
 using epctx::testing::Serialize;
+using epctx::testing::StrAttr;
 using epctx::testing::TempDir;
+using epctx::testing::ToVector;
+using epctx::testing::WithExample;
 using epctx::testing::WriteFile;
 
-const char* kExampleLib = EPCTX_BINARY_DIR "/lib/libepctx_example.so";
 const char* kEpctxCli = EPCTX_BINARY_DIR "/bin/epctx";
-const char* kExample = "ExampleExecutionProvider";
-
-template <typename Fn>
-Exception Catch(Fn fn) {
-  try {
-    fn();
-  } catch (const Exception& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an epctx::Exception";
-  return Exception(ErrorCode::OK, "");
-}
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-onnx::ValueInfoProto FloatNx4(const std::string& name) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* t = v.mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_param("N");
-  t->mutable_shape()->add_dim()->set_dim_value(4);
-  return v;
-}
 
 // Y<s> = Relu(Mul(Add(X<s>, W<s>), V<s>)) with weights chosen by `seed`. Graph name and node names/op types do not
 // depend on the suffix, so two such models compile to the same fused node names (the runtime derives them from
 // the graph's name and its nodes) — exactly the case the prefix exists for. Value names differ, so the two ctx
 // models can be glued without renaming anything.
 onnx::ModelProto AddMulReluModel(const std::string& s, float seed) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("epctx-tests");
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
+  onnx::ModelProto m = NewModel("add_mul_relu");
   auto* g = m.mutable_graph();
-  g->set_name("add_mul_relu");
   *g->add_input() = FloatNx4("X" + s);
   *g->add_output() = FloatNx4("Y" + s);
-  auto weight = [&](const std::string& name, std::vector<float> values) {
-    auto* w = g->add_initializer();
-    w->set_name(name);
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(4);
-    for (float v : values) w->add_float_data(v);
-  };
-  weight("W" + s, {seed, -2 * seed, 3, -4});
-  weight("V" + s, {2, -seed, 0.5f, 3 * seed});
-  auto node = [&](const std::string& op, const std::string& name, std::vector<std::string> in, const std::string& out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(name);
-    for (const auto& i : in) n->add_input(i);
-    n->add_output(out);
-  };
-  node("Add", "add", {"X" + s, "W" + s}, "A" + s);
-  node("Mul", "mul", {"A" + s, "V" + s}, "M" + s);
-  node("Relu", "relu", {"M" + s}, "Y" + s);
+  AddWeight(g, "W" + s, {seed, -2 * seed, 3, -4});
+  AddWeight(g, "V" + s, {2, -seed, 0.5f, 3 * seed});
+  AddNode(g, "Add", "add", {"X" + s, "W" + s}, "A" + s);
+  AddNode(g, "Mul", "mul", {"A" + s, "V" + s}, "M" + s);
+  AddNode(g, "Relu", "relu", {"M" + s}, "Y" + s);
   return m;
-}
-
-const std::vector<float> kInput = {0.5f, -1, 2, 7, -3, 1.25f, 0, -0.75f};
-
-Value InputTensor(std::vector<float>* storage) {
-  *storage = kInput;
-  static const int64_t shape[] = {2, 4};
-  return Value::CreateTensor<float>(storage->data(), storage->size(), shape, 2);
-}
-
-std::vector<float> ToVector(const Value& v) {
-  EXPECT_EQ(v.GetTensorTypeAndShapeInfo().GetShape(), (std::vector<int64_t>{2, 4}));
-  const float* y = v.GetTensorData<float>();
-  return std::vector<float>(y, y + 8);
-}
-
-std::vector<float> RunOne(const Session& s, const std::string& in, const std::string& out) {
-  std::vector<float> x;
-  std::vector<Value> inputs;
-  inputs.push_back(InputTensor(&x));
-  return ToVector(s.Run({in}, inputs, {out})[0]);
-}
-
-// The source model's outputs on the CPU EP alone.
-std::vector<float> CpuReference(const onnx::ModelProto& m) {
-  Env env;
-  const std::string bytes = Serialize(m);
-  Session s(env, bytes.data(), bytes.size(), SessionOptions());
-  return RunOne(s, m.graph().input(0).name(), m.graph().output(0).name());
-}
-
-onnx::ModelProto LoadProto(const std::string& path) {
-  onnx::ModelProto m;
-  EXPECT_TRUE(m.ParseFromString(ReadFile(path))) << path;
-  return m;
-}
-
-std::vector<const onnx::NodeProto*> ContextNodes(const onnx::ModelProto& m) {
-  std::vector<const onnx::NodeProto*> nodes;
-  for (const auto& n : m.graph().node())
-    if (n.op_type() == "EPContext") nodes.push_back(&n);
-  return nodes;
-}
-
-std::string StrAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return a.s();
-  ADD_FAILURE() << "node " << n.name() << " lacks " << name;
-  return "";
-}
-
-std::set<std::string> FilesIn(const std::string& dir) {
-  std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  return names;
 }
 
 // Runs the ONNX checker (with the EPContext schema registered); "" when it passes, else its message.
@@ -171,15 +89,8 @@ class EpContextExtra : public ::testing::Test {
   void SetUp() override { env_.RegisterExecutionProviderLibrary("example", kExampleLib); }
 
   SessionOptions Options(const std::map<std::string, std::string>& config = {}) {
-    std::vector<ConstEpDevice> devices;
-    for (ConstEpDevice d : env_.GetEpDevices())
-      if (std::string(d.EpName()) == kExample && d.Device().Type() == HardwareDeviceType::CPU) devices.push_back(d);
-    EXPECT_EQ(devices.size(), 1u);
-    SessionOptions so;
-    so.SetIntraOpNumThreads(1);
-    so.AppendExecutionProvider_V2(env_, devices, KeyValuePairs{});
-    for (const auto& [k, v] : config) so.AddConfigEntry(k.c_str(), v.c_str());
-    return so;
+    EXPECT_EQ(DevicesOf(env_, kExample, false).size(), 1u);
+    return WithExample(env_, KeyValuePairs{}, config);
   }
 
   // Writes `model` to `src` and generates its ctx model at `out` with `config` added.

@@ -15,29 +15,15 @@ namespace epctx {
 namespace {
 
 using epctx::testing::AddReluModel;
+using epctx::testing::Catch;
+using epctx::testing::Exists;
+using epctx::testing::kExampleLib;
 using epctx::testing::MakeWeightExternal;
 using epctx::testing::ReadFile;
 using epctx::testing::Serialize;
 using epctx::testing::TempDir;
+using epctx::testing::WithExample;
 using epctx::testing::WriteFile;
-
-const std::string kExampleLib = std::string(EPCTX_BINARY_DIR) + "/lib/libepctx_example.so";
-
-template <typename Fn>
-Exception Catch(Fn fn) {
-  try {
-    fn();
-  } catch (const Exception& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an epctx::Exception";
-  return Exception(ErrorCode::OK, "");
-}
-
-bool Exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
 
 // Y = Sigmoid(Relu(X + W)): Add+Relu go to the example EP, Sigmoid stays on the CPU EP.
 onnx::ModelProto MixedModel() {
@@ -57,13 +43,9 @@ onnx::ModelProto MixedModel() {
 
 struct Fixture {
   Env env;
-  Fixture() { env.RegisterExecutionProviderLibrary("example", kExampleLib.c_str()); }
+  Fixture() { env.RegisterExecutionProviderLibrary("example", kExampleLib); }
   SessionOptions Options(const std::map<std::string, std::string>& config) {
-    SessionOptions so;
-    for (const auto& d : env.GetEpDevices())
-      if (std::string(d.EpName()) == "ExampleExecutionProvider") so.AppendExecutionProvider_V2(env, {d});
-    for (const auto& [k, v] : config) so.AddConfigEntry(k.c_str(), v.c_str());
-    return so;
+    return WithExample(env, KeyValuePairs{}, config);
   }
 };
 

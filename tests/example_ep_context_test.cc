@@ -28,67 +28,36 @@ namespace epctx {
 namespace {
 
 namespace fs = std::filesystem;
+using epctx::testing::AddNode;
 using epctx::testing::AddReluModel;
+using epctx::testing::AddWeight;
+using epctx::testing::Catch;
+using epctx::testing::Contains;
+using epctx::testing::ContextNodes;
+using epctx::testing::CpuReference;
+using epctx::testing::DevicesOf;
+using epctx::testing::FilesIn;
+using epctx::testing::FindAttr;
+using epctx::testing::FloatNx4;
+using epctx::testing::kExample;
+using epctx::testing::kExampleLib;
+using epctx::testing::LoadProto;
+using epctx::testing::NewModel;
 using epctx::testing::ReadFile;
+using epctx::testing::RunOne;
 using epctx::testing::Serialize;
+using epctx::testing::StrAttr;
 using epctx::testing::TempDir;
+using epctx::testing::WithExample;
 using epctx::testing::WriteFile;
 
-const char* kExampleLib = EPCTX_BINARY_DIR "/lib/libepctx_example.so";
-const char* kExample = "ExampleExecutionProvider";
 const char* kLoadError = "Failed to load from EpContext model. ";
-
-template <typename Fn>
-Exception Catch(Fn fn) {
-  try {
-    fn();
-  } catch (const Exception& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an epctx::Exception";
-  return Exception(ErrorCode::OK, "");
-}
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-onnx::ValueInfoProto FloatNx4(const std::string& name) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* t = v.mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  t->mutable_shape()->add_dim()->set_dim_param("N");
-  t->mutable_shape()->add_dim()->set_dim_value(4);
-  return v;
-}
-
-void AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name, std::vector<std::string> in,
-             const std::string& out) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (const auto& i : in) n->add_input(i);
-  n->add_output(out);
-}
-
-void AddWeight(onnx::GraphProto* g, const std::string& name, std::vector<float> values) {
-  auto* w = g->add_initializer();
-  w->set_name(name);
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(static_cast<int64_t>(values.size()));
-  for (float v : values) w->add_float_data(v);
-}
 
 // Y = Relu(Mul(Sigmoid(Add(X, W)), V)): the example EP takes {Add} and {Mul, Relu}, Sigmoid stays on the CPU, so
 // the ctx model has two EPContext nodes around a CPU node.
 onnx::ModelProto TwoPartitionModel() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("epctx-tests");
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
+  onnx::ModelProto m = NewModel("two_partitions");
   auto* g = m.mutable_graph();
-  g->set_name("two_partitions");
   *g->add_input() = FloatNx4("X");
   *g->add_output() = FloatNx4("Y");
   AddWeight(g, "W", {1, -2, 3, -4});
@@ -100,51 +69,7 @@ onnx::ModelProto TwoPartitionModel() {
   return m;
 }
 
-const std::vector<float> kInput = {0.5f, -1, 2, 7, -3, 1.25f, 0, -0.75f};
-
-std::vector<float> RunModel(const Session& s, const std::string& output = "Y") {
-  std::vector<float> x = kInput;
-  int64_t shape[] = {2, 4};
-  std::vector<Value> in;
-  in.push_back(Value::CreateTensor<float>(x.data(), x.size(), shape, 2));
-  auto out = s.Run({"X"}, in, {output});
-  EXPECT_EQ(out[0].GetTensorTypeAndShapeInfo().GetShape(), (std::vector<int64_t>{2, 4}));
-  const float* y = out[0].GetTensorData<float>();
-  return std::vector<float>(y, y + 8);
-}
-
-// The source model's outputs on the CPU EP alone.
-std::vector<float> CpuReference(const onnx::ModelProto& m) {
-  Env env;
-  const std::string bytes = Serialize(m);
-  Session s(env, bytes.data(), bytes.size(), SessionOptions());
-  return RunModel(s);
-}
-
-onnx::ModelProto LoadProto(const std::string& path) {
-  onnx::ModelProto m;
-  EXPECT_TRUE(m.ParseFromString(ReadFile(path))) << path;
-  return m;
-}
-
-std::vector<onnx::NodeProto*> ContextNodes(onnx::ModelProto* m) {
-  std::vector<onnx::NodeProto*> nodes;
-  for (auto& n : *m->mutable_graph()->mutable_node())
-    if (n.op_type() == "EPContext") nodes.push_back(&n);
-  return nodes;
-}
-
-const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
 bool HasAttr(const onnx::NodeProto& n, const std::string& name) { return FindAttr(n, name) != nullptr; }
-std::string StrAttr(const onnx::NodeProto& n, const std::string& name) {
-  const auto* a = FindAttr(n, name);
-  EXPECT_TRUE(a) << "node " << n.name() << " lacks " << name;
-  return a ? a->s() : "";
-}
 int64_t IntAttr(const onnx::NodeProto& n, const std::string& name) {
   const auto* a = FindAttr(n, name);
   EXPECT_TRUE(a) << "node " << n.name() << " lacks " << name;
@@ -162,27 +87,14 @@ void SetStrAttr(onnx::NodeProto* n, const std::string& name, const std::string& 
   a->set_s(value);
 }
 
-std::set<std::string> FilesIn(const std::string& dir) {
-  std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  return names;
-}
-
 class ExampleEpContext : public ::testing::Test {
  protected:
   void SetUp() override { env_.RegisterExecutionProviderLibrary("example", kExampleLib); }
 
   // Session options selecting the example EP on the CPU, plus session config entries.
   SessionOptions Options(const std::map<std::string, std::string>& config = {}) {
-    std::vector<ConstEpDevice> devices;
-    for (ConstEpDevice d : env_.GetEpDevices())
-      if (std::string(d.EpName()) == kExample && d.Device().Type() == HardwareDeviceType::CPU) devices.push_back(d);
-    EXPECT_EQ(devices.size(), 1u);
-    SessionOptions so;
-    so.SetIntraOpNumThreads(1);
-    so.AppendExecutionProvider_V2(env_, devices, KeyValuePairs{});
-    for (const auto& [k, v] : config) so.AddConfigEntry(k.c_str(), v.c_str());
-    return so;
+    EXPECT_EQ(DevicesOf(env_, kExample, false).size(), 1u);
+    return WithExample(env_, KeyValuePairs{}, config);
   }
 
   // Writes `model` as dir/m.onnx and generates its ctx model (m_ctx.onnx beside it unless config says otherwise).
@@ -190,7 +102,7 @@ class ExampleEpContext : public ::testing::Test {
     WriteFile(dir + "/m.onnx", Serialize(model));
     config["ep.context_enable"] = "1";
     Session s(env_, (dir + "/m.onnx").c_str(), Options(config));
-    EXPECT_EQ(RunModel(s), CpuReference(model));  // the generating session runs too
+    EXPECT_EQ(RunOne(s), CpuReference(model));  // the generating session runs too
   }
 
   // Loads a ctx model with the example EP, checks its EPContext nodes ran on the example EP and returns outputs.
@@ -198,7 +110,7 @@ class ExampleEpContext : public ::testing::Test {
     Session s(env_, path.c_str(), Options(config));
     for (const auto& [node, ep] : s.GetPartitionAssignments()) EXPECT_EQ(ep, kExample) << node;
     EXPECT_FALSE(s.GetPartitionAssignments().empty());
-    return RunModel(s);
+    return RunOne(s);
   }
 
   // Loading `path` with the example EP fails with INVALID_GRAPH "Failed to load from EpContext model. ..." holding
@@ -369,8 +281,8 @@ TEST_F(ExampleEpContext, PrefixedContextsFromTwoModelsGlueIntoOneModel) {
   Session s(env_, (dir / "glued.onnx").c_str(), Options());
   EXPECT_EQ(s.GetPartitionAssignments().size(), 2u);
   const std::vector<float> expected = CpuReference(AddReluModel());
-  EXPECT_EQ(RunModel(s, "Y"), expected);
-  EXPECT_EQ(RunModel(s, "b_Y"), expected);
+  EXPECT_EQ(RunOne(s, "X", "Y"), expected);
+  EXPECT_EQ(RunOne(s, "X", "b_Y"), expected);
 }
 
 TEST_F(ExampleEpContext, GenerateFromBytesPutsTheBinaryBesideContextFilePath) {
@@ -438,7 +350,7 @@ TEST_F(ExampleEpContext, BufferLoadedModelFindsBinaryThroughContextFilePath) {
   // The ctx model's path, the folder itself, the folder with a trailing '/'.
   for (const std::string& where : {dir / "m_ctx.onnx", dir.path(), dir.path() + "/"}) {
     Session s(env_, bytes.data(), bytes.size(), Options({{"ep.context_file_path", where}}));
-    EXPECT_EQ(RunModel(s), expected) << where;
+    EXPECT_EQ(RunOne(s), expected) << where;
   }
   Exception e = Catch([&] { Session s(env_, bytes.data(), bytes.size(), Options()); });
   EXPECT_EQ(e.code(), ErrorCode::INVALID_GRAPH) << e.what();
@@ -455,7 +367,7 @@ TEST_F(ExampleEpContext, BufferLoadedModelFindsBinaryThroughExternalInitializers
   const std::string bytes = ReadFile(dir / "m_ctx.onnx");
   Session s(env_, bytes.data(), bytes.size(),
             Options({{"session.model_external_initializers_file_folder_path", dir.path()}}));
-  EXPECT_EQ(RunModel(s), CpuReference(AddReluModel()));
+  EXPECT_EQ(RunOne(s), CpuReference(AddReluModel()));
 }
 
 TEST_F(ExampleEpContext, BinaryInSubfolderOrBehindInsideSymlinkLoads) {

@@ -27,29 +27,22 @@
 namespace epctx {
 namespace {
 
+using epctx::testing::AddNode;
+using epctx::testing::AddTensorValueInfo;
+using epctx::testing::Catch;
+using epctx::testing::Contains;
+using epctx::testing::DevicesOf;
+using epctx::testing::kExample;
+using epctx::testing::kExampleLib;
+using epctx::testing::NewModel;
 using epctx::testing::ReadFile;
 using epctx::testing::Serialize;
+using epctx::testing::StartsWith;
 using epctx::testing::TempDir;
+using epctx::testing::WithExample;
 
-const char* kExampleLib = EPCTX_BINARY_DIR "/lib/libepctx_example.so";
 const char* kAotCpuLib = EPCTX_BINARY_DIR "/lib/libepctx_aotcpu.so";
-const char* kExample = "ExampleExecutionProvider";
 const char* kCpu = "CPUExecutionProvider";
-
-// Runs fn and returns the Exception it throws (fails the test if it throws nothing).
-template <typename Fn>
-Exception Catch(Fn fn) {
-  try {
-    fn();
-  } catch (const Exception& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an epctx::Exception";
-  return Exception(ErrorCode::OK, "");
-}
-
-bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Sets EPCTX_LOG_LEVEL (the plugin log threshold) for the scope and captures what goes to stderr.
 class CapturedLog {
@@ -83,17 +76,6 @@ std::vector<std::string> EpNames(const Env& env) {
   return v;
 }
 
-// The devices of one EP, in the Env's order.
-std::vector<ConstEpDevice> DevicesOf(const Env& env, const std::string& ep, bool include_virtual = true) {
-  std::vector<ConstEpDevice> v;
-  for (const ConstEpDevice& d : env.GetEpDevices()) {
-    const char* virt = d.Device().Metadata().GetValue("is_virtual");
-    const bool is_virtual = virt && std::string(virt) == "1";
-    if (d.EpName() == ep && (include_virtual || !is_virtual)) v.push_back(d);
-  }
-  return v;
-}
-
 size_t CountVirtual(const Env& env) {
   size_t n = 0;
   for (const ConstEpDevice& d : env.GetEpDevices()) {
@@ -105,23 +87,6 @@ size_t CountVirtual(const Env& env) {
 
 // ---- models ----
 
-void AddTensorValueInfo(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<int64_t>& dims) {
-  vi->set_name(name);
-  auto* t = vi->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-}
-
-onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
-                         const std::vector<std::string>& inputs, const std::string& output) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (const auto& i : inputs) n->add_input(i);
-  n->add_output(output);
-  return n;
-}
-
 const std::vector<int64_t> kShape = {2, 3, 4};
 
 // X, Y: float[2,3,4]; W: float[4] initializer.
@@ -131,14 +96,8 @@ const std::vector<int64_t> kShape = {2, 3, 4};
 //   Z = Softmax(R2, axis=-1)                              -> CPU EP
 // Outputs R (an intermediate value that is also a graph output) and Z.
 onnx::ModelProto MixedModel() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("epctx-tests");
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
+  onnx::ModelProto m = NewModel("mixed");
   auto* g = m.mutable_graph();
-  g->set_name("mixed");
   AddTensorValueInfo(g->add_input(), "X", kShape);
   AddTensorValueInfo(g->add_input(), "Y", kShape);
   AddTensorValueInfo(g->add_output(), "R", kShape);
@@ -164,14 +123,8 @@ onnx::ModelProto MixedModel() {
 
 // X: float[2,3,4]. R1 = Relu(X); N = Neg(R1); R2 = Relu(N + X) -- two Relus apart, with CPU nodes between.
 onnx::ModelProto ReluModel() {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("epctx-tests");
-  auto* os = m.add_opset_import();
-  os->set_domain("");
-  os->set_version(17);
+  onnx::ModelProto m = NewModel("relus");
   auto* g = m.mutable_graph();
-  g->set_name("relus");
   AddTensorValueInfo(g->add_input(), "X", kShape);
   AddTensorValueInfo(g->add_output(), "R1", kShape);
   AddTensorValueInfo(g->add_output(), "R2", kShape);
@@ -237,14 +190,6 @@ Outputs CpuReference(const std::string& model, unsigned seed = 1) {
   EXPECT_EQ(s.GetExecutionProviders(), std::vector<std::string>{kCpu});
   EXPECT_TRUE(s.GetPartitionAssignments().empty());
   return RunMixed(s, seed);
-}
-
-// Session options with the example EP appended on its (real) devices.
-SessionOptions WithExample(const Env& env, const KeyValuePairs& ep_options = {}) {
-  SessionOptions opts;
-  opts.SetIntraOpNumThreads(1);
-  opts.AppendExecutionProvider_V2(env, DevicesOf(env, kExample, false), ep_options);
-  return opts;
 }
 
 // Fused node names are "<ep>_<ep>_<graph hash>_<n>_<n>" (ONNX Runtime: <ep type>_<metadef name>_<id> with the

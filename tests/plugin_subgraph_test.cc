@@ -9,13 +9,10 @@
 namespace epctx {
 namespace {
 
-void TensorType(onnx::ValueInfoProto* v, const std::string& name, int elem, std::vector<int64_t> dims) {
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem);
-  auto* s = t->mutable_shape();
-  for (int64_t d : dims) s->add_dim()->set_dim_value(d);
-}
+using epctx::testing::AddTensorValueInfo;
+using epctx::testing::AddWeight;
+using epctx::testing::kExampleLib;
+using epctx::testing::WithExample;
 
 // Y = If(cond, then: Relu(X + W) * W, else: X - W) with X read from the outer scope.
 onnx::ModelProto IfModel() {
@@ -24,14 +21,10 @@ onnx::ModelProto IfModel() {
   m.add_opset_import()->set_version(17);
   auto* g = m.mutable_graph();
   g->set_name("if_model");
-  TensorType(g->add_input(), "cond", onnx::TensorProto::BOOL, {});
-  TensorType(g->add_input(), "X", onnx::TensorProto::FLOAT, {4});
-  TensorType(g->add_output(), "Y", onnx::TensorProto::FLOAT, {4});
-  auto* w = g->add_initializer();
-  w->set_name("W");
-  w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(4);
-  for (float v : {1.f, -2.f, 3.f, -4.f}) w->add_float_data(v);
+  AddTensorValueInfo(g->add_input(), "cond", {}, onnx::TensorProto::BOOL);
+  AddTensorValueInfo(g->add_input(), "X", {4});
+  AddTensorValueInfo(g->add_output(), "Y", {4});
+  AddWeight(g, "W", {1.f, -2.f, 3.f, -4.f});
   auto* node = g->add_node();
   node->set_op_type("If");
   node->set_name("if");
@@ -40,7 +33,7 @@ onnx::ModelProto IfModel() {
   auto branch = [](const std::string& name, bool then) {
     onnx::GraphProto b;
     b.set_name(name);
-    TensorType(b.add_output(), name + "_out", onnx::TensorProto::FLOAT, {4});
+    AddTensorValueInfo(b.add_output(), name + "_out", {4});
     auto add = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
       auto* n = b.add_node();
       n->set_op_type(op);
@@ -84,11 +77,8 @@ TEST(PluginSubgraphs, BranchNodesGoToThePluginAndMatchTheCpu) {
   std::string bytes;
   IfModel().SerializeToString(&bytes);
   Env env;
-  env.RegisterExecutionProviderLibrary("example", (std::string(EPCTX_BINARY_DIR) + "/lib/libepctx_example.so").c_str());
-  SessionOptions so;
-  for (const auto& d : env.GetEpDevices())
-    if (std::string(d.EpName()) == "ExampleExecutionProvider") so.AppendExecutionProvider_V2(env, {d});
-  Session plugin(env, bytes.data(), bytes.size(), so);
+  env.RegisterExecutionProviderLibrary("example", kExampleLib);
+  Session plugin(env, bytes.data(), bytes.size(), WithExample(env));
   Session cpu(env, bytes.data(), bytes.size(), SessionOptions());
   auto parts = plugin.GetPartitionAssignments();
   ASSERT_EQ(parts.size(), 1u) << "the then-branch's Add/Relu/Mul form one partition";

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <sys/stat.h>
+
 namespace epctx::testing {
 
 TempDir::TempDir() {
@@ -31,16 +33,33 @@ std::string ReadFile(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+std::set<std::string> FilesIn(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
 
-onnx::ModelProto AddReluModel(int opset) {
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+onnx::ModelProto NewModel(const std::string& graph_name, int opset) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.set_producer_name("epctx-tests");
   auto* os = m.add_opset_import();
   os->set_domain("");
   os->set_version(opset);
+  m.mutable_graph()->set_name(graph_name);
+  return m;
+}
+
+onnx::ModelProto AddReluModel(int opset) {
+  onnx::ModelProto m = NewModel("add_relu", opset);
   auto* g = m.mutable_graph();
-  g->set_name("add_relu");
   auto* x = g->add_input();
   x->set_name("X");
   auto* xt = x->mutable_type()->mutable_tensor_type();
@@ -91,6 +110,122 @@ std::string Serialize(const onnx::ModelProto& m) {
   std::string s;
   m.SerializeToString(&s);
   return s;
+}
+
+onnx::ModelProto LoadProto(const std::string& path) {
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromString(ReadFile(path))) << path;
+  return m;
+}
+
+void AddTensorValueInfo(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<int64_t>& dims,
+                        int elem) {
+  vi->set_name(name);
+  auto* t = vi->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  auto* shape = t->mutable_shape();
+  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+}
+
+onnx::ValueInfoProto FloatNx4(const std::string& name) {
+  onnx::ValueInfoProto v;
+  v.set_name(name);
+  auto* t = v.mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("N");
+  t->mutable_shape()->add_dim()->set_dim_value(4);
+  return v;
+}
+
+onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, const std::string& name,
+                         const std::vector<std::string>& inputs, const std::string& output) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const auto& i : inputs) n->add_input(i);
+  n->add_output(output);
+  return n;
+}
+
+void AddWeight(onnx::GraphProto* g, const std::string& name, const std::vector<float>& values) {
+  auto* w = g->add_initializer();
+  w->set_name(name);
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(static_cast<int64_t>(values.size()));
+  for (float v : values) w->add_float_data(v);
+}
+
+const std::vector<float> kInput = {0.5f, -1, 2, 7, -3, 1.25f, 0, -0.75f};
+
+Value InputTensor(std::vector<float>* storage) {
+  *storage = kInput;
+  static const int64_t shape[] = {2, 4};
+  return Value::CreateTensor<float>(storage->data(), storage->size(), shape, 2);
+}
+
+std::vector<float> ToVector(const Value& v) {
+  EXPECT_EQ(v.GetTensorTypeAndShapeInfo().GetShape(), (std::vector<int64_t>{2, 4}));
+  const float* y = v.GetTensorData<float>();
+  return std::vector<float>(y, y + 8);
+}
+
+std::vector<float> RunOne(const Session& s, const std::string& input, const std::string& output) {
+  std::vector<float> x;
+  std::vector<Value> inputs;
+  inputs.push_back(InputTensor(&x));
+  return ToVector(s.Run({input}, inputs, {output})[0]);
+}
+
+std::vector<float> CpuReference(const onnx::ModelProto& m) {
+  Env env;
+  const std::string bytes = Serialize(m);
+  Session s(env, bytes.data(), bytes.size(), SessionOptions());
+  return RunOne(s, m.graph().input(0).name(), m.graph().output(0).name());
+}
+
+std::vector<ConstEpDevice> DevicesOf(const Env& env, const std::string& ep, bool include_virtual) {
+  std::vector<ConstEpDevice> v;
+  for (const ConstEpDevice& d : env.GetEpDevices()) {
+    const char* virt = d.Device().Metadata().GetValue("is_virtual");
+    const bool is_virtual = virt && std::string(virt) == "1";
+    if (d.EpName() == ep && (include_virtual || !is_virtual)) v.push_back(d);
+  }
+  return v;
+}
+
+SessionOptions WithExample(const Env& env, const KeyValuePairs& ep_options,
+                           const std::map<std::string, std::string>& config) {
+  SessionOptions opts;
+  opts.SetIntraOpNumThreads(1);
+  opts.AppendExecutionProvider_V2(env, DevicesOf(env, kExample, false), ep_options);
+  for (const auto& [k, v] : config) opts.AddConfigEntry(k.c_str(), v.c_str());
+  return opts;
+}
+
+std::vector<const onnx::NodeProto*> ContextNodes(const onnx::ModelProto& m) {
+  std::vector<const onnx::NodeProto*> nodes;
+  for (const auto& n : m.graph().node())
+    if (n.op_type() == "EPContext") nodes.push_back(&n);
+  return nodes;
+}
+
+std::vector<onnx::NodeProto*> ContextNodes(onnx::ModelProto* m) {
+  std::vector<onnx::NodeProto*> nodes;
+  for (auto& n : *m->mutable_graph()->mutable_node())
+    if (n.op_type() == "EPContext") nodes.push_back(&n);
+  return nodes;
+}
+
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+std::string StrAttr(const onnx::NodeProto& n, const std::string& name) {
+  const auto* a = FindAttr(n, name);
+  EXPECT_TRUE(a) << "node " << n.name() << " lacks " << name;
+  return a ? a->s() : "";
 }
 
 }  // namespace epctx::testing
