@@ -21,7 +21,7 @@ TEST(EpContextPaths, DerivedFromTheFileNameNotTheFolder) {
 
 TEST(EpContextPaths, FolderAndEmptyAreRefused) {
   epctx::testing::TempDir dir;
-  for (const std::string p : {dir.path() + "/", dir.path(), dir.path() + "/no_extension"}) {
+  for (const std::string& p : {dir.path() + "/", dir.path(), dir.path() + "/no_extension"}) {
     auto r = ValidatedEpContextPath(p, "m.onnx", true);
     ASSERT_FALSE(r.ok()) << p;
     EXPECT_EQ(r.status().code(), ErrorCode::INVALID_ARGUMENT);
