@@ -30,7 +30,8 @@ double Percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (idx - lo);
 }
 
-StatusOr<std::vector<IValue>> InputsFor(const InferenceSession& s, const std::string& dir, bool random) {
+// Inputs from a test_data_set folder, or random ones (free dims = their override, else 1) when `dir` is empty.
+StatusOr<std::vector<IValue>> InputsFor(const InferenceSession& s, const std::string& dir) {
   std::vector<ValueInfo> inputs;
   for (const auto& in : s.inputs())
     if (!s.model().graph->initializers.count(in.name)) inputs.push_back(in);
@@ -40,7 +41,6 @@ StatusOr<std::vector<IValue>> InputsFor(const InferenceSession& s, const std::st
                     " input files but the model has ", inputs.size(), " inputs");
     return v;
   }
-  (void)random;
   // Free dims take their override (already applied to the model's input shapes) or 1.
   return RandomInputs(inputs, 1234);
 }
@@ -75,7 +75,7 @@ int RunPerfCommand(const PerfOptions& opts) {
   auto t1 = Clock::now();
   if (!session.ok()) return Fail(session.status());
   InferenceSession& s = *session.value();
-  auto feeds = InputsFor(s, opts.inputs_dir, opts.random_inputs);
+  auto feeds = InputsFor(s, opts.inputs_dir);
   if (!feeds.ok()) return Fail(feeds.status());
   auto names = InputNames(s);
   std::vector<IValue> outputs;
@@ -125,7 +125,7 @@ int RunRunCommand(const RunOptions& opts) {
   auto t1 = Clock::now();
   if (!session.ok()) return Fail(session.status());
   const InferenceSession& s = *session.value();
-  auto feeds = InputsFor(s, opts.inputs_dir, opts.inputs_dir.empty());
+  auto feeds = InputsFor(s, opts.inputs_dir);
   if (!feeds.ok()) return Fail(feeds.status());
   auto names = InputNames(s);
   std::printf("model %s: %zu inputs, %zu outputs, %zu nodes, %d threads\n", opts.model.c_str(), names.size(),

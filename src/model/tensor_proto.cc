@@ -131,7 +131,6 @@ void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
 
 ValueType ValueTypeFromProto(const onnx::TypeProto& type) {
   ValueType vt;
-  const onnx::TypeProto* tensor_type = nullptr;
   auto fill_tensor = [&](const onnx::TypeProto_Tensor& tt) {
     vt.elem_type = IsValidDataType(tt.elem_type()) ? static_cast<DataType>(tt.elem_type()) : DataType::kUndefined;
     if (tt.has_shape()) {
@@ -144,7 +143,6 @@ ValueType ValueTypeFromProto(const onnx::TypeProto& type) {
       }
     }
   };
-  (void)tensor_type;
   if (type.has_tensor_type()) {
     vt.kind = ValueType::Kind::kTensor;
     fill_tensor(type.tensor_type());

@@ -11,13 +11,6 @@ namespace epctx {
 
 namespace {
 
-const EpctxApi& Api() { return *GetEpctxApi(); }
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
-  return s;
-}
-
 // Runs one compiled partition through the EP's compute info.
 class FusedKernel final : public OpKernel {
  public:
@@ -138,9 +131,8 @@ Status PluginEp::OnSessionInitializationEnd() {
   if (!ep_->OnSessionInitializationEnd) return Status::OK();
   return FromEpctxStatus(ep_->OnSessionInitializationEnd(ep_), name_ + ": OnSessionInitializationEnd");
 }
-Status PluginEp::CollectProfile(int64_t epoch_us, std::vector<EpctxProfilingEventSink::Event>* events) {
+Status PluginEp::CollectProfile(std::vector<EpctxProfilingEventSink::Event>* events) {
   if (!profiler_) return Status::OK();
-  (void)epoch_us;
   EpctxProfilingEventSink sink;
   RETURN_IF_ERROR(FromEpctxStatus(profiler_->EndProfiling(profiler_, &sink), name_ + ": EndProfiling"));
   for (auto& e : sink.events) events->push_back(std::move(e));

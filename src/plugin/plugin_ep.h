@@ -65,7 +65,7 @@ class PluginEp {
   Status SetDynamicOptions(const std::map<std::string, std::string>& options);
   Status OnSessionInitializationEnd();
   // Events of the EP's profiler (if it has one), collected at the end of profiling.
-  Status CollectProfile(int64_t epoch_us, std::vector<EpctxProfilingEventSink::Event>* events);
+  Status CollectProfile(std::vector<EpctxProfilingEventSink::Event>* events);
 
   struct FusedGroup {
     std::vector<size_t> nodes;  // indices into the graph

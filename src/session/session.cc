@@ -339,7 +339,7 @@ StatusOr<std::string> InferenceSession::EndProfiling() {
   RETURN_ERROR_IF(!profiler_, FAIL, "profiling is not enabled for this session (SessionOptions::EnableProfiling)");
   for (auto& ep : plugin_eps_) {
     std::vector<EpctxProfilingEventSink::Event> events;
-    RETURN_IF_ERROR(ep->CollectProfile(profiler_->EpochUs(), &events));
+    RETURN_IF_ERROR(ep->CollectProfile(&events));
     for (auto& e : events) {
       auto args = e.args;
       args["provider"] = ep->name();
