@@ -12,29 +12,13 @@
 #include <type_traits>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/elementwise_types.h"
 #include "providers/cpu/kernels/broadcast.h"
 
 namespace epctx {
 
 namespace {
 
-template <typename T>
-struct ComputeOf {
-  using type = T;
-};
-template <>
-struct ComputeOf<Float16> {
-  using type = float;
-};
-template <>
-struct ComputeOf<BFloat16> {
-  using type = float;
-};
-template <typename T>
-using ComputeT = typename ComputeOf<T>::type;
-
-template <typename T>
-constexpr bool kIsFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 // Reads an element in compute type C without copying when no conversion is needed (strings).
 template <typename C, typename T>

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/elementwise_types.h"
 
 namespace epctx {
 
@@ -106,24 +107,6 @@ __attribute__((always_inline)) inline float ErfF(float x) {
 // ---------------------------------------------------------------------------------------------------------------
 // Shared machinery.
 
-// The type an element is computed in: float for the 16-bit floats, the type itself otherwise.
-template <typename T>
-struct ComputeOf {
-  using type = T;
-};
-template <>
-struct ComputeOf<Float16> {
-  using type = float;
-};
-template <>
-struct ComputeOf<BFloat16> {
-  using type = float;
-};
-template <typename T>
-using ComputeT = typename ComputeOf<T>::type;
-
-template <typename T>
-constexpr bool kIsFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 // Two's-complement negation without signed overflow (Neg/Abs of INT_MIN give INT_MIN, as the hardware does).
 template <typename C>

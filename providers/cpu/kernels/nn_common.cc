@@ -419,18 +419,19 @@ EPCTX_NN_INSTANTIATE(uint32_t)
 EPCTX_NN_INSTANTIATE(uint64_t)
 #undef EPCTX_NN_INSTANTIATE
 
-Status BroadcastShapes(const Shape& a, const Shape& b, Shape* out) {
-  size_t r = std::max(a.size(), b.size());
-  out->assign(r, 1);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return MakeStatus(ErrorCode::INVALID_ARGUMENT, "shapes ", ShapeToString(a), " and ", ShapeToString(b),
-                        " cannot be broadcast");
-    (*out)[i] = da == 1 ? db : da;
-  }
-  return Status::OK();
+dnnl::memory PackedConstantWeights(const dnnl::engine& eng, const dnnl::memory::desc& user,
+                                   const dnnl::memory::desc& prim, const dnnl::reorder& reorder, void* data,
+                                   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>>* cache) {
+  if (!reorder) return dnnl::memory(user, eng, data);
+  for (const auto& [md, mem] : *cache)
+    if (md == prim) return mem;
+  dnnl::memory packed(prim, eng);
+  dnnl::stream s(eng);
+  dnnl::memory src(user, eng, data);
+  reorder.execute(s, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, packed}});
+  s.wait();
+  cache->emplace_back(prim, packed);
+  return packed;
 }
 
 }  // namespace nn

@@ -101,6 +101,12 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
 // The default primitive attributes of this family: user-managed scratchpad (so primitives run concurrently).
 dnnl::primitive_attr UserScratchpadAttr();
 
+// Constant weights in layout `prim`: the user memory itself when no reorder is needed, else reordered once and kept
+// in `cache` (one entry per layout; the caller holds its mutex).
+dnnl::memory PackedConstantWeights(const dnnl::engine& eng, const dnnl::memory::desc& user,
+                                   const dnnl::memory::desc& prim, const dnnl::reorder& reorder, void* data,
+                                   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>>* cache);
+
 // Per-thread 64-byte aligned scratch memory. Take() returns regions valid until the carver of the same thread is
 // created again; one carver per Compute call. Nullptr on allocation failure.
 class ScratchCarver {
@@ -153,8 +159,6 @@ Status ConvTransposePlain(const WindowGeom& g, int64_t n, int64_t c, int64_t m, 
 template <typename T>
 void GemmPlain(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, bool accumulate, int num_threads);
 
-// Broadcasting of two shapes (numpy rules); INVALID_ARGUMENT (without node name) when incompatible.
-Status BroadcastShapes(const Shape& a, const Shape& b, Shape* out);
 
 // Rounds half to even and saturates to the range of Q (uint8/int8/...).
 template <typename Q>

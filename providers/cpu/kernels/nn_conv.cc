@@ -177,22 +177,8 @@ class DnnlConvRunner {
     if (plan->w_prim != plan->w_user)
       plan->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->w_user, eng, plan->w_prim));
     if (const_w_.defined()) {
-      void* wp = const_cast<void*>(const_w_.raw_data());
-      if (!plan->w_reorder) {
-        plan->packed_w = memory(plan->w_user, eng, wp);
-      } else {
-        for (const auto& [md, mem] : packed_)
-          if (md == plan->w_prim) plan->packed_w = mem;
-        if (!plan->packed_w) {
-          memory packed(plan->w_prim, eng);
-          dnnl::stream s(eng);
-          memory user(plan->w_user, eng, wp);
-          plan->w_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}});
-          s.wait();
-          packed_.emplace_back(plan->w_prim, packed);
-          plan->packed_w = packed;
-        }
-      }
+      plan->packed_w = PackedConstantWeights(eng, plan->w_user, plan->w_prim, plan->w_reorder,
+                                             const_cast<void*>(const_w_.raw_data()), &packed_);
     } else if (plan->w_reorder) {
       total += ScratchCarver::Rounded(plan->w_prim.get_size());
     }

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "providers/cpu/kernels/broadcast.h"
 #include "providers/cpu/kernels/nn_common.h"
 
 namespace epctx {
@@ -146,22 +147,8 @@ class DnnlMatMulRunner {
     if (plan->w_prim != plan->w_user)
       plan->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->w_user, eng, plan->w_prim));
     if (spec.pack_weights && const_w_.defined()) {
-      void* wp = const_cast<void*>(const_w_.raw_data());
-      if (!plan->w_reorder) {
-        plan->packed_w = memory(plan->w_user, eng, wp);
-      } else {
-        for (const auto& [md, mem] : packed_)
-          if (md == plan->w_prim) plan->packed_w = mem;
-        if (!plan->packed_w) {
-          memory packed(plan->w_prim, eng);
-          dnnl::stream s(eng);
-          memory user(plan->w_user, eng, wp);
-          plan->w_reorder.execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}});
-          s.wait();
-          packed_.emplace_back(plan->w_prim, packed);
-          plan->packed_w = packed;
-        }
-      }
+      plan->packed_w = PackedConstantWeights(eng, plan->w_user, plan->w_prim, plan->w_reorder,
+                                             const_cast<void*>(const_w_.raw_data()), &packed_);
     } else if (plan->w_reorder) {
       total += ScratchCarver::Rounded(plan->w_prim.get_size());
     }
@@ -246,7 +233,11 @@ class MatMulKernel final : public OpKernel {
     RETURN_ERROR_IF(bs[bs.size() - 2] != k, INVALID_ARGUMENT, ctx.node().Describe(), ": inner dimensions differ: A ",
                     ShapeToString(a->shape()), " x B ", ShapeToString(b->shape()));
     Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2), batch;
-    RETURN_IF_ERROR_CTX(BroadcastShapes(a_batch, b_batch, &batch), ctx.node().Describe(), ": batch dims");
+    {
+      auto b = BroadcastShapes(a_batch, b_batch);
+      RETURN_IF_ERROR_CTX(b.status(), ctx.node().Describe(), ": batch dims");
+      batch = std::move(b).value();
+    }
     Shape y_shape = batch;
     if (!a1) y_shape.push_back(m);
     if (!b1) y_shape.push_back(n);

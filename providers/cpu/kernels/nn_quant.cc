@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "providers/cpu/kernels/broadcast.h"
 #include "providers/cpu/kernels/nn_common.h"
 
 namespace epctx {
@@ -122,7 +123,7 @@ class QuantizeKernel final : public OpKernel {
                       " values but scale has ", sc.size());
       q_type = zp->dtype();
     }
-    int64_t outer, axis_dim, inner;
+    int64_t outer = 0, axis_dim = 0, inner = 0;
     RETURN_IF_ERROR_CTX(AxisBlocks(x->shape(), axis_, static_cast<int64_t>(sc.size()), per_axis_, &outer, &axis_dim,
                                    &inner),
                         node);
@@ -240,7 +241,7 @@ Status ResolveMatMul(const Shape& a_in, const Shape& b_in, MatMulShape* s) {
                   " x B ", ShapeToString(b_in));
   s->a_batch.assign(as.begin(), as.end() - 2);
   s->b_batch.assign(bs.begin(), bs.end() - 2);
-  RETURN_IF_ERROR(BroadcastShapes(s->a_batch, s->b_batch, &s->batch));
+  ASSIGN_OR_RETURN(s->batch, BroadcastShapes(s->a_batch, s->b_batch));
   s->a_batch.insert(s->a_batch.begin(), s->batch.size() - s->a_batch.size(), 1);
   s->b_batch.insert(s->b_batch.begin(), s->batch.size() - s->b_batch.size(), 1);
   s->y_shape = s->batch;
