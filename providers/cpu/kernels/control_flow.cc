@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/tensor_util.h"
 
 namespace epctx {
 
@@ -11,14 +12,9 @@ namespace {
 
 // Copies `count` elements from src[src_off] to dst[dst_off] (element offsets), strings by assignment.
 void CopyElements(const Tensor& src, int64_t src_off, Tensor* dst, int64_t dst_off, int64_t count) {
-  if (count <= 0) return;
-  if (src.dtype() == DataType::kString) {
-    for (int64_t i = 0; i < count; ++i) dst->data<std::string>()[dst_off + i] = src.data<std::string>()[src_off + i];
-    return;
-  }
-  size_t es = DataTypeSize(src.dtype());
-  std::memcpy(static_cast<char*>(dst->raw_data()) + dst_off * es, static_cast<const char*>(src.raw_data()) + src_off * es,
-              count * es);
+  const DataType dt = src.dtype();
+  tensor_kernels::CopyElements(dt, tensor_kernels::ElementPtr(src.raw_data(), dt, src_off),
+                               tensor_kernels::ElementPtr(dst->raw_data(), dt, dst_off), count);
 }
 
 // Stacks equally shaped tensors along a new axis `axis`.
