@@ -1,45 +1,548 @@
-// AotCpuExecutionProvider: the compiling CPU EP (oneDNN, mmap-able context binaries). This first version is the
-// plugin's shell: it registers, reports the CPU device with its ISA, and claims no node yet, so every model runs
-// on the CPU EP unchanged. Compilation arrives with the AotCpu issue. Written only against ep_api.h.
+// AotCpuExecutionProvider: the compiling CPU EP. GetCapability claims static-shaped groups of the ops the compiler
+// handles (compiler.h); Compile turns each group into a Program with pre-packed weights, serializes every group of
+// the call into one context binary (context_binary.h) and then — JIT or not — builds the executors from that
+// binary, exactly as a session loading a _ctx.onnx does. Written only against ep_api.h; no exception crosses it.
+//
+// Sections: 1 helpers, 2 EP state, 3 GetCapability, 4 Compile (JIT + EPContext generation), 5 EPContext loading,
+// 6 Compute, 7 the EP, 8 the factory, 9 the exported entry points.
+#include <epctx/ep_api.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
-#include "epctx/ep_api.h"
+#include "common/context_util.h"
+#include "compiler.h"
+#include "context_binary.h"
+#include "executor.h"
+#include "ir.h"
+#include "ops.h"
+#include "program.h"
 
+namespace epctx {
+namespace aotcpu {
 namespace {
 
 const EpctxApi* g_api = nullptr;
 constexpr const char* kEpName = "AotCpuExecutionProvider";
 constexpr const char* kVendor = "epctx";
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = "0.2.0";
+
+// ---- 1. helpers ----
+
+EpctxStatus* Error(EpctxErrorCode code, const std::string& message) {
+  return g_api->CreateStatus(code, (std::string(kEpName) + ": " + message).c_str());
+}
+
+template <typename Body>
+EpctxStatus* Guard(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return Error(EPCTX_RUNTIME_EXCEPTION, e.what());
+  } catch (...) {
+    return Error(EPCTX_RUNTIME_EXCEPTION, "unknown exception");
+  }
+}
+
+#define AOT_RETURN_IF_ERROR(expr)       \
+  do {                                  \
+    if (EpctxStatus* _st = (expr)) return _st; \
+  } while (0)
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string DimsText(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// ---- 2. EP state ----
+
+// The runnable form of one fused node: an executor over weights that live in `bytes` (an in-memory binary) or in
+// a mapping owned by `keep`.
+struct Partition {
+  std::shared_ptr<const void> keep;
+  std::unique_ptr<Executor> exec;
+};
+
+struct ComputeInfo {
+  EpctxNodeComputeInfo base;
+  std::shared_ptr<Partition> part;
+};
+
+// Session options that shape compilation and EPContext handling.
+struct ContextOptions {
+  bool enable = false;    // ep.context_enable
+  bool embed = false;     // ep.context_embed_mode == 1
+  std::string file_path;  // ep.context_file_path (the runtime sets it when generating)
+  std::string prefix;     // ep.context_node_name_prefix
+};
 
 struct AotCpuEp {
   EpctxEp base;  // first member: the runtime sees &base
+  ContextOptions context;
+  const EpctxSessionOptions* options = nullptr;
+  const EpctxLogger* logger = nullptr;
+  int threads = 0;
+  std::string isa;
+  bool progress = false;  // stderr is a terminal
 };
 
-struct AotCpuFactory {
-  EpctxEpFactory base;
+AotCpuEp* Self(EpctxEp* ep) { return reinterpret_cast<AotCpuEp*>(ep); }
+
+// ---- 3. GetCapability ----
+
+EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
+  {
+    std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graph));
+    AOT_RETURN_IF_ERROR(g_api->Graph_GetNodes(graph, nodes.data(), nodes.size()));
+    bool any = false;
+    for (const EpctxNode* node : nodes)
+      if (plugin::IsEpContextNodeFrom(g_api, node, {kEpName})) {
+        AOT_RETURN_IF_ERROR(g_api->EpGraphSupportInfo_AddSingleNode(support, node));
+        any = true;
+      }
+    if (any) return nullptr;  // a compiled model: its remaining nodes stay where the runtime puts them
+  }
+  Graph g;
+  CheckResult r = BuildGraph(g_api, graph, &g);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "reading the graph: " + r.reason);
+  std::vector<bool> folded;
+  r = FoldConstants(&g, &folded);
+  if (!r.ok) return nullptr;  // a malformed constant subgraph: claim nothing, the CPU EP reports the problem
+  folded.resize(g.nodes.size(), false);
+  std::vector<bool> supported(g.nodes.size(), false);
+  size_t compute_nodes = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.has_subgraphs) continue;
+    std::string why;
+    supported[i] = folded[i] || IsNodeSupported(g, n, &why);
+    if (supported[i] && !folded[i]) ++compute_nodes;
+  }
+  if (compute_nodes == 0) return nullptr;  // only constants: nothing worth a partition
+  for (const std::vector<int>& group : GroupNodes(g, supported)) {
+    bool computes = false;
+    for (int n : group) computes |= !folded[static_cast<size_t>(n)];
+    if (!computes) continue;
+    std::vector<const EpctxNode*> nodes;
+    for (int n : group) nodes.push_back(g.nodes[static_cast<size_t>(n)].handle);
+    AOT_RETURN_IF_ERROR(g_api->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(), nodes.size()));
+  }
+  return nullptr;
+}
+
+// ---- 4. Compile ----
+
+std::vector<std::string> IoNames(const EpctxNode* fused, bool inputs) {
+  const size_t n = inputs ? g_api->Node_GetNumInputs(fused) : g_api->Node_GetNumOutputs(fused);
+  std::vector<const EpctxValueInfo*> vis(n);
+  EpctxStatus* st = inputs ? g_api->Node_GetInputs(fused, vis.data(), n) : g_api->Node_GetOutputs(fused, vis.data(), n);
+  std::vector<std::string> names;
+  if (st) {
+    g_api->ReleaseStatus(st);
+    return names;
+  }
+  for (const EpctxValueInfo* vi : vis) names.push_back(vi ? g_api->ValueInfo_GetName(vi) : "");
+  return names;
+}
+
+// Builds executors for every graph of a validated binary. `keep` owns the bytes `data` points into.
+CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const void> keep, int threads,
+                           const std::vector<std::string>& names, std::vector<std::shared_ptr<Partition>>* out) {
+  ContextBinaryReader reader;
+  CheckResult r = reader.Open(data, size);
+  if (!r.ok) return r;
+  for (const std::string& name : names) {
+    const GraphView* gv = nullptr;
+    for (const GraphView& v : reader.graphs())
+      if (v.name == name) gv = &v;
+    if (!gv) return CheckResult::Fail("the context binary holds no graph named '" + name + "'");
+    Program p;
+    r = ParseProgram(gv->records, static_cast<uint32_t>(gv->tensor_indices.size()), &p);
+    if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
+    std::vector<WeightRef> weights;
+    for (uint32_t t : gv->tensor_indices) weights.push_back({reader.tensors()[t].data, reader.tensors()[t].length});
+    auto part = std::make_shared<Partition>();
+    part->keep = keep;
+    r = Executor::Create(std::move(p), std::move(weights), threads, &part->exec);
+    if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
+    out->push_back(std::move(part));
+  }
+  return CheckResult::Ok();
+}
+
+// Compiles the graphs into one context binary (in memory).
+EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                             std::vector<std::string>* names, std::string* binary) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ContextBinaryContents contents;
+  contents.compat.epctx_version = kVersion;
+  {
+    const dnnl_version_t* v = dnnl_version();
+    contents.compat.onednn_version =
+        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }
+  contents.compat.isa = ep->isa;
+  size_t packed = 0;
+  uint64_t packed_bytes = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const std::string name = g_api->Node_GetName(fused_nodes[i]);
+    Graph g;
+    CheckResult r = BuildGraph(g_api, graphs[i], &g);
+    if (!r.ok) return Error(EPCTX_EP_FAIL, "graph '" + name + "': " + r.reason);
+    CompileOptions options;
+    options.isa = ep->isa;
+    if (ep->progress) {
+      options.on_weight = [&, i](size_t n, uint64_t bytes) {
+        if (n % 8 == 0)
+          std::fprintf(stderr, "\r[aotcpu] partition %zu/%zu: %zu weights packed (%.1f MB), %.1f s   ", i + 1, count,
+                       packed + n, (packed_bytes + bytes) / 1e6, MsSince(t0) / 1000);
+      };
+    }
+    CompiledGraph cg;
+    r = CompileGraph(g, IoNames(fused_nodes[i], true), IoNames(fused_nodes[i], false), options, &cg);
+    if (!r.ok) return Error(EPCTX_EP_FAIL, "compiling '" + name + "': " + r.reason);
+    GraphInput gi;
+    gi.name = name;
+    gi.records = SerializeProgram(cg.program);
+    for (TensorInput& t : cg.weights) {
+      t.name = name + "/" + t.name;  // unique per graph; equal bytes are still stored once
+      gi.tensor_names.push_back(t.name);
+      packed_bytes += t.bytes.size();
+      contents.tensors.push_back(std::move(t));
+    }
+    packed += cg.weights.size();
+    contents.graphs.push_back(std::move(gi));
+    names->push_back(name);
+  }
+  CheckResult r = WriteContextBinary(contents, binary);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "writing the context binary: " + r.reason);
+  if (ep->progress)
+    std::fprintf(stderr, "\r[aotcpu] %zu partition(s) compiled: %zu weights packed (%.1f MB), binary %.1f MB, %.1f s\n",
+                 count, packed, packed_bytes / 1e6, binary->size() / 1e6, MsSince(t0) / 1000);
+  return nullptr;
+}
+
+// ---- 6. Compute ----
+
+EpctxStatus* Compute(EpctxNodeComputeInfo* self, void*, EpctxKernelContext* kc) {
+  Partition* part = reinterpret_cast<ComputeInfo*>(self)->part.get();
+  return Guard([&]() -> EpctxStatus* {
+    const Program& p = part->exec->program();
+    if (g_api->KernelContext_GetInputCount(kc) != p.inputs.size() ||
+        g_api->KernelContext_GetOutputCount(kc) != p.outputs.size())
+      return Error(EPCTX_INVALID_ARGUMENT, "the fused node's input/output count does not match its compiled graph");
+    std::vector<const void*> inputs(p.inputs.size());
+    std::vector<void*> outputs(p.outputs.size());
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const EpctxValue* v = nullptr;
+      AOT_RETURN_IF_ERROR(g_api->KernelContext_GetInput(kc, i, &v));
+      std::vector<int64_t> dims(g_api->Value_GetRank(v));
+      if (!dims.empty()) AOT_RETURN_IF_ERROR(g_api->Value_GetShape(v, dims.data(), dims.size()));
+      if (dims != p.inputs[i].dims || static_cast<uint32_t>(g_api->Value_GetElementType(v)) != p.inputs[i].dtype)
+        return Error(EPCTX_INVALID_ARGUMENT, "input '" + p.inputs[i].name + "' has shape " + DimsText(dims) +
+                                                 " but the graph was compiled for " + DimsText(p.inputs[i].dims) +
+                                                 " (AotCpu compiles static shapes; recompile for new shapes)");
+      inputs[i] = g_api->Value_GetData(v);
+    }
+    for (size_t i = 0; i < p.outputs.size(); ++i) {
+      EpctxValue* v = nullptr;
+      AOT_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(kc, i, p.outputs[i].dims.data(), p.outputs[i].dims.size(), &v));
+      outputs[i] = g_api->Value_GetMutableData(v);
+    }
+    CheckResult r = part->exec->Run(inputs, outputs);
+    if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+    return nullptr;
+  });
+}
+
+EpctxStatus* CreateState(EpctxNodeComputeInfo*, EpctxNodeComputeContext*, void** state) {
+  *state = nullptr;
+  return nullptr;
+}
+void ReleaseState(EpctxNodeComputeInfo*, void*) {}
+
+ComputeInfo* MakeComputeInfo(std::shared_ptr<Partition> part) {
+  auto* info = new ComputeInfo();
+  std::memset(&info->base, 0, sizeof(info->base));
+  info->base.version = EPCTX_EP_API_VERSION;
+  info->base.CreateState = CreateState;
+  info->base.Compute = Compute;
+  info->base.ReleaseState = ReleaseState;
+  info->part = std::move(part);
+  return info;
+}
+
+// Writes the EPContext nodes for freshly compiled graphs. Embed 0: `binary` goes to "<ctx stem>_aotcpu.bin" beside
+// the ctx model; the first node (main_context=1) names it, the others (main_context=0) find their graph by
+// partition_name. Embed 1: each node carries its own binary (`per_graph[i]`).
+EpctxStatus* GenerateContext(AotCpuEp* ep, const EpctxNode** fused_nodes, size_t count,
+                             const std::vector<std::string>& names, const std::string& binary,
+                             const std::vector<std::string>& per_graph, EpctxNode** ep_context_nodes) {
+  const ContextOptions& o = ep->context;
+  std::string path;
+  if (!o.embed) {
+    if (o.file_path.empty())
+      return Error(EPCTX_EP_FAIL, "ep.context_file_path is not set, so there is no folder for the context binary");
+    path = plugin::ContextBinaryPath(o.file_path, "_aotcpu.bin");
+    AOT_RETURN_IF_ERROR(plugin::WriteFileAtomically(g_api, kEpName, path, binary));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    plugin::EpContextNodeSpec spec;
+    spec.name = o.prefix + names[i];
+    spec.source = kEpName;
+    spec.sdk_version = kVersion;
+    spec.hardware_architecture = ep->isa;
+    spec.inputs = IoNames(fused_nodes[i], true);
+    spec.outputs = IoNames(fused_nodes[i], false);
+    if (o.embed) {
+      spec.embed_mode = 1;
+      spec.cache = per_graph[i];
+    } else {
+      spec.embed_mode = 0;
+      spec.main_context = i == 0 ? 1 : 0;
+      spec.has_cache = i == 0;
+      if (i == 0) spec.cache = plugin::FileNameOf(path);
+    }
+    if (EpctxStatus* st = plugin::MakeEpContextNode(g_api, spec, &ep_context_nodes[i])) {
+      if (!path.empty()) unlink(path.c_str());  // no ctx model will reference it
+      return st;
+    }
+  }
+  return nullptr;
+}
+
+EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                          std::vector<std::shared_ptr<Partition>>* parts, EpctxNode** ep_context_nodes) {
+  std::vector<std::string> names;
+  if (ep->context.enable && ep->context.embed) {
+    // One binary per graph, each embedded in its own node; executors run on those same bytes.
+    std::vector<std::string> per_graph(count);
+    for (size_t i = 0; i < count; ++i) {
+      std::vector<std::string> one;
+      auto bytes = std::make_shared<std::string>();
+      AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs + i, fused_nodes + i, 1, &one, bytes.get()));
+      CheckResult r = LoadPartitions(bytes->data(), bytes->size(), bytes, ep->threads, one, parts);
+      if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
+      names.push_back(one[0]);
+      per_graph[i] = *bytes;
+    }
+    return GenerateContext(ep, fused_nodes, count, names, std::string(), per_graph, ep_context_nodes);
+  }
+  auto binary = std::make_shared<std::string>();
+  AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs, fused_nodes, count, &names, binary.get()));
+  CheckResult r = LoadPartitions(binary->data(), binary->size(), binary, ep->threads, names, parts);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
+  if (ep->context.enable)
+    AOT_RETURN_IF_ERROR(GenerateContext(ep, fused_nodes, count, names, *binary, {}, ep_context_nodes));
+  return nullptr;
+}
+
+// ---- 5. EPContext loading ----
+
+struct LoadedBinary {
+  std::shared_ptr<const void> keep;
+  const void* data = nullptr;
+  size_t size = 0;
+  std::string from;  // file path, or "node '<name>'" for an embedded payload
 };
+
+EpctxStatus* LoadError(const std::string& message) { return plugin::LoadError(g_api, kEpName, message); }
+
+// Refuses a binary made for another ISA (above the host's), oneDNN or format before anything else is used.
+EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const void* data, size_t size) {
+  ContextBinaryReader reader;
+  CheckResult r = reader.Open(data, size);
+  if (!r.ok) return LoadError(from + ": " + r.reason);
+  const CompatInfo& c = reader.compat();
+  const dnnl_version_t* v = dnnl_version();
+  const std::string onednn = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  if (c.onednn_version != onednn)
+    return LoadError(from + ": the context binary was compiled with oneDNN " + c.onednn_version +
+                     " but this build uses oneDNN " + onednn + "; recompile the model");
+  static const char* const kOrder[] = {"sse41", "avx", "avx2", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
+                                       "avx512_core_amx"};
+  int bin = -1, host = -1;
+  for (int i = 0; i < 7; ++i) {
+    if (c.isa == kOrder[i]) bin = i;
+    if (ep->isa == kOrder[i]) host = i;
+  }
+  if (bin < 0) return LoadError(from + ": the context binary names an unknown ISA '" + c.isa + "'");
+  if (bin > host)
+    return LoadError(from + ": the context binary was compiled for " + c.isa + " but this CPU supports at most " +
+                     ep->isa);
+  return nullptr;
+}
+
+EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes,
+                              const std::vector<size_t>& loaded, std::vector<std::shared_ptr<Partition>>* parts) {
+  struct Pending {
+    size_t index;
+    std::string name, partition;
+  };
+  std::vector<LoadedBinary> binaries;
+  std::vector<Pending> nodes;
+  for (size_t i : loaded) {
+    const EpctxNode* node = nullptr;
+    AOT_RETURN_IF_ERROR(g_api->Graph_GetNodes(graphs[i], &node, 1));
+    const std::string name = g_api->Node_GetName(node);
+    int64_t main_context = 1, embed_mode = 1;
+    AOT_RETURN_IF_ERROR(plugin::IntAttr(g_api, kEpName, node, "main_context", 1, &main_context));
+    AOT_RETURN_IF_ERROR(plugin::IntAttr(g_api, kEpName, node, "embed_mode", 1, &embed_mode));
+    bool has_partition = false, has_cache = false;
+    std::string partition, cache;
+    AOT_RETURN_IF_ERROR(plugin::StringAttr(g_api, kEpName, node, "partition_name", &has_partition, &partition));
+    if (!has_partition || partition.empty()) partition = name;
+    nodes.push_back({i, name, partition});
+    if (main_context == 0) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    LoadedBinary b;
+    uint64_t mapped = 0, read = 0;
+    if (embed_mode == 1) {
+      const EpctxOpAttr* attr = g_api->Node_GetAttributeByName(node, "ep_cache_context");
+      if (!attr) return LoadError("node '" + name + "' (embed_mode=1) has no ep_cache_context");
+      const char* data = nullptr;
+      size_t length = 0;
+      if (EpctxStatus* st = g_api->OpAttr_GetString(attr, &data, &length)) {
+        g_api->ReleaseStatus(st);
+        return LoadError("node '" + name + "': attribute ep_cache_context is not a string");
+      }
+      b.from = "node '" + name + "'";
+      if (reinterpret_cast<uintptr_t>(data) % 64 == 0) {  // the model's bytes stay valid until release: no copy
+        b.data = data;
+      } else {  // tensors are 64-byte aligned relative to the binary's start: copy once to an aligned buffer
+        auto copy = std::shared_ptr<unsigned char>(static_cast<unsigned char*>(std::aligned_alloc(64, (length + 63) / 64 * 64 + 64)), std::free);
+        if (!copy) return Error(EPCTX_FAIL, "out of memory copying the payload of node '" + name + "'");
+        std::memcpy(copy.get(), data, length);
+        b.keep = copy;
+        b.data = copy.get();
+      }
+      b.size = length;
+      read = length;
+    } else {
+      AOT_RETURN_IF_ERROR(plugin::StringAttr(g_api, kEpName, node, "ep_cache_context", &has_cache, &cache));
+      if (!has_cache) return LoadError("node '" + name + "' (main_context=1, embed_mode=0) has no ep_cache_context");
+      std::string path, real_path;
+      AOT_RETURN_IF_ERROR(plugin::ResolveContextBinary(g_api, kEpName, graphs[i], name, cache, ep->context.file_path,
+                                                      &path, &real_path));
+      auto map = std::make_shared<plugin::MappedFile>();
+      std::string why;
+      if (!plugin::MapFile(real_path, map.get(), &why)) return LoadError("node '" + name + "': " + why);
+      b.keep = map;
+      b.data = map->data();
+      b.size = map->size();
+      b.from = path;
+      mapped = map->size();
+    }
+    AOT_RETURN_IF_ERROR(CheckCompat(ep, b.from, b.data, b.size));
+    const size_t first = parts->size();
+    (void)first;
+    binaries.push_back(std::move(b));
+    if (g_api->ReportEpContextLoad)
+      AOT_RETURN_IF_ERROR(g_api->ReportEpContextLoad(fused_nodes[i], embed_mode == 1 ? "" : binaries.back().from.c_str(),
+                                                     mapped, read, MsSince(t0)));
+  }
+  // Every node takes its graph by partition name from the binaries loaded above.
+  for (const Pending& n : nodes) {
+    const LoadedBinary* found = nullptr;
+    ContextBinaryReader reader;
+    for (const LoadedBinary& b : binaries) {
+      if (!reader.Open(b.data, b.size).ok) continue;
+      for (const GraphView& gv : reader.graphs())
+        if (gv.name == n.partition) found = &b;
+      if (found) break;
+    }
+    if (!found && binaries.size() == 1 && reader.Open(binaries[0].data, binaries[0].size).ok &&
+        reader.graphs().size() == 1)
+      found = &binaries[0];  // a lone graph, whatever its name
+    if (!found)
+      return LoadError("node '" + n.name + "' refers to partition '" + n.partition +
+                       "', which no context binary loaded by a main_context=1 node holds");
+    std::string graph_name = n.partition;
+    if (reader.graphs().size() == 1) graph_name = std::string(reader.graphs()[0].name);
+    std::vector<std::shared_ptr<Partition>> one;
+    CheckResult r = LoadPartitions(found->data, found->size, found->keep, ep->threads, {graph_name}, &one);
+    if (!r.ok) return LoadError(found->from + ": " + r.reason);
+    // Parts are indexed like `loaded`; fill in order.
+    parts->push_back(std::move(one[0]));
+  }
+  return nullptr;
+}
+
+EpctxStatus* CompileImpl(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                         EpctxNodeComputeInfo** infos, EpctxNode** ep_context_nodes) {
+  if (count == 0) return nullptr;
+  std::vector<size_t> fresh, loaded;
+  std::vector<const EpctxGraph*> fresh_graphs;
+  std::vector<const EpctxNode*> fresh_nodes;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graphs[i]));
+    AOT_RETURN_IF_ERROR(g_api->Graph_GetNodes(graphs[i], nodes.data(), nodes.size()));
+    const bool is_context = nodes.size() == 1 && plugin::IsEpContextNodeFrom(g_api, nodes[0], {kEpName});
+    (is_context ? loaded : fresh).push_back(i);
+    if (!is_context) fresh_graphs.push_back(graphs[i]), fresh_nodes.push_back(fused_nodes[i]);
+  }
+  std::vector<std::shared_ptr<Partition>> fresh_parts, loaded_parts;
+  std::vector<EpctxNode*> fresh_ctx(fresh.size(), nullptr);
+  if (!fresh.empty())
+    AOT_RETURN_IF_ERROR(CompileFresh(ep, fresh_graphs.data(), fresh_nodes.data(), fresh.size(), &fresh_parts,
+                                     fresh_ctx.data()));
+  for (size_t k = 0; k < fresh.size(); ++k) ep_context_nodes[fresh[k]] = fresh_ctx[k];
+  if (!loaded.empty()) AOT_RETURN_IF_ERROR(LoadContextNodes(ep, graphs, fused_nodes, loaded, &loaded_parts));
+  for (size_t k = 0; k < fresh.size(); ++k) infos[fresh[k]] = &MakeComputeInfo(fresh_parts[k])->base;
+  for (size_t k = 0; k < loaded.size(); ++k) infos[loaded[k]] = &MakeComputeInfo(loaded_parts[k])->base;
+  return nullptr;
+}
+
+// ---- 7. the EP ----
 
 const char* EpGetName(const EpctxEp*) { return kEpName; }
 
-EpctxStatus* EpGetCapability(EpctxEp*, const EpctxGraph*, EpctxEpGraphSupportInfo*) {
-  return nullptr;  // claims nothing yet
+EpctxStatus* EpGetCapability(EpctxEp* self, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
+  return Guard([&] { return GetCapabilityImpl(Self(self), graph, support); });
 }
 
-EpctxStatus* EpCompile(EpctxEp*, const EpctxGraph**, const EpctxNode**, size_t count, EpctxNodeComputeInfo**,
-                       EpctxNode**) {
-  if (count == 0) return nullptr;
-  return g_api->CreateStatus(EPCTX_EP_FAIL, "AotCpuExecutionProvider: asked to compile a graph it did not claim");
+EpctxStatus* EpCompile(EpctxEp* self, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                       EpctxNodeComputeInfo** infos, EpctxNode** ep_context_nodes) {
+  return Guard([&] { return CompileImpl(Self(self), graphs, fused_nodes, count, infos, ep_context_nodes); });
 }
 
-void EpReleaseNodeComputeInfos(EpctxEp*, EpctxNodeComputeInfo**, size_t) {}
+void EpReleaseNodeComputeInfos(EpctxEp*, EpctxNodeComputeInfo** infos, size_t count) {
+  for (size_t i = 0; i < count; ++i) delete reinterpret_cast<ComputeInfo*>(infos[i]);
+}
+
+// ---- 8. the factory ----
 
 const char* FactoryGetName(const EpctxEpFactory*) { return kEpName; }
 const char* FactoryGetVendor(const EpctxEpFactory*) { return kVendor; }
 uint32_t FactoryGetVendorId(const EpctxEpFactory*) { return 0xE9C7; }
 const char* FactoryGetVersion(const EpctxEpFactory*) { return kVersion; }
+
+struct AotCpuFactory {
+  EpctxEpFactory base;
+};
+
+std::string HostIsaName() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    default: return "sse41";
+  }
+}
 
 EpctxStatus* FactoryGetSupportedDevices(EpctxEpFactory* f, const EpctxHardwareDevice* const* devices, size_t n,
                                         EpctxEpDevice** out, size_t max, size_t* count) {
@@ -49,8 +552,7 @@ EpctxStatus* FactoryGetSupportedDevices(EpctxEpFactory* f, const EpctxHardwareDe
     EpctxKeyValuePairs* meta = nullptr;
     if (EpctxStatus* st = g_api->KeyValuePairs_Create(&meta)) return st;
     g_api->KeyValuePairs_Add(meta, "version", kVersion);
-    const char* isa = g_api->KeyValuePairs_Get(g_api->HardwareDevice_Metadata(devices[i]), "isa");
-    g_api->KeyValuePairs_Add(meta, "isa", isa ? isa : "");
+    g_api->KeyValuePairs_Add(meta, "isa", HostIsaName().c_str());
     EpctxEpDevice* d = nullptr;
     EpctxStatus* st = g_api->CreateEpDevice(f, devices[i], meta, nullptr, &d);
     g_api->KeyValuePairs_Release(meta);
@@ -61,46 +563,67 @@ EpctxStatus* FactoryGetSupportedDevices(EpctxEpFactory* f, const EpctxHardwareDe
 }
 
 EpctxStatus* FactoryCreateEp(EpctxEpFactory*, const EpctxHardwareDevice* const*, const EpctxKeyValuePairs* const*,
-                             size_t, const EpctxSessionOptions*, const EpctxLogger*, EpctxEp** ep) {
-  auto* e = new (std::nothrow) AotCpuEp();
-  if (!e) return g_api->CreateStatus(EPCTX_FAIL, "AotCpuExecutionProvider: out of memory");
-  std::memset(&e->base, 0, sizeof(e->base));
-  e->base.version = EPCTX_EP_API_VERSION;
-  e->base.GetName = EpGetName;
-  e->base.GetCapability = EpGetCapability;
-  e->base.Compile = EpCompile;
-  e->base.ReleaseNodeComputeInfos = EpReleaseNodeComputeInfos;
-  *ep = &e->base;
-  return nullptr;
+                             size_t, const EpctxSessionOptions* options, const EpctxLogger* logger, EpctxEp** out) {
+  return Guard([&]() -> EpctxStatus* {
+    auto* e = new (std::nothrow) AotCpuEp();
+    if (!e) return Error(EPCTX_FAIL, "out of memory");
+    std::memset(&e->base, 0, sizeof(e->base));
+    e->base.version = EPCTX_EP_API_VERSION;
+    e->base.GetName = EpGetName;
+    e->base.GetCapability = EpGetCapability;
+    e->base.Compile = EpCompile;
+    e->base.ReleaseNodeComputeInfos = EpReleaseNodeComputeInfos;
+    e->options = options;
+    e->logger = logger;
+    auto config = [&](const char* key) -> std::string {
+      const char* value = nullptr;
+      EpctxStatus* st = g_api->GetSessionConfigEntry(options, key, &value);
+      if (st) g_api->ReleaseStatus(st);
+      return value ? value : "";
+    };
+    e->context.enable = config("ep.context_enable") == "1";
+    e->context.embed = config("ep.context_embed_mode") == "1";
+    e->context.file_path = config("ep.context_file_path");
+    e->context.prefix = config("ep.context_node_name_prefix");
+    e->isa = HostIsaName();
+    e->progress = isatty(2) != 0;
+    *out = &e->base;
+    return nullptr;
+  });
 }
 
-void FactoryReleaseEp(EpctxEpFactory*, EpctxEp* ep) { delete reinterpret_cast<AotCpuEp*>(ep); }
+void FactoryReleaseEp(EpctxEpFactory*, EpctxEp* ep) { delete Self(ep); }
 
 }  // namespace
+}  // namespace aotcpu
+}  // namespace epctx
+
+using epctx::aotcpu::AotCpuFactory;
 
 extern "C" {
 
 EPCTX_EP_EXPORT EpctxStatus* CreateEpFactories(const char*, const EpctxApiBase* api_base, const EpctxLogger*,
                                                EpctxEpFactory** factories, size_t max_factories,
                                                size_t* num_factories) {
+  namespace a = epctx::aotcpu;
   const EpctxApi* api = api_base ? api_base->GetApi(EPCTX_EP_API_VERSION) : nullptr;
   if (!api) {  // a runtime older than this plugin: no table to create a status with, so offer no factory
     *num_factories = 0;
     return nullptr;
   }
-  g_api = api;
+  a::g_api = api;
   if (max_factories < 1) return api->CreateStatus(EPCTX_INVALID_ARGUMENT, "no room for a factory");
   auto* f = new (std::nothrow) AotCpuFactory();
   if (!f) return api->CreateStatus(EPCTX_FAIL, "AotCpuExecutionProvider: out of memory");
   std::memset(&f->base, 0, sizeof(f->base));
   f->base.version = EPCTX_EP_API_VERSION;
-  f->base.GetName = FactoryGetName;
-  f->base.GetVendor = FactoryGetVendor;
-  f->base.GetVendorId = FactoryGetVendorId;
-  f->base.GetVersion = FactoryGetVersion;
-  f->base.GetSupportedDevices = FactoryGetSupportedDevices;
-  f->base.CreateEp = FactoryCreateEp;
-  f->base.ReleaseEp = FactoryReleaseEp;
+  f->base.GetName = a::FactoryGetName;
+  f->base.GetVendor = a::FactoryGetVendor;
+  f->base.GetVendorId = a::FactoryGetVendorId;
+  f->base.GetVersion = a::FactoryGetVersion;
+  f->base.GetSupportedDevices = a::FactoryGetSupportedDevices;
+  f->base.CreateEp = a::FactoryCreateEp;
+  f->base.ReleaseEp = a::FactoryReleaseEp;
   factories[0] = &f->base;
   *num_factories = 1;
   return nullptr;

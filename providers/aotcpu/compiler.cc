@@ -1,0 +1,482 @@
+#include "compiler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include "ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+size_t ElementSize(uint32_t dtype) {
+  switch (dtype) {
+    case 1: case 6: return 4;
+    case 2: case 3: case 9: return 1;
+    case 7: return 8;
+    default: return 0;
+  }
+}
+
+std::vector<int64_t> DenseStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size(), 1);
+  for (size_t k = dims.size(); k-- > 1;) st[k - 1] = st[k] * std::max<int64_t>(dims[k], 1);
+  return st;
+}
+
+uint64_t OperandBytes(const Operand& op) {
+  dnnl::memory::desc d;
+  if (!OperandDesc(op, &d).ok) return 0;
+  return d.get_size();
+}
+
+}  // namespace
+
+bool IsPlain(const Operand& op) {
+  if (op.tag != 0) return false;
+  return op.strides.empty() || op.strides == DenseStrides(op.dims);
+}
+
+bool LayoutFromDesc(const dnnl::memory::desc& d, Operand* op) {
+  const dnnl_memory_desc_t& md = d.data;
+  op->dims.assign(md.dims, md.dims + md.ndims);
+  if (md.format_kind != dnnl_blocked) return false;
+  for (int i = 0; i < md.ndims; ++i)
+    if (md.padded_dims[i] != md.dims[i] && md.format_desc.blocking.inner_nblks == 0) return false;
+  if (md.offset0 != 0) return false;
+  if (md.format_desc.blocking.inner_nblks == 0 && md.extra.flags == 0) {
+    op->tag = 0;
+    op->strides.assign(md.format_desc.blocking.strides, md.format_desc.blocking.strides + md.ndims);
+    if (op->strides == DenseStrides(op->dims)) op->strides = DenseStrides(op->dims);
+    return true;
+  }
+  const uint32_t tag = FormatTagOf(d);
+  if (!tag) return false;
+  op->tag = tag;
+  op->strides.clear();
+  return true;
+}
+
+uint32_t FormatTagOf(const dnnl::memory::desc& d) {
+  const dnnl_memory_desc_t& md = d.data;
+  if (md.format_kind != dnnl_blocked || md.ndims <= 0) return 0;
+  dnnl::memory::dims dims(md.dims, md.dims + md.ndims);
+  // Tags are tried from the most common first for speed; any exact match is equivalent.
+  for (int t = static_cast<int>(dnnl_format_tag_any) + 1; t < static_cast<int>(dnnl_format_tag_last); ++t) {
+    dnnl_memory_desc_t probe;
+    if (dnnl_memory_desc_init_by_tag(&probe, md.ndims, md.dims, md.data_type, static_cast<dnnl_format_tag_t>(t)) !=
+        dnnl_success)
+      continue;
+    if (dnnl_memory_desc_equal(&probe, &md)) return static_cast<uint32_t>(t);
+  }
+  return 0;
+}
+
+bool StaticFloatTensors(const Graph& g, const Node& n, std::string* why) {
+  for (int v : n.inputs) {
+    if (v < 0) continue;
+    const Value& val = g.v(v);
+    if (!val.has_shape) return *why = "input '" + val.name + "' has no static shape", false;
+    if (val.dtype != kF32) return *why = "input '" + val.name + "' is not float", false;
+    if (val.numel() == 0) return *why = "input '" + val.name + "' is empty", false;
+  }
+  for (int v : n.outputs) {
+    if (v < 0) continue;
+    const Value& val = g.v(v);
+    if (!val.has_shape) return *why = "output '" + val.name + "' has no static shape", false;
+    if (val.dtype != kF32) return *why = "output '" + val.name + "' is not float", false;
+    if (val.numel() == 0) return *why = "output '" + val.name + "' is empty", false;
+  }
+  return true;
+}
+
+// ---- capability ----
+
+bool IsNodeSupported(const Graph& g, const Node& n, std::string* why) {
+  if (n.has_subgraphs) return *why = "has subgraphs", false;
+  const OpEntry* e = FindOp(n.domain, n.op);
+  if (!e) return *why = "op " + n.op + " is not compiled by this EP", false;
+  if (n.inputs.size() > kMaxStepOperands - 8 || n.outputs.size() > 8) return *why = "too many inputs", false;
+  return e->support(g, n, why);
+}
+
+std::vector<std::vector<int>> GroupNodes(const Graph& g, const std::vector<bool>& supported) {
+  const size_t n = g.nodes.size();
+  // u[i]: the largest number of unsupported nodes on a path from a graph input to node i (inclusive).
+  std::vector<int> u(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    int best = 0;
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0 && g.v(v).producer >= 0) best = std::max(best, u[static_cast<size_t>(g.v(v).producer)]);
+    u[i] = best + (supported[i] ? 0 : 1);
+  }
+  // Union-find over supported nodes linked by an edge and equal u.
+  std::vector<int> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = static_cast<int>(i);
+  std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+  for (size_t i = 0; i < n; ++i) {
+    if (!supported[i]) continue;
+    for (int v : g.nodes[i].inputs) {
+      if (v < 0) continue;
+      const int p = g.v(v).producer;
+      if (p >= 0 && supported[static_cast<size_t>(p)] && u[static_cast<size_t>(p)] == u[i])
+        parent[find(static_cast<int>(i))] = find(p);
+    }
+  }
+  std::map<int, std::vector<int>> groups;
+  for (size_t i = 0; i < n; ++i)
+    if (supported[i]) groups[find(static_cast<int>(i))].push_back(static_cast<int>(i));
+  std::vector<std::vector<int>> out;
+  for (auto& kv : groups) out.push_back(std::move(kv.second));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---- LowerContext ----
+
+struct LowerContext::Storage {
+  uint64_t bytes = 0;
+  uint64_t offset = 0;
+  int first = -1, last = -1;
+};
+
+struct LowerContext::Impl {
+  std::vector<Storage> storages;
+  std::unordered_map<int, Operand> ops;          // value -> current operand
+  std::unordered_map<int, int> plain_copy;       // blocked value -> value-like key of its plain copy (negative ids)
+  std::unordered_map<int, Operand> plain_ops;    // plain copies, by value
+  std::vector<Step> steps;
+  std::vector<TensorInput> weights;
+  uint64_t weight_bytes = 0;
+  std::set<int> absorbed;
+  std::unordered_map<int, uint32_t> output_index;  // value -> fused output index (first occurrence)
+  std::set<int> fused_outputs;
+};
+
+LowerContext::LowerContext(const Graph& g, const CompileOptions& options)
+    : g_(g), options_(options), engine_(dnnl::engine::kind::cpu, 0), impl_(new Impl()) {}
+LowerContext::~LowerContext() = default;
+
+CheckResult LowerContext::Fail(int n, const std::string& why) const {
+  if (n < 0) return CheckResult::Fail(why);
+  return CheckResult::Fail("node '" + node(n).name + "' (" + node(n).op + "): " + why);
+}
+
+void LowerContext::BindInput(int value, uint32_t index) {
+  const Value& v = g_.v(value);
+  Operand op;
+  op.buf = Buf::kInput;
+  op.index = index;
+  op.dtype = v.dtype;
+  op.dims = v.dims;
+  op.strides = DenseStrides(v.dims);
+  impl_->ops[value] = op;
+}
+
+void LowerContext::BindOutput(int value, uint32_t index) {
+  impl_->fused_outputs.insert(value);
+  impl_->output_index.emplace(value, index);
+}
+
+const Operand* LowerContext::Peek(int value) const {
+  auto it = impl_->ops.find(value);
+  return it == impl_->ops.end() ? nullptr : &it->second;
+}
+
+bool LowerContext::IsAvailable(int value) const {
+  return value >= 0 && (impl_->ops.count(value) || g_.v(value).is_const());
+}
+
+Operand LowerContext::Use(int value) {
+  auto it = impl_->ops.find(value);
+  if (it != impl_->ops.end()) return it->second;
+  const Value& v = g_.v(value);
+  Operand op;
+  if (v.is_const()) {
+    TensorInput t;
+    t.name = v.name;
+    t.bytes.assign(static_cast<const char*>(v.data), v.bytes());
+    t.dtype = v.dtype;
+    for (int64_t d : v.dims) t.dims.push_back(static_cast<uint64_t>(d));
+    if (t.dims.empty()) t.dims.push_back(1);
+    op.buf = Buf::kWeight;
+    op.index = static_cast<uint32_t>(impl_->weights.size());
+    op.dtype = v.dtype;
+    op.dims = v.dims;
+    op.strides = DenseStrides(v.dims);
+    impl_->weight_bytes += t.bytes.size();
+    impl_->weights.push_back(std::move(t));
+    impl_->ops[value] = op;
+    return op;
+  }
+  return op;  // not available: kNone (the lowering checks IsAvailable first)
+}
+
+Operand LowerContext::UsePlain(int value) {
+  Operand op = Use(value);
+  if (!op.present() || IsPlain(op)) return op;
+  auto it = impl_->plain_ops.find(value);
+  if (it != impl_->plain_ops.end()) return it->second;
+  Operand dst;
+  dst.buf = Buf::kArena;
+  dst.dtype = op.dtype;
+  dst.dims = op.dims;
+  dst.strides = DenseStrides(op.dims);
+  Storage s;
+  s.bytes = OperandBytes(dst);
+  dst.index = static_cast<uint32_t>(impl_->storages.size());
+  impl_->storages.push_back(s);
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.name = g_.v(value).name + ":to_plain";
+  step.ops = {op, dst};
+  Emit(std::move(step));
+  impl_->plain_ops[value] = dst;
+  return dst;
+}
+
+CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc,
+                                    Operand* out) {
+  Operand op;
+  if (!LayoutFromDesc(desc, &op)) return CheckResult::Fail("weight '" + name + "' has a layout no format tag describes");
+  const uint32_t dtype = desc.data.data_type == dnnl_f32 ? kF32 : desc.data.data_type == dnnl_s32 ? kI32
+                         : desc.data.data_type == dnnl_s8 ? kI8 : kU8;
+  if (bytes.size() != desc.get_size())
+    return CheckResult::Fail("weight '" + name + "' has " + std::to_string(bytes.size()) + " bytes, its layout " +
+                             std::to_string(desc.get_size()));
+  op.buf = Buf::kWeight;
+  op.index = static_cast<uint32_t>(impl_->weights.size());
+  op.dtype = dtype;
+  TensorInput t;
+  t.name = name;
+  t.dtype = dtype;
+  t.dims = {bytes.size() / ElementSize(dtype)};
+  t.layout = op.tag;
+  t.bytes = std::move(bytes);
+  impl_->weight_bytes += t.bytes.size();
+  impl_->weights.push_back(std::move(t));
+  if (options_.on_weight) options_.on_weight(impl_->weights.size(), impl_->weight_bytes);
+  *out = op;
+  return CheckResult::Ok();
+}
+
+CheckResult LowerContext::PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
+                                     const dnnl::memory::desc& target, Operand* out) {
+  std::string bytes(target.get_size(), '\0');
+  try {
+    dnnl::memory src(plain, engine_, const_cast<void*>(data));
+    dnnl::memory dst(target, engine_, bytes.data());
+    dnnl::stream stream(engine_);
+    dnnl::reorder(src, dst).execute(stream, src, dst);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return CheckResult::Fail("packing weight '" + name + "': " + e.what());
+  }
+  return AddWeight(name, std::move(bytes), target, out);
+}
+
+Operand LowerContext::Define(int value, const dnnl::memory::desc& desc) {
+  Operand op;
+  const Value& v = g_.v(value);
+  op.dtype = v.dtype;
+  if (!LayoutFromDesc(desc, &op)) {  // unknown blocked layout: fall back to plain (the step will reorder)
+    op.tag = 0;
+    op.dims = v.dims;
+    op.strides = DenseStrides(v.dims);
+  }
+  auto out = impl_->output_index.find(value);
+  if (out != impl_->output_index.end() && IsPlain(op) && op.dims == v.dims) {
+    op.buf = Buf::kOutput;
+    op.index = out->second;
+    op.offset = 0;
+  } else {
+    op.buf = Buf::kArena;
+    Storage s;
+    s.bytes = desc.get_size();
+    if (s.bytes == 0) s.bytes = OperandBytes(op);
+    op.index = static_cast<uint32_t>(impl_->storages.size());
+    impl_->storages.push_back(s);
+  }
+  impl_->ops[value] = op;
+  return op;
+}
+
+Operand LowerContext::DefinePlain(int value) {
+  const Value& v = g_.v(value);
+  Operand op;
+  op.dtype = v.dtype;
+  op.dims = v.dims;
+  op.strides = DenseStrides(v.dims);
+  auto out = impl_->output_index.find(value);
+  if (out != impl_->output_index.end()) {
+    op.buf = Buf::kOutput;
+    op.index = out->second;
+  } else {
+    op.buf = Buf::kArena;
+    Storage s;
+    s.bytes = std::max<uint64_t>(v.bytes(), 1);
+    op.index = static_cast<uint32_t>(impl_->storages.size());
+    impl_->storages.push_back(s);
+  }
+  impl_->ops[value] = op;
+  return op;
+}
+
+CheckResult LowerContext::Alias(int value, int source, const std::vector<int64_t>& dims) {
+  Operand src = UsePlain(source);
+  if (!src.present()) return Fail(current_node_, "input '" + g_.v(source).name + "' is not available");
+  if (!IsPlain(src)) return Fail(current_node_, "cannot view a non-plain tensor");
+  int64_t a = 1, b = 1;
+  for (int64_t d : dims) a *= d;
+  for (int64_t d : src.dims) b *= d;
+  if (a != b) return Fail(current_node_, "view changes the element count");
+  src.dims = dims;
+  src.strides = DenseStrides(dims);
+  impl_->ops[value] = src;
+  return CheckResult::Ok();
+}
+
+void LowerContext::Emit(Step step) {
+  if (step.name.empty() && current_node_ >= 0) step.name = node(current_node_).name;
+  impl_->steps.push_back(std::move(step));
+}
+
+int LowerContext::SoleConsumer(int value) const {
+  if (value < 0) return -1;
+  const Value& v = g_.v(value);
+  if (v.consumers.size() != 1 || impl_->fused_outputs.count(value)) return -1;
+  const int c = v.consumers[0];
+  return impl_->absorbed.count(c) ? -1 : c;
+}
+
+void LowerContext::Absorb(int n) { impl_->absorbed.insert(n); }
+bool LowerContext::IsAbsorbed(int n) const { return impl_->absorbed.count(n) != 0; }
+
+CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                                 CompiledGraph* out) {
+  Impl& m = *impl_;
+  Program& p = out->program;
+  p = Program();
+  for (const std::string& name : inputs) {
+    const int v = g_.Find(name);
+    if (v < 0) return CheckResult::Fail("fused input '" + name + "' is not in the graph");
+    p.inputs.push_back({name, g_.v(v).dtype, g_.v(v).dims});
+  }
+  // Outputs not written in place by their producer get a copy (blocked layout, alias, input, constant, duplicate).
+  std::set<uint32_t> written;
+  for (const Step& s : m.steps)
+    for (const Operand& o : s.ops)
+      if (o.buf == Buf::kOutput) written.insert(o.index);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const int v = g_.Find(outputs[i]);
+    if (v < 0) return CheckResult::Fail("fused output '" + outputs[i] + "' is not in the graph");
+    p.outputs.push_back({outputs[i], g_.v(v).dtype, g_.v(v).dims});
+    if (written.count(static_cast<uint32_t>(i))) continue;
+    Operand src = Use(v);
+    if (!src.present()) return CheckResult::Fail("fused output '" + outputs[i] + "' is produced by no step");
+    if (src.buf == Buf::kOutput && src.index == i) continue;
+    Operand dst;
+    dst.buf = Buf::kOutput;
+    dst.index = static_cast<uint32_t>(i);
+    dst.dtype = g_.v(v).dtype;
+    dst.dims = g_.v(v).dims;
+    dst.strides = DenseStrides(dst.dims);
+    src.dims = dst.dims.empty() ? src.dims : src.dims;
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.name = outputs[i] + ":output";
+    s.ops = {src, dst};
+    if (src.dims != dst.dims && IsPlain(src)) {  // a scalar or reshaped view: same bytes
+      s.ops[0].dims = dst.dims;
+      s.ops[0].strides = dst.strides;
+    }
+    m.steps.push_back(std::move(s));
+  }
+  // Lifetimes.
+  for (size_t i = 0; i < m.steps.size(); ++i)
+    for (const Operand& o : m.steps[i].ops)
+      if (o.buf == Buf::kArena) {
+        Storage& s = m.storages[o.index];
+        if (s.first < 0) s.first = static_cast<int>(i);
+        s.last = static_cast<int>(i);
+      }
+  // Offsets: largest first, lowest free offset among storages whose lifetimes overlap.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < m.storages.size(); ++i)
+    if (m.storages[i].first >= 0) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return m.storages[a].bytes != m.storages[b].bytes ? m.storages[a].bytes > m.storages[b].bytes : a < b;
+  });
+  std::vector<size_t> placed;
+  uint64_t arena = 0;
+  for (size_t i : order) {
+    Storage& s = m.storages[i];
+    std::vector<std::pair<uint64_t, uint64_t>> busy;
+    for (size_t j : placed) {
+      const Storage& t = m.storages[j];
+      if (t.first <= s.last && s.first <= t.last) busy.push_back({t.offset, t.offset + t.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    uint64_t offset = 0;
+    for (const auto& b : busy) {
+      if (offset + s.bytes <= b.first) break;
+      offset = std::max(offset, (b.second + 63) / 64 * 64);
+    }
+    s.offset = offset;
+    arena = std::max(arena, offset + s.bytes);
+    placed.push_back(i);
+  }
+  for (Step& s : m.steps)
+    for (Operand& o : s.ops)
+      if (o.buf == Buf::kArena) {
+        o.offset += m.storages[o.index].offset;
+        o.index = 0;
+      }
+  p.arena_bytes = (arena + 63) / 64 * 64;
+  p.num_weights = static_cast<uint32_t>(m.weights.size());
+  p.steps = std::move(m.steps);
+  out->weights = std::move(m.weights);
+  return CheckResult::Ok();
+}
+
+CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, const CompileOptions& options, CompiledGraph* out) {
+  Graph g = source;
+  std::vector<bool> folded;
+  CheckResult r = FoldConstants(&g, &folded);
+  if (!r.ok) return r;
+  folded.resize(g.nodes.size(), false);
+  LowerContext ctx(g, options);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int v = g.Find(inputs[i]);
+    if (v < 0) return CheckResult::Fail("fused input '" + inputs[i] + "' is not in the graph");
+    ctx.BindInput(v, static_cast<uint32_t>(i));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const int v = g.Find(outputs[i]);
+    if (v < 0) return CheckResult::Fail("fused output '" + outputs[i] + "' is not in the graph");
+    ctx.BindOutput(v, static_cast<uint32_t>(i));
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (folded[i] || ctx.IsAbsorbed(static_cast<int>(i))) continue;
+    const Node& n = g.nodes[i];
+    const OpEntry* e = FindOp(n.domain, n.op);
+    if (!e) return ctx.Fail(static_cast<int>(i), "no lowering for this op");
+    std::string why;
+    if (!e->support(g, n, &why)) return ctx.Fail(static_cast<int>(i), "not supported: " + why);
+    ctx.SetCurrentNode(static_cast<int>(i));
+    try {
+      r = e->lower(ctx, static_cast<int>(i));
+    } catch (const dnnl::error& err) {
+      r = ctx.Fail(static_cast<int>(i), std::string("oneDNN: ") + err.what());
+    }
+    if (!r.ok) return r;
+  }
+  ctx.SetCurrentNode(-1);
+  return ctx.Finish(inputs, outputs, out);
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

@@ -1,0 +1,162 @@
+// The AotCpu compiler: ONNX graph (ir.h) -> Program (program.h) + packed weights.
+//
+//   1. constant folding (fold.h): nodes whose inputs are all constant are evaluated here, once;
+//   2. lowering in topological order: each node's lowering function (ops_registry.cc) emits steps and may absorb
+//      the nodes after it (fusion: BatchNormalization/activations/residual Add into Conv, bias/activation into
+//      MatMul, the Erf-form GELU into one eltwise step);
+//   3. layouts: oneDNN chooses (format_tag::any) for Conv/MatMul weights and Conv activations; a value that a
+//      consumer needs plain gets one reorder, made once and shared;
+//   4. memory plan: every intermediate gets an offset in one arena (lifetimes from first definition to last use,
+//      aliases included), outputs are written in place where the layout allows.
+#ifndef EPCTX_PROVIDERS_AOTCPU_COMPILER_H_
+#define EPCTX_PROVIDERS_AOTCPU_COMPILER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "context_binary.h"
+#include "ir.h"
+#include "program.h"
+
+namespace epctx {
+namespace aotcpu {
+
+struct CompileOptions {
+  // Plain (row-major) layouts everywhere instead of oneDNN's choice: used when compiling for an ISA below the
+  // host's (a virtual device), because the blocked layouts oneDNN picks depend on the ISA it runs on.
+  bool portable_layouts = false;
+  std::string isa;  // the target ISA name, recorded in the binary
+  // Called after each weight is packed (count so far, bytes so far); may be empty.
+  std::function<void(size_t weights, uint64_t bytes)> on_weight;
+};
+
+struct CompiledGraph {
+  Program program;
+  std::vector<TensorInput> weights;  // index i = Buf::kWeight index i
+};
+
+// ---- capability ------------------------------------------------------------------------------------------------
+
+// Whether the EP can run node `n` of `g`: op registered, every input and output a static-shaped tensor of a
+// supported type, attributes within what the lowering handles. `why` gets a reason when not.
+bool IsNodeSupported(const Graph& g, const Node& n, std::string* why);
+
+// Splits the supported nodes into groups the runtime can fuse without creating a cycle: two supported nodes share
+// a group only if connected through supported nodes and no path between them passes an unsupported node.
+std::vector<std::vector<int>> GroupNodes(const Graph& g, const std::vector<bool>& supported);
+
+// ---- compile ---------------------------------------------------------------------------------------------------
+
+// Compiles all nodes of `g` (a fused graph); `inputs`/`outputs` name the fused node's inputs/outputs in order.
+CheckResult CompileGraph(const Graph& g, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, const CompileOptions& options, CompiledGraph* out);
+
+// ---- what lowering functions use -------------------------------------------------------------------------------
+
+class LowerContext {
+ public:
+  LowerContext(const Graph& g, const CompileOptions& options);
+  ~LowerContext();
+
+  const Graph& graph() const { return g_; }
+  const Node& node(int n) const { return g_.nodes[static_cast<size_t>(n)]; }
+  const CompileOptions& options() const { return options_; }
+  dnnl::engine& engine() { return engine_; }
+
+  // Reading a value as a step input (records the use for the memory plan):
+  //   Use: in whatever layout it currently has; UsePlain: row-major (adds one shared reorder if needed).
+  //   Constants become weight operands (plain) the first time they are used.
+  Operand Use(int value);
+  Operand UsePlain(int value);
+  // The current operand of a value without recording a use (to inspect its layout).
+  const Operand* Peek(int value) const;
+
+  // A weight of this graph: `bytes` in layout `desc` (tag found with FormatTagOf, else strides). Identical bytes
+  // are shared by the context binary writer. `name` should say where it came from ("conv1.weight:packed").
+  CheckResult AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc, Operand* out);
+  // Reorders plain row-major f32 `data` (dims of `plain`) into `target` (e.g. the weights desc a primitive chose
+  // with format_tag::any) and adds the result as a weight.
+  CheckResult PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
+                         const dnnl::memory::desc& target, Operand* out);
+
+  // Defines `value` as produced by the step being built, in layout `desc`. Returns the dst operand. Graph outputs
+  // in plain layout are written straight into the output buffer.
+  Operand Define(int value, const dnnl::memory::desc& desc);
+  // Defines `value` in plain row-major layout with its own dtype and dims (any dtype, incl. int64/bool).
+  Operand DefinePlain(int value);
+  // Defines `value` as a view of `source`'s bytes with new dims (plain row-major only; Reshape/Squeeze/Flatten/
+  // Identity). Fails when `source` is not plain.
+  CheckResult Alias(int value, int source, const std::vector<int64_t>& dims);
+
+  void Emit(Step step);
+
+  // Fusion helpers.
+  // The single node consuming `value`, or -1 (also -1 when the value is a graph output or read twice).
+  int SoleConsumer(int value) const;
+  // Marks node `n` as handled by the step being built (it will not be lowered on its own).
+  void Absorb(int n);
+  bool IsAbsorbed(int n) const;
+  // True when `value` already has an operand (its producer was lowered, or it is a graph input or constant).
+  bool IsAvailable(int value) const;
+
+  CheckResult Fail(int n, const std::string& why) const;  // "node '<name>' (<op>): <why>"
+
+  // Used by the compiler driver.
+  CheckResult Finish(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                     CompiledGraph* out);
+  void BindInput(int value, uint32_t index);
+  void BindOutput(int value, uint32_t index);
+  void SetCurrentNode(int n) { current_node_ = n; }
+
+ private:
+  struct Storage;
+  struct Impl;
+  const Graph& g_;
+  CompileOptions options_;
+  dnnl::engine engine_;
+  int current_node_ = -1;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Lowering and support functions per op type, registered in ops_registry.cc.
+using SupportFn = bool (*)(const Graph& g, const Node& n, std::string* why);
+using LowerFn = CheckResult (*)(LowerContext& ctx, int node);
+struct OpEntry {
+  const char* op_type;
+  SupportFn support;
+  LowerFn lower;
+};
+const OpEntry* FindOp(const std::string& domain, const std::string& op_type);
+
+// ---- shared helpers for lowering functions ---------------------------------------------------------------------
+
+// oneDNN data type for an ONNX code (f32, s32, s8, u8); undef otherwise.
+dnnl::memory::data_type DnnlType(uint32_t onnx_dtype);
+// Plain row-major descriptor.
+dnnl::memory::desc PlainDesc(const std::vector<int64_t>& dims, uint32_t onnx_dtype);
+// The oneDNN format tag equal to `d` (searching every tag for d's rank), or 0 when none matches exactly.
+uint32_t FormatTagOf(const dnnl::memory::desc& d);
+// Operand <-> descriptor (the executor uses the same rule). int64 operands are described by an f32 stand-in with
+// a trailing dimension of 2 (oneDNN has no 64-bit integer type); only byte extents matter for them.
+CheckResult OperandDesc(const Operand& op, dnnl::memory::desc* out);
+// The layout part of an operand from a descriptor: plain or strided -> tag 0 + strides, blocked -> its format tag.
+// False when the blocked layout matches no format tag.
+bool LayoutFromDesc(const dnnl::memory::desc& d, Operand* op);
+// True for a dense row-major operand (tag 0, strides empty or dense).
+bool IsPlain(const Operand& op);
+// True when every input/output of the node is a float tensor with a static shape.
+bool StaticFloatTensors(const Graph& g, const Node& n, std::string* why);
+// ONNX elementwise activation -> oneDNN eltwise (Relu, LeakyRelu, Clip (constant bounds), Sigmoid, HardSigmoid,
+// HardSwish, Tanh, Exp, Sqrt, Abs, Log, Elu, Softplus, Neg via linear, Gelu...). False when not expressible.
+bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, float* beta);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_COMPILER_H_

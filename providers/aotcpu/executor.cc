@@ -1,0 +1,422 @@
+#include "executor.h"
+
+#include <omp.h>
+
+#include <cstring>
+
+#include "ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+size_t ElementSize(uint32_t dtype) {
+  switch (dtype) {
+    case 1: case 6: return 4;
+    case 2: case 3: case 9: return 1;
+    case 7: return 8;
+    default: return 0;
+  }
+}
+
+uint64_t IoBytes(const IoInfo& io) {
+  uint64_t n = ElementSize(io.dtype);
+  for (int64_t d : io.dims) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// A plain byte copy for dtypes oneDNN does not move (int64, bool): dense row-major src and dst of equal size.
+class CopyExec : public StepExec {
+ public:
+  CopyExec(int src, int dst, size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
+  void Run(RunContext& rc) override {
+    if (rc.ptr(src_) != rc.ptr(dst_)) std::memmove(rc.ptr(dst_), rc.ptr(src_), bytes_);
+  }
+
+ private:
+  int src_, dst_;
+  size_t bytes_;
+};
+
+// Strided copy of 8-byte elements (int64 transposes/slices), rank <= kMaxRank.
+class StridedCopy64Exec : public StepExec {
+ public:
+  StridedCopy64Exec(int src, int dst, std::vector<int64_t> dims, std::vector<int64_t> src_strides,
+                    std::vector<int64_t> dst_strides)
+      : src_(src), dst_(dst), dims_(std::move(dims)), ss_(std::move(src_strides)), ds_(std::move(dst_strides)) {}
+  void Run(RunContext& rc) override {
+    const int64_t* s = static_cast<const int64_t*>(rc.ptr(src_));
+    int64_t* d = static_cast<int64_t*>(rc.ptr(dst_));
+    const size_t rank = dims_.size();
+    int64_t total = 1;
+    for (int64_t x : dims_) total *= x;
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t n = 0; n < total; ++n) {
+      int64_t so = 0, doff = 0;
+      for (size_t k = 0; k < rank; ++k) so += idx[k] * ss_[k], doff += idx[k] * ds_[k];
+      d[doff] = s[so];
+      for (size_t k = rank; k-- > 0;) {
+        if (++idx[k] < dims_[k]) break;
+        idx[k] = 0;
+      }
+    }
+  }
+
+ private:
+  int src_, dst_;
+  std::vector<int64_t> dims_, ss_, ds_;
+};
+
+}  // namespace
+
+dnnl::memory::data_type DnnlType(uint32_t onnx_dtype) {
+  using dt = dnnl::memory::data_type;
+  switch (onnx_dtype) {
+    case 1: return dt::f32;
+    case 6: return dt::s32;
+    case 3: return dt::s8;
+    case 2: case 9: return dt::u8;
+    default: return dt::undef;
+  }
+}
+
+dnnl::memory::desc PlainDesc(const std::vector<int64_t>& dims, uint32_t onnx_dtype) {
+  dnnl::memory::dims d(dims.begin(), dims.end());
+  if (d.empty()) d.push_back(1);
+  dnnl::memory::dims strides(d.size(), 1);
+  for (size_t i = d.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * std::max<int64_t>(d[i + 1], 1);
+  return dnnl::memory::desc(d, DnnlType(onnx_dtype), strides);
+}
+
+CheckResult OperandDesc(const Operand& op, dnnl::memory::desc* out) {
+  *out = dnnl::memory::desc();
+  if (!op.present()) return CheckResult::Ok();
+  if (op.dims.size() > kMaxRank) return CheckResult::Fail("rank " + std::to_string(op.dims.size()) + " is too large");
+  // int64 operands are described to oneDNN as s32 pairs is not possible; they are moved by our own loops, which use
+  // the f64-sized extents computed here through a same-sized stand-in type (s32 with doubled innermost extent is not
+  // used: we describe them as f32 with dims/strides doubled in the last dim).
+  dnnl::memory::data_type dt = DnnlType(op.dtype);
+  dnnl::memory::dims dims(op.dims.begin(), op.dims.end());
+  dnnl::memory::dims strides(op.strides.begin(), op.strides.end());
+  if (op.dtype == 7) {  // int64: stand-in f32 descriptor with two elements per value
+    if (op.tag != 0 && op.tag != static_cast<uint32_t>(dnnl_format_tag_undef))
+      return CheckResult::Fail("int64 operands must be plain or strided");
+    dt = dnnl::memory::data_type::f32;
+    if (dims.empty()) dims.push_back(1), strides.assign(1, 1);
+    if (strides.empty()) {
+      strides.assign(dims.size(), 1);
+      for (size_t i = dims.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * std::max<int64_t>(dims[i + 1], 1);
+    }
+    for (auto& s : strides) s *= 2;
+    dims.push_back(2);
+    strides.push_back(1);
+  }
+  if (dt == dnnl::memory::data_type::undef) return CheckResult::Fail("dtype " + std::to_string(op.dtype) + " is not supported");
+  if (dims.empty()) dims.push_back(1), strides.assign(1, 1);
+  if (dims.size() > kMaxRank) return CheckResult::Fail("rank is too large");
+  for (int64_t d : dims)
+    if (d <= 0) return CheckResult::Fail("zero-sized operands are not supported");
+  try {
+    if (op.tag == 0 || op.dtype == 7) {
+      if (strides.size() != dims.size()) return CheckResult::Fail("strides do not match the rank");
+      *out = dnnl::memory::desc(dims, dt, strides);
+    } else {
+      if (op.tag == static_cast<uint32_t>(dnnl_format_tag_any) || op.tag >= static_cast<uint32_t>(dnnl_format_tag_last))
+        return CheckResult::Fail("format tag " + std::to_string(op.tag) + " is unknown to this oneDNN");
+      *out = dnnl::memory::desc(dims, dt, static_cast<dnnl::memory::format_tag>(op.tag));
+    }
+  } catch (const dnnl::error& e) {
+    return CheckResult::Fail(std::string("invalid layout: ") + e.what());
+  }
+  if (out->is_zero()) return CheckResult::Fail("invalid layout");
+  return CheckResult::Ok();
+}
+
+size_t DescBytes(const dnnl::memory::desc& d) { return d.get_size(); }
+
+// ---- BuildContext ----
+
+CheckResult BuildContext::Fail(const std::string& why) const {
+  return CheckResult::Fail("step " + std::to_string(step_index_) + " (" +
+                           StepKindName(static_cast<uint32_t>(step_->kind)) + " '" + step_->name + "'): " + why);
+}
+
+CheckResult BuildContext::ExpectCounts(size_t ops, bool at_least, size_t ints, size_t floats) const {
+  const Step& s = *step_;
+  if (at_least ? s.ops.size() < ops : s.ops.size() != ops)
+    return Fail("has " + std::to_string(s.ops.size()) + " operands, expected " + (at_least ? "at least " : "") +
+                std::to_string(ops));
+  if (s.ints.size() != ints && ints != SIZE_MAX)
+    return Fail("has " + std::to_string(s.ints.size()) + " integer parameters, expected " + std::to_string(ints));
+  if (s.floats.size() != floats && floats != SIZE_MAX)
+    return Fail("has " + std::to_string(s.floats.size()) + " float parameters, expected " + std::to_string(floats));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildContext::Desc(size_t i, dnnl::memory::desc* out) {
+  const Step& s = *step_;
+  if (i >= s.ops.size()) return Fail("operand " + std::to_string(i) + " is missing");
+  const Operand& op = s.ops[i];
+  CheckResult r = OperandDesc(op, out);
+  if (!r.ok) return Fail("operand " + std::to_string(i) + ": " + r.reason);
+  if (!op.present()) return CheckResult::Ok();
+  const Program& p = exec_->program_;
+  uint64_t available = 0;
+  std::string where;
+  switch (op.buf) {
+    case Buf::kInput:
+      if (op.dtype != p.inputs[op.index].dtype) return Fail("operand " + std::to_string(i) + " reads input " +
+                                                            std::to_string(op.index) + " with another dtype");
+      available = IoBytes(p.inputs[op.index]);
+      where = "input " + std::to_string(op.index);
+      break;
+    case Buf::kOutput:
+      if (op.dtype != p.outputs[op.index].dtype) return Fail("operand " + std::to_string(i) + " writes output " +
+                                                             std::to_string(op.index) + " with another dtype");
+      available = IoBytes(p.outputs[op.index]);
+      where = "output " + std::to_string(op.index);
+      break;
+    case Buf::kArena:
+      available = p.arena_bytes;
+      where = "the arena";
+      break;
+    case Buf::kWeight:
+      available = exec_->weights_[op.index].length;
+      where = "weight " + std::to_string(op.index);
+      break;
+    default:
+      return Fail("operand " + std::to_string(i) + " has no buffer");
+  }
+  const uint64_t need = DescBytes(*out);
+  if (op.offset > available || need > available - op.offset)
+    return Fail("operand " + std::to_string(i) + " needs " + std::to_string(need) + " bytes at offset " +
+                std::to_string(op.offset) + " of " + where + ", which has " + std::to_string(available));
+  if (op.buf == Buf::kWeight && (reinterpret_cast<uintptr_t>(exec_->weights_[op.index].data) + op.offset) % 4 != 0)
+    return Fail("operand " + std::to_string(i) + " is misaligned");
+  return CheckResult::Ok();
+}
+
+int BuildContext::Slot(size_t i, const dnnl::memory::desc& desc) {
+  const Operand& op = step_->ops[i];
+  exec_->slots_.push_back({op.buf, op.index, op.offset, desc});
+  return static_cast<int>(exec_->slots_.size() - 1);
+}
+
+CheckResult BuildContext::PostOps(dnnl::primitive_attr* attr, std::vector<std::pair<int, int>>* args) {
+  dnnl::post_ops ops;
+  int index = 0;
+  for (const PostOp& q : step_->post_ops) {
+    try {
+      switch (q.kind) {
+        case PostOp::kEltwise:
+          ops.append_eltwise(q.scale, static_cast<dnnl::algorithm>(q.alg), q.alpha, q.beta);
+          break;
+        case PostOp::kSum:
+          ops.append_sum(q.scale);
+          break;
+        case PostOp::kBinary: {
+          dnnl::memory::desc d;
+          CheckResult r = Desc(q.operand, &d);
+          if (!r.ok) return r;
+          ops.append_binary(static_cast<dnnl::algorithm>(q.alg), d);
+          args->push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, Slot(q.operand, d)});
+          break;
+        }
+        default:
+          return Fail("unknown post-op kind " + std::to_string(q.kind));
+      }
+    } catch (const dnnl::error& e) {
+      return Fail(std::string("post-op ") + std::to_string(index) + ": " + e.what());
+    }
+    ++index;
+  }
+  attr->set_post_ops(ops);
+  return CheckResult::Ok();
+}
+
+void PrimitiveExec::Run(RunContext& rc) {
+  std::unordered_map<int, dnnl::memory> args;
+  args.reserve(args_.size());
+  for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
+  prim_.execute(rc.stream(), args);
+}
+
+// ---- Reorder ----
+
+CheckResult BuildReorder(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(2, false, 0, 0);
+  if (!r.ok) return r;
+  const Step& s = bc.step();
+  dnnl::memory::desc src, dst;
+  if (!(r = bc.Desc(0, &src)).ok || !(r = bc.Desc(1, &dst)).ok) return r;
+  if (!s.ops[0].present() || !s.ops[1].present()) return bc.Fail("src and dst are required");
+  if (s.ops[0].dims != s.ops[1].dims) return bc.Fail("src and dst dims differ");
+  const uint32_t sd = s.ops[0].dtype, dd = s.ops[1].dtype;
+  if (sd == 7 || dd == 7 || sd == 9 || dd == 9) {
+    if (sd != dd) return bc.Fail("int64/bool operands cannot change dtype");
+    const int a = bc.Slot(0, src), b = bc.Slot(1, dst);
+    if (sd == 9) {  // bool: u8 reorder works
+      try {
+        out->reset(new PrimitiveExec(dnnl::reorder(dnnl::reorder::primitive_desc(bc.engine(), src, bc.engine(), dst)),
+                                     {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}}));
+      } catch (const dnnl::error& e) {
+        return bc.Fail(e.what());
+      }
+      return CheckResult::Ok();
+    }
+    // int64: dense → memmove; strided → element loop (the stand-in descs carry the byte extents).
+    std::vector<int64_t> dims = s.ops[0].dims;
+    auto dense = [](const Operand& o) {
+      if (o.strides.empty()) return true;
+      int64_t expect = 1;
+      for (size_t k = o.dims.size(); k-- > 0;) {
+        if (o.dims[k] != 1 && o.strides[k] != expect) return false;
+        expect *= o.dims[k];
+      }
+      return true;
+    };
+    int64_t numel = 1;
+    for (int64_t d : dims) numel *= d;
+    if (dense(s.ops[0]) && dense(s.ops[1])) {
+      out->reset(new CopyExec(a, b, static_cast<size_t>(numel) * 8));
+      return CheckResult::Ok();
+    }
+    auto strides_of = [](const Operand& o) {
+      if (!o.strides.empty()) return o.strides;
+      std::vector<int64_t> st(o.dims.size(), 1);
+      for (size_t k = o.dims.size(); k-- > 1;) st[k - 1] = st[k] * o.dims[k];
+      return st;
+    };
+    out->reset(new StridedCopy64Exec(a, b, dims, strides_of(s.ops[0]), strides_of(s.ops[1])));
+    return CheckResult::Ok();
+  }
+  try {
+    dnnl::reorder::primitive_desc pd(bc.engine(), src, bc.engine(), dst);
+    const int a = bc.Slot(0, src), b = bc.Slot(1, dst);
+    out->reset(new PrimitiveExec(dnnl::reorder(pd), {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}}));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("reorder: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+// ---- Executor ----
+
+Executor::~Executor() = default;
+
+CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
+                             std::unique_ptr<Executor>* out) {
+  std::unique_ptr<Executor> e(new Executor());
+  e->program_ = std::move(program);
+  e->weights_ = std::move(weights);
+  e->threads_ = threads;
+  if (e->weights_.size() != e->program_.num_weights)
+    return CheckResult::Fail("the program uses " + std::to_string(e->program_.num_weights) + " weights, " +
+                             std::to_string(e->weights_.size()) + " were given");
+  if (threads > 0) omp_set_num_threads(threads);
+  try {
+    e->engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
+  } catch (const dnnl::error& err) {
+    return CheckResult::Fail(std::string("oneDNN engine: ") + err.what());
+  }
+  for (size_t i = 0; i < e->program_.steps.size(); ++i) {
+    const Step& s = e->program_.steps[i];
+    BuildContext bc;
+    bc.engine_ = &e->engine_;
+    bc.step_ = &s;
+    bc.step_index_ = i;
+    bc.exec_ = e.get();
+    StepBuilder build = FindStepBuilder(static_cast<uint32_t>(s.kind));
+    if (!build) return bc.Fail("no builder for this step kind");
+    std::unique_ptr<StepExec> x;
+    CheckResult r;
+    try {
+      r = build(bc, &x);
+    } catch (const std::exception& ex) {  // builders catch dnnl::error themselves; this is the last line
+      r = bc.Fail(ex.what());
+    }
+    if (!r.ok) return r;
+    if (!x) return bc.Fail("builder produced nothing");
+    e->execs_.push_back(std::move(x));
+  }
+  *out = std::move(e);
+  return CheckResult::Ok();
+}
+
+RunContext* Executor::Acquire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& rc : pool_)
+    if (!rc->busy_) {
+      rc->busy_ = true;
+      return rc.get();
+    }
+  std::unique_ptr<RunContext> rc(new RunContext());
+  rc->stream_ = dnnl::stream(engine_);
+  // 64-byte aligned arena: over-allocate and offset.
+  rc->arena_storage_.resize(program_.arena_bytes + 64);
+  unsigned char* base = rc->arena_storage_.data();
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  rc->mems_.reserve(slots_.size());
+  rc->ptrs_.assign(slots_.size(), nullptr);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const SlotInfo& s = slots_[i];
+    void* p = nullptr;
+    if (s.buf == Buf::kArena) p = base + s.offset;
+    if (s.buf == Buf::kWeight)
+      p = const_cast<unsigned char*>(static_cast<const unsigned char*>(weights_[s.index].data)) + s.offset;
+    rc->mems_.emplace_back(s.desc, engine_, p);
+    rc->ptrs_[i] = p;
+  }
+  rc->busy_ = true;
+  pool_.push_back(std::move(rc));
+  return pool_.back().get();
+}
+
+void Executor::Release(RunContext* rc) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rc->busy_ = false;
+  rc->error_.clear();
+}
+
+CheckResult Executor::Bind(RunContext* rc, const std::vector<const void*>& inputs,
+                           const std::vector<void*>& outputs) {
+  if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size())
+    return CheckResult::Fail("wrong number of inputs or outputs");
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const SlotInfo& s = slots_[i];
+    unsigned char* p = nullptr;
+    if (s.buf == Buf::kInput) p = const_cast<unsigned char*>(static_cast<const unsigned char*>(inputs[s.index]));
+    else if (s.buf == Buf::kOutput) p = static_cast<unsigned char*>(outputs[s.index]);
+    else continue;
+    p += s.offset;
+    rc->mems_[i].set_data_handle(p);
+    rc->ptrs_[i] = p;
+  }
+  return CheckResult::Ok();
+}
+
+CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) {
+  if (threads_ > 0) omp_set_num_threads(threads_);
+  RunContext* rc = nullptr;
+  try {
+    rc = Acquire();
+  } catch (const std::exception& e) {
+    return CheckResult::Fail(std::string("cannot set up a run: ") + e.what());
+  }
+  CheckResult r = Bind(rc, inputs, outputs);
+  for (size_t i = 0; r.ok && i < execs_.size(); ++i) {
+    try {
+      execs_[i]->Run(*rc);
+    } catch (const std::exception& e) {
+      rc->Fail(e.what());
+    }
+    if (!rc->error().empty())
+      r = CheckResult::Fail("step " + std::to_string(i) + " ('" + program_.steps[i].name + "'): " + rc->error());
+  }
+  if (r.ok) rc->stream().wait();
+  Release(rc);
+  return r;
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

@@ -1,0 +1,140 @@
+// Runs a Program: builds one oneDNN primitive (or a small loop) per step, checks every operand's extent against
+// its buffer before anything runs, and executes the steps in order over a per-run arena.
+//
+// Concurrency: Run may be called from many threads at once. Each concurrent run takes its own RunContext (arena +
+// oneDNN memory objects) from a pool; primitives are shared (oneDNN primitives are thread-safe to execute).
+#ifndef EPCTX_PROVIDERS_AOTCPU_EXECUTOR_H_
+#define EPCTX_PROVIDERS_AOTCPU_EXECUTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "program.h"
+
+namespace epctx {
+namespace aotcpu {
+
+// A weight tensor as the executor sees it: bytes that outlive the executor (mapped binary or owned buffer).
+struct WeightRef {
+  const void* data = nullptr;
+  uint64_t length = 0;
+};
+
+// Per-run state handed to step execution.
+class RunContext {
+ public:
+  dnnl::stream& stream() { return stream_; }
+  dnnl::memory& mem(int slot) { return mems_[static_cast<size_t>(slot)]; }
+  void* ptr(int slot) { return ptrs_[static_cast<size_t>(slot)]; }
+  // Fails the run with a message (used by loop steps that validate data, e.g. Gather indices).
+  void Fail(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  friend class Executor;
+  dnnl::stream stream_;
+  std::vector<dnnl::memory> mems_;
+  std::vector<void*> ptrs_;
+  std::vector<unsigned char> arena_storage_;
+  std::string error_;
+  bool busy_ = false;
+};
+
+// One executable step.
+class StepExec {
+ public:
+  virtual ~StepExec() = default;
+  virtual void Run(RunContext& rc) = 0;
+};
+
+// What a step builder gets: the engine and a way to turn operands into checked memory descriptors and slots.
+class BuildContext {
+ public:
+  dnnl::engine& engine() { return *engine_; }
+  const Step& step() const { return *step_; }
+  // The memory descriptor of operand `i` of the step; fails when the layout is malformed or the operand's bytes
+  // do not fit its buffer (arena size, weight length, I/O tensor size). Absent operands give an empty desc.
+  CheckResult Desc(size_t i, dnnl::memory::desc* out);
+  // A memory slot for operand `i` (created per RunContext, pointing at the operand's bytes for that run); the
+  // descriptor used is `desc` (normally the one from Desc, or the primitive's own, which must have equal size).
+  int Slot(size_t i, const dnnl::memory::desc& desc);
+  // Fails with "step <n> (<kind> '<name>'): <why>".
+  CheckResult Fail(const std::string& why) const;
+  // Expect exactly `n` operands (or at least `n` when at_least), `ints` and `floats` counts.
+  CheckResult ExpectCounts(size_t ops, bool at_least, size_t ints, size_t floats) const;
+  // Builds oneDNN post-op attributes from step().post_ops, registering slots for binary operands into `args`.
+  CheckResult PostOps(dnnl::primitive_attr* attr, std::vector<std::pair<int, int>>* args);
+
+ private:
+  friend class Executor;
+  dnnl::engine* engine_ = nullptr;
+  const Step* step_ = nullptr;
+  size_t step_index_ = 0;
+  class Executor* exec_ = nullptr;
+};
+
+// Builds the executable form of one step kind. Registered in ops_registry.cc.
+using StepBuilder = CheckResult (*)(BuildContext& bc, std::unique_ptr<StepExec>* out);
+StepBuilder FindStepBuilder(uint32_t kind);  // nullptr for an unknown kind
+
+// A oneDNN primitive with its argument slots: the common StepExec.
+class PrimitiveExec : public StepExec {
+ public:
+  PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>> args)  // (DNNL_ARG_*, slot)
+      : prim_(std::move(p)), args_(std::move(args)) {}
+  void Run(RunContext& rc) override;
+
+ private:
+  dnnl::primitive prim_;
+  std::vector<std::pair<int, int>> args_;
+};
+
+class Executor {
+ public:
+  // Builds every step. `weights` has program.num_weights entries. `threads` = intra-op threads (0 = default).
+  static CheckResult Create(Program program, std::vector<WeightRef> weights, int threads,
+                            std::unique_ptr<Executor>* out);
+  ~Executor();
+
+  const Program& program() const { return program_; }
+  // Runs once. inputs/outputs are in the program's I/O order with exactly its dims (the caller checks shapes).
+  CheckResult Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs);
+
+ private:
+  friend class BuildContext;
+  struct SlotInfo {
+    Buf buf;
+    uint32_t index;
+    uint64_t offset;
+    dnnl::memory::desc desc;
+  };
+  Executor() = default;
+  RunContext* Acquire();
+  void Release(RunContext* rc);
+  CheckResult Bind(RunContext* rc, const std::vector<const void*>& inputs, const std::vector<void*>& outputs);
+
+  Program program_;
+  std::vector<WeightRef> weights_;
+  int threads_ = 0;
+  dnnl::engine engine_;
+  std::vector<std::unique_ptr<StepExec>> execs_;
+  std::vector<SlotInfo> slots_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<RunContext>> pool_;
+};
+
+// Extent in bytes of a memory descriptor (oneDNN's get_size).
+size_t DescBytes(const dnnl::memory::desc& d);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_EXECUTOR_H_

@@ -1,0 +1,77 @@
+// Per-op support checks, lowering functions and step builders of the AotCpu EP, by family. The tables tying them to
+// op types and step kinds are in ops_registry.cc.
+//   ops_nn.cc      Conv, ConvTranspose, BatchNormalization, pooling, Resize, Gemm
+//   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax, LayerNormalization, ReduceMean
+//   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Transpose, Slice, Gather, Concat
+//   fold.cc        constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
+//   executor.cc    Reorder
+#ifndef EPCTX_PROVIDERS_AOTCPU_OPS_H_
+#define EPCTX_PROVIDERS_AOTCPU_OPS_H_
+
+#include <memory>
+#include <string>
+
+#include "compiler.h"
+#include "executor.h"
+
+namespace epctx {
+namespace aotcpu {
+
+#define EPCTX_AOT_OP(Name)                                            \
+  bool Support##Name(const Graph& g, const Node& n, std::string* why); \
+  CheckResult Lower##Name(LowerContext& ctx, int node);
+#define EPCTX_AOT_STEP(Name) CheckResult Build##Name(BuildContext& bc, std::unique_ptr<StepExec>* out);
+
+// ops_nn.cc
+EPCTX_AOT_OP(Conv)
+EPCTX_AOT_OP(ConvTranspose)
+EPCTX_AOT_OP(BatchNorm)
+EPCTX_AOT_OP(Pool)  // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+EPCTX_AOT_OP(Resize)
+EPCTX_AOT_OP(Gemm)
+EPCTX_AOT_STEP(Conv)
+EPCTX_AOT_STEP(Deconv)
+EPCTX_AOT_STEP(Pool)
+EPCTX_AOT_STEP(Resample)
+EPCTX_AOT_STEP(InnerProduct)
+EPCTX_AOT_STEP(BatchNorm)
+
+// ops_math.cc
+EPCTX_AOT_OP(MatMul)
+EPCTX_AOT_OP(Unary)   // Relu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Sqrt, Erf, Abs, Neg, Log, ...
+EPCTX_AOT_OP(Binary)  // Add, Sub, Mul, Div, Pow, Max, Min
+EPCTX_AOT_OP(Softmax)
+EPCTX_AOT_OP(LayerNorm)
+EPCTX_AOT_OP(ReduceMean)
+EPCTX_AOT_STEP(MatMul)
+EPCTX_AOT_STEP(Eltwise)
+EPCTX_AOT_STEP(Binary)
+EPCTX_AOT_STEP(Softmax)
+EPCTX_AOT_STEP(LayerNorm)
+EPCTX_AOT_STEP(Reduction)
+EPCTX_AOT_STEP(Erf)
+
+// ops_tensor.cc
+EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity
+EPCTX_AOT_OP(Transpose)
+EPCTX_AOT_OP(Slice)
+EPCTX_AOT_OP(Gather)
+EPCTX_AOT_OP(Concat)
+EPCTX_AOT_STEP(Concat)
+EPCTX_AOT_STEP(Gather)
+
+// executor.cc
+EPCTX_AOT_STEP(Reorder)
+
+#undef EPCTX_AOT_OP
+#undef EPCTX_AOT_STEP
+
+// fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
+// knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger
+// than 256 MiB are not folded.
+CheckResult FoldConstants(Graph* g, std::vector<bool>* folded);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_OPS_H_
