@@ -11,7 +11,6 @@
 // 4b EPContext generation and loading, 5 the EP, 6 the factory, 7 the two exported entry points.
 #include <epctx/ep_api.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,11 +29,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/context_util.h"
 #include "example_program.h"
 
 namespace {
 
 using namespace example;  // Program, Shape, Op, Run, Serialize
+namespace plugin = epctx::plugin;  // EPContext helpers shared with the other plugin EPs (providers/common)
 
 // ---- 1. helpers ----
 
@@ -52,7 +53,7 @@ constexpr const char* kOptionPrefix = "ep.exampleexecutionprovider.";  // provid
 #define EXAMPLE_LOG(api, logger, level, msg) (api)->Log((logger), (level), __FILE__, __LINE__, (msg))
 
 EpctxStatus* Error(const EpctxApi* api, EpctxErrorCode code, const std::string& message) {
-  return api->CreateStatus(code, (std::string(kEpName) + ": " + message).c_str());
+  return plugin::EpError(api, kEpName, code, message);
 }
 
 // Runs `body` (returning EpctxStatus*) and converts what it throws (std::bad_alloc from a container, mostly).
@@ -337,26 +338,11 @@ EpctxStatus* ClaimNodes(const EpctxApi* api, const EpctxGraph* graph, EpctxEpGra
   return nullptr;
 }
 
-bool IsEpContextNode(const EpctxApi* api, const EpctxNode* node) {
-  return std::strcmp(api->Node_GetOperatorType(node), "EPContext") == 0 &&
-         std::strcmp(api->Node_GetDomain(node), "com.microsoft") == 0;
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
+using plugin::IsEpContextNode;
 
 // An EPContext node this EP made: `source` is ExampleExecutionProvider, example or EXAMPLE, in any case.
 bool IsOwnEpContextNode(const EpctxApi* api, const EpctxNode* node) {
-  if (!IsEpContextNode(api, node)) return false;
-  const EpctxOpAttr* attr = api->Node_GetAttributeByName(node, "source");
-  const char* data = nullptr;
-  size_t length = 0;
-  if (!attr) return false;
-  if (EpctxStatus* st = api->OpAttr_GetString(attr, &data, &length)) return api->ReleaseStatus(st), false;
-  const std::string source = Lower(std::string(data, length));
-  return source == "exampleexecutionprovider" || source == "example";
+  return plugin::IsEpContextNodeFrom(api, node, {kEpName, "example"});
 }
 
 // Claims each of this EP's EPContext nodes on its own (other EPs' EPContext nodes are left alone), then fuses
@@ -438,7 +424,6 @@ EpctxStatus* BuildProgram(const EpctxApi* api, const EpctxGraph* graph, const Ep
 // (their payload or binary), then main_context=0 nodes take their graph from those binaries by partition_name.
 
 constexpr const char* kBinarySuffix = "_example.bin";
-constexpr const char* kLoadError = "Failed to load from EpContext model. ";
 
 struct ContextOptions {
   bool enable = false;     // ep.context_enable == "1"
@@ -448,106 +433,20 @@ struct ContextOptions {
 };
 
 EpctxStatus* LoadError(const EpctxApi* api, const std::string& message) {
-  return api->CreateStatus(EPCTX_INVALID_GRAPH, (kLoadError + std::string(kEpName) + ": " + message).c_str());
+  return plugin::LoadError(api, kEpName, message);
 }
+using plugin::ErrnoText;
+using plugin::FileNameOf;
 
-std::string FolderOf(const std::string& path) {  // "" when the path has no folder part
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-std::string FileNameOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-std::string JoinPath(const std::string& folder, const std::string& name) {
-  if (folder.empty()) return name;
-  return folder.back() == '/' ? folder + name : folder + "/" + name;
-}
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-// "<folder of ctx>/<ctx file name without its last extension>_example.bin".
-std::string ContextBinaryPath(const std::string& ctx_model_path) {
-  const std::string name = FileNameOf(ctx_model_path);
-  const size_t dot = name.rfind('.');
-  const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
-  return JoinPath(FolderOf(ctx_model_path), stem + kBinarySuffix);
-}
-
-// Writes `bytes` to `path` through a temporary file in the same folder (fsync, rename), so `path` is either
-// untouched or complete; the temporary file is removed on any failure. EP_FAIL naming the path.
-EpctxStatus* WriteFileAtomically(const EpctxApi* api, const std::string& path, const std::string& bytes) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string folder = FolderOf(path);
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmp = JoinPath(folder, "." + FileNameOf(path) + ".tmp." + std::to_string(getpid()) + "." +
-                               std::to_string(counter.fetch_add(1)) + "." + std::to_string(NowUs()));
-    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  auto fail = [&](const std::string& what, int err) {
-    if (fd >= 0) close(fd);
-    if (!tmp.empty()) unlink(tmp.c_str());
-    return Error(api, EPCTX_EP_FAIL, "failed to write the context binary '" + path + "': " + what + ": " + ErrnoText(err));
-  };
-  if (fd < 0) {
-    const int err = errno;
-    tmp.clear();  // nothing was created
-    return fail("cannot create a temporary file in its folder", err);
-  }
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("write", n < 0 ? errno : EIO);
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) return fail("fsync", errno);
-  const int closed = close(fd);
-  fd = -1;
-  if (closed != 0) return fail("close", errno);
-  if (rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", errno);
-  const int dir = open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) fsync(dir), close(dir);  // make the rename durable; best effort
-  return nullptr;
-}
-
-// One EPContext node: main_context/embed_mode, and for a main node ep_cache_context.
-struct ContextNodeSpec {
-  std::string name;  // node name and partition_name
-  int64_t main_context = 1, embed_mode = 1;
-  bool has_cache = true;
-  std::string cache;  // program text (embed 1) or binary file name (embed 0, main node)
-};
-
-// Makes an EPContext node with the fused node's inputs and outputs (names unchanged).
-EpctxStatus* MakeEpContextNode(const EpctxApi* api, const Program& p, const ContextNodeSpec& spec, EpctxNode** node) {
-  struct {
-    const char* name;
-    const void* data;
-    size_t length;
-    EpctxOpAttrType type;
-  } specs[] = {{"main_context", &spec.main_context, 1, EPCTX_ATTR_INT},
-               {"embed_mode", &spec.embed_mode, 1, EPCTX_ATTR_INT},
-               {"source", kEpName, std::strlen(kEpName), EPCTX_ATTR_STRING},
-               {"ep_sdk_version", kVersion, std::strlen(kVersion), EPCTX_ATTR_STRING},
-               {"partition_name", spec.name.data(), spec.name.size(), EPCTX_ATTR_STRING},
-               {"ep_cache_context", spec.cache.data(), spec.cache.size(), EPCTX_ATTR_STRING}};
-  const size_t count = spec.has_cache ? 6 : 5;
-  EpctxOpAttr* attrs[6] = {};
-  for (size_t i = 0; i < count; ++i) {
-    if (EpctxStatus* st = api->CreateOpAttr(specs[i].name, specs[i].data, specs[i].length, specs[i].type, &attrs[i])) {
-      while (i-- > 0) api->ReleaseOpAttr(attrs[i]);
-      return st;
-    }
-  }
-  std::vector<const char*> inputs, outputs;
-  for (size_t i = 0; i < p.num_inputs; ++i) inputs.push_back(p.slot_names[i].c_str());
-  for (size_t o : p.outputs) outputs.push_back(p.slot_names[o].c_str());
-  // CreateNode owns the attributes from here on, also when it fails.
-  return api->CreateNode("EPContext", "com.microsoft", spec.name.c_str(), inputs.data(), inputs.size(),
-                         outputs.data(), outputs.size(), attrs, count, node);
+// An EPContext node with the fused node's inputs and outputs (names unchanged), named `name` (also its
+// partition_name); the caller sets main_context/embed_mode/ep_cache_context.
+plugin::EpContextNodeSpec ContextNodeSpec(const Program& p, std::string name) {
+  plugin::EpContextNodeSpec spec;
+  spec.name = std::move(name);
+  spec.source = kEpName, spec.sdk_version = kVersion;
+  for (size_t i = 0; i < p.num_inputs; ++i) spec.inputs.push_back(p.slot_names[i]);
+  for (size_t o : p.outputs) spec.outputs.push_back(p.slot_names[o]);
+  return spec;
 }
 
 // Makes the EPContext nodes of the graphs compiled from ordinary nodes (`fresh`: indices into the Compile call)
@@ -556,11 +455,10 @@ EpctxStatus* GenerateContext(const EpctxApi* api, const ContextOptions& options,
                              const std::vector<size_t>& fresh, const std::vector<const Program*>& programs,
                              EpctxNode** ep_context_nodes) {
   if (fresh.empty()) return nullptr;
-  std::vector<ContextNodeSpec> specs;
+  std::vector<plugin::EpContextNodeSpec> specs;
   std::vector<std::pair<std::string, std::string>> graphs;  // for the binary
   for (size_t i : fresh) {
-    ContextNodeSpec spec;
-    spec.name = options.prefix + api->Node_GetName(fused_nodes[i]);
+    plugin::EpContextNodeSpec spec = ContextNodeSpec(*programs[i], options.prefix + api->Node_GetName(fused_nodes[i]));
     if (spec.name.find_first_of("\n\r") != std::string::npos)
       return Error(api, EPCTX_INVALID_ARGUMENT, "EPContext node name '" + spec.name + "' holds a line break");
     std::string text = Serialize(*programs[i]);
@@ -582,13 +480,13 @@ EpctxStatus* GenerateContext(const EpctxApi* api, const ContextOptions& options,
   if (!options.embed) {
     if (options.file_path.empty())
       return Error(api, EPCTX_EP_FAIL, "ep.context_file_path is not set, so there is no folder for the context binary");
-    binary = ContextBinaryPath(options.file_path);
+    binary = plugin::ContextBinaryPath(options.file_path, kBinarySuffix);
     specs[0].cache = FileNameOf(binary);  // relative to the ctx model's folder
-    RETURN_IF_ERROR(WriteFileAtomically(api, binary, SerializeContext(graphs)));
+    RETURN_IF_ERROR(plugin::WriteFileAtomically(api, kEpName, binary, SerializeContext(graphs)));
   }
   for (size_t k = 0; k < fresh.size(); ++k) {
     const size_t i = fresh[k];
-    if (EpctxStatus* st = MakeEpContextNode(api, *programs[i], specs[k], &ep_context_nodes[i])) {
+    if (EpctxStatus* st = plugin::MakeEpContextNode(api, specs[k], &ep_context_nodes[i])) {
       if (!binary.empty()) unlink(binary.c_str());  // no ctx model will reference it
       return st;
     }
@@ -599,51 +497,11 @@ EpctxStatus* GenerateContext(const EpctxApi* api, const ContextOptions& options,
 // Attribute readers for EPContext nodes: schema defaults when absent, INVALID_GRAPH when of another type.
 EpctxStatus* IntAttr(const EpctxApi* api, const EpctxNode* node, const char* name, int64_t default_value,
                      int64_t* value) {
-  const EpctxOpAttr* attr = api->Node_GetAttributeByName(node, name);
-  *value = default_value;
-  if (!attr) return nullptr;
-  if (EpctxStatus* st = api->OpAttr_GetInt(attr, value)) {
-    api->ReleaseStatus(st);
-    return LoadError(api, std::string("node '") + api->Node_GetName(node) + "': attribute " + name +
-                              " is not an integer");
-  }
-  if (*value != 0 && *value != 1)
-    return LoadError(api, std::string("node '") + api->Node_GetName(node) + "': attribute " + name + " is " +
-                              std::to_string(*value) + "; it must be 0 or 1");
-  return nullptr;
+  return plugin::IntAttr(api, kEpName, node, name, default_value, value);
 }
 EpctxStatus* StringAttr(const EpctxApi* api, const EpctxNode* node, const char* name, bool* present,
                         std::string* value) {
-  const EpctxOpAttr* attr = api->Node_GetAttributeByName(node, name);
-  *present = attr != nullptr;
-  if (!attr) return nullptr;
-  const char* data = nullptr;
-  size_t length = 0;
-  if (EpctxStatus* st = api->OpAttr_GetString(attr, &data, &length)) {
-    api->ReleaseStatus(st);
-    return LoadError(api, std::string("node '") + api->Node_GetName(node) + "': attribute " + name +
-                              " is not a string");
-  }
-  value->assign(data, length);
-  return nullptr;
-}
-
-// The folder a context binary of `graph` is relative to: the model's folder, or for a model loaded from bytes the
-// folder of ep.context_file_path (that path itself when it names a folder). false when there is none.
-bool ContextFolder(const EpctxApi* api, const EpctxGraph* graph, const ContextOptions& options, std::string* folder) {
-  const std::string model_path = api->Graph_GetModelPath(graph);
-  std::string base;
-  if (!model_path.empty()) {
-    base = FolderOf(model_path);
-  } else if (!options.file_path.empty()) {
-    struct stat st;
-    base = stat(options.file_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? options.file_path
-                                                                             : FolderOf(options.file_path);
-  } else {
-    return false;
-  }
-  *folder = base.empty() ? "." : base;
-  return true;
+  return plugin::StringAttr(api, kEpName, node, name, present, value);
 }
 
 // Reads and parses the context binary a main_context=1, embed_mode=0 node names, checking every path rule.
@@ -651,41 +509,11 @@ EpctxStatus* LoadContextBinary(const EpctxApi* api, const EpctxGraph* graph, con
                                const std::string& relative, const ContextOptions& options,
                                std::vector<std::pair<std::string, std::string>>* graphs, std::string* shown_path) {
   const std::string who = "node '" + node_name + "': ";
-  if (relative.empty()) return LoadError(api, who + "the file path in ep_cache_context is empty");
-  if (relative[0] == '/')
-    return LoadError(api, who + "ep_cache_context must hold a path relative to the model's folder, but '" + relative +
-                              "' is an absolute path");
-  for (size_t pos = 0; pos <= relative.size();) {
-    size_t slash = relative.find('/', pos);
-    if (slash == std::string::npos) slash = relative.size();
-    if (relative.compare(pos, slash - pos, "..") == 0 && slash - pos == 2)
-      return LoadError(api, who + "the file path '" + relative +
-                                "' in ep_cache_context has a '..' component; it may not point outside the model's folder");
-    pos = slash + 1;
-  }
-  std::string folder;
-  if (!ContextFolder(api, graph, options, &folder))
-    return LoadError(api, who + "cannot locate the context binary '" + relative +
-                              "': the model was loaded from bytes and ep.context_file_path is not set");
-  const std::string path = JoinPath(folder, relative);
-  *shown_path = path;
-  char real_folder[PATH_MAX], real_path[PATH_MAX];
-  if (!realpath(folder.c_str(), real_folder))
-    return LoadError(api, who + "the context binary's folder '" + folder + "' is not accessible: " + ErrnoText(errno));
-  if (!realpath(path.c_str(), real_path)) {
-    const int err = errno;
-    if (err == ENOENT)
-      return LoadError(api, who + "the context binary '" + path + "' does not exist");
-    return LoadError(api, who + "the context binary '" + path + "' is not accessible: " + ErrnoText(err));
-  }
-  const std::string inside = std::string(real_folder) == "/" ? "/" : std::string(real_folder) + "/";
-  if (std::string(real_path).compare(0, inside.size(), inside) != 0)
-    return LoadError(api, who + "the context binary '" + path + "' resolves to '" + real_path +
-                              "', outside the model's folder '" + real_folder + "'");
-  struct stat st;
-  if (stat(real_path, &st) != 0 || !S_ISREG(st.st_mode))
-    return LoadError(api, who + "the context binary '" + path + "' is not a regular file");
-  const int fd = open(real_path, O_RDONLY | O_CLOEXEC);
+  std::string real_path;
+  RETURN_IF_ERROR(plugin::ResolveContextBinary(api, kEpName, graph, node_name, relative, options.file_path,
+                                               shown_path, &real_path));
+  const std::string& path = *shown_path;
+  const int fd = open(real_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return LoadError(api, who + "the context binary '" + path + "' cannot be read: " + ErrnoText(errno));
   std::string bytes;
   char buffer[1 << 16];

@@ -1,0 +1,167 @@
+#include "options.h"
+
+namespace epctx {
+namespace aotcpu {
+
+namespace {
+
+constexpr int kMaxThreads = 4096;
+
+OptionsError Invalid(std::string message) { return OptionsError{EPCTX_INVALID_ARGUMENT, std::move(message)}; }
+
+// Absent or "" -> default; "0"/"1" -> the flag; anything else -> error naming the key.
+bool ReadFlag(const ConfigGetter& get, const char* key, bool* flag, OptionsError* error) {
+  const char* v = get(key);
+  const std::string value = v ? v : "";
+  if (value.empty()) return true;
+  if (value == "0" || value == "1") return *flag = value == "1", true;
+  *error = Invalid(std::string(key) + " must be 0 or 1, got '" + value + "'");
+  return false;
+}
+
+std::string ReadString(const ConfigGetter& get, const char* key) {
+  const char* v = get(key);
+  return v ? v : "";
+}
+
+}  // namespace
+
+ConfigGetter SessionConfigGetter(const EpctxApi* api, const EpctxSessionOptions* options) {
+  return [api, options](const char* key) -> const char* {
+    const char* value = nullptr;
+    if (EpctxStatus* st = api->GetSessionConfigEntry(options, key, &value)) {
+      api->ReleaseStatus(st);
+      return nullptr;
+    }
+    return value;
+  };
+}
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kJit:
+      return "jit";
+    case Mode::kGenerate:
+      return "generate";
+    case Mode::kPrepareAndLoad:
+      return "prepare_and_load";
+    case Mode::kPrepareAndLoadPersist:
+      return "prepare_and_load_persist";
+    case Mode::kPrepareOnly:
+      return "prepare_only";
+  }
+  return "?";
+}
+
+Mode AotCpuOptions::mode() const {
+  if (prepare_only) return Mode::kPrepareOnly;
+  if (prepare_and_load) return context_enable ? Mode::kPrepareAndLoadPersist : Mode::kPrepareAndLoad;
+  return context_enable ? Mode::kGenerate : Mode::kJit;
+}
+
+bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* error) {
+  AotCpuOptions o;
+  bool embed = false;
+  if (!ReadFlag(get, kContextEnableKey, &o.context_enable, error) || !ReadFlag(get, kEmbedModeKey, &embed, error) ||
+      !ReadFlag(get, kShareContextsKey, &o.share_ep_contexts, error) ||
+      !ReadFlag(get, kStopShareContextsKey, &o.stop_share_ep_contexts, error) ||
+      !ReadFlag(get, kPrepareAndLoadKey, &o.prepare_and_load, error) ||
+      !ReadFlag(get, kPrepareOnlyKey, &o.prepare_only, error))
+    return false;
+  o.embed_mode = embed ? 1 : 0;
+  o.context_file_path = ReadString(get, kContextFilePathKey);
+  o.node_name_prefix = ReadString(get, kNodeNamePrefixKey);
+  o.target_isa = ReadString(get, kTargetIsaKey);
+  const std::string threads = ReadString(get, kIntraOpThreadsKey);
+  if (!threads.empty()) {
+    long long n = 0;
+    bool digits = threads.size() <= 9;
+    for (char c : threads) digits = digits && c >= '0' && c <= '9', n = n * 10 + (c - '0');
+    if (!digits || n > kMaxThreads) {
+      *error = Invalid(std::string(kIntraOpThreadsKey) + " must be an integer from 0 (default) to " +
+                       std::to_string(kMaxThreads) + ", got '" + threads + "'");
+      return false;
+    }
+    o.intra_op_num_threads = static_cast<int>(n);
+  }
+  *out = std::move(o);
+  return true;
+}
+
+PrepareAndLoadResult CheckPrepareAndLoad(const AotCpuOptions& requested) {
+  PrepareAndLoadResult r;
+  auto fail = [&](std::string message) {
+    r.ok = false;
+    r.error = Invalid(std::move(message));
+    return r;
+  };
+  const std::string pal = std::string(kPrepareAndLoadKey) + "=1";
+  const std::string only = std::string(kPrepareOnlyKey) + "=1";
+  if (requested.prepare_and_load && requested.prepare_only)
+    return fail(pal + " and " + only +
+                " are mutually exclusive: prepare_only compiles the model and writes the context model without "
+                "running it, prepare_and_load compiles it and then runs it from the compiled context. Set only one "
+                "of them to 1.");
+  if (requested.prepare_and_load && !requested.context_enable && !requested.context_file_path.empty())
+    return fail("Contradictory options: " + pal + " with " + kContextEnableKey + "=0 compiles and reloads in memory "
+                "and writes no file, but " + kContextFilePathKey + " is set to '" + requested.context_file_path +
+                "'. To also keep the compiled model at that path, set " + kContextEnableKey + "=1; to compile in "
+                "memory only, remove " + kContextFilePathKey + ". (If the input is already a context model loaded "
+                "from bytes, " + kContextFilePathKey + " locates its binary: remove " + kPrepareAndLoadKey +
+                " instead.)");
+  if (requested.prepare_only && !requested.context_enable)
+    return fail("Contradictory options: " + only + " compiles the model and writes the context model without "
+                "running it, but " + kContextEnableKey + " is not 1, so nothing would be written. Set " +
+                kContextEnableKey + "=1 (and optionally " + kContextFilePathKey + "), or remove " + kPrepareOnlyKey +
+                ".");
+  r.effective = requested;
+  if (requested.prepare_and_load && requested.context_enable && requested.embed_mode == 1) {
+    r.effective.embed_mode = 0;
+    r.warnings.push_back(std::string("Overriding ") + kEmbedModeKey + " to 0: " + pal + " reloads the compiled model "
+                         "from its external context binary, so the binary is written beside the context model "
+                         "instead of being embedded in it. Set " + kEmbedModeKey + "=0 to silence this warning.");
+  }
+  return r;
+}
+
+AotCpuOptions IgnorePrepareAndLoadForContextModel(const AotCpuOptions& effective, std::string* warning) {
+  warning->clear();
+  AotCpuOptions o = effective;
+  if (!o.prepare_and_load) return o;
+  o.prepare_and_load = false;
+  *warning = std::string("prepare_and_load=1 is ignored because the input model is already a pre-compiled context "
+                         "model; it is loaded as is. Remove ") +
+             kPrepareAndLoadKey + " when loading context models.";
+  return o;
+}
+
+bool ResolveTargetIsa(const AotCpuOptions& options, Isa host, Isa* target, OptionsError* error) {
+  if (options.target_isa.empty()) return *target = host, true;
+  const std::string key = std::string(kTargetIsaKey) + "=" + options.target_isa;
+  std::string allowed;
+  for (Isa isa : AllIsas())
+    if (IsaRank(isa) <= IsaRank(host)) allowed += (allowed.empty() ? "" : ", ") + std::string(IsaName(isa));
+  Isa isa;
+  if (!ParseIsa(options.target_isa, &isa)) {
+    *error = Invalid(key + " is not an ISA level; this CPU can compile for: " + allowed);
+    return false;
+  }
+  if (IsaRank(isa) > IsaRank(host)) {
+    *error = Invalid(key + " is higher than this CPU supports (at most " + IsaName(host) +
+                     "): oneDNN only generates code for ISAs the machine has. Use one of: " + allowed +
+                     ", or compile on a machine that has " + options.target_isa + ".");
+    return false;
+  }
+  *target = isa;
+  return true;
+}
+
+OptionsError PrepareOnlyRunError(const std::string& context_model_path) {
+  return OptionsError{EPCTX_EP_FAIL, std::string("the session was created with ") + kPrepareOnlyKey +
+                                         "=1: it compiled the model and wrote '" + context_model_path +
+                                         "' but does not run it; create a session from '" + context_model_path +
+                                         "' to run the compiled model"};
+}
+
+}  // namespace aotcpu
+}  // namespace epctx
