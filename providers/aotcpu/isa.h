@@ -11,8 +11,8 @@
 // not a superset of avx512_core); a host whose effective oneDNN ISA is one of them counts as avx2, the highest
 // chain level it includes.
 //
-// Thread safety: everything is reentrant except HostIsa/LimitOneDnnIsa, which change oneDNN's process-wide
-// maximum ISA (see there).
+// Thread safety: everything is reentrant except HostIsa, which may change oneDNN's process-wide maximum ISA (see
+// there); call it from one thread, at factory creation.
 #ifndef EPCTX_PROVIDERS_AOTCPU_ISA_H_
 #define EPCTX_PROVIDERS_AOTCPU_ISA_H_
 
