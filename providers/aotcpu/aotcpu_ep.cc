@@ -8,6 +8,7 @@
 #include <epctx/ep_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +22,9 @@
 #include "context_binary.h"
 #include "executor.h"
 #include "ir.h"
+#include "isa.h"
 #include "ops.h"
+#include "options.h"
 #include "program.h"
 
 namespace epctx {
@@ -71,7 +74,8 @@ std::string DimsText(const std::vector<int64_t>& d) {
 // a mapping owned by `keep`.
 struct Partition {
   std::shared_ptr<const void> keep;
-  std::unique_ptr<Executor> exec;
+  std::unique_ptr<Executor> exec;  // null for a prepare-only session
+  std::string run_error;           // why Compute refuses when exec is null
 };
 
 struct ComputeInfo {
@@ -79,7 +83,7 @@ struct ComputeInfo {
   std::shared_ptr<Partition> part;
 };
 
-// Session options that shape compilation and EPContext handling.
+// Session options that shape compilation and EPContext handling (after the prepare-and-load checks).
 struct ContextOptions {
   bool enable = false;    // ep.context_enable
   bool embed = false;     // ep.context_embed_mode == 1
@@ -90,12 +94,20 @@ struct ContextOptions {
 struct AotCpuEp {
   EpctxEp base;  // first member: the runtime sees &base
   ContextOptions context;
-  const EpctxSessionOptions* options = nullptr;
+  AotCpuOptions options;  // effective options
   const EpctxLogger* logger = nullptr;
   int threads = 0;
-  std::string isa;
-  bool progress = false;  // stderr is a terminal
+  std::string isa;         // the target ISA (host's, or a virtual device's / target_isa below it)
+  std::string host_isa;    // what this process runs (maybe emulated)
+  bool host_emulated = false;
+  bool portable = false;   // compiling for an ISA below the host's: plain layouts
+  bool progress = false;   // stderr is a terminal
+  std::string compat;      // GetCompiledModelCompatibilityInfo's string
 };
+
+void LogWarning(const AotCpuEp* ep, const std::string& message) {
+  g_api->Log(ep->logger, EPCTX_LOG_WARNING, __FILE__, __LINE__, (std::string(kEpName) + ": " + message).c_str());
+}
 
 AotCpuEp* Self(EpctxEp* ep) { return reinterpret_cast<AotCpuEp*>(ep); }
 
@@ -111,7 +123,12 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
         AOT_RETURN_IF_ERROR(g_api->EpGraphSupportInfo_AddSingleNode(support, node));
         any = true;
       }
-    if (any) return nullptr;  // a compiled model: its remaining nodes stay where the runtime puts them
+    if (any) {  // a compiled model: its remaining nodes stay where the runtime puts them
+      std::string warning;
+      ep->options = IgnorePrepareAndLoadForContextModel(ep->options, &warning);
+      if (!warning.empty()) LogWarning(ep, warning);
+      return nullptr;
+    }
   }
   Graph g;
   CheckResult r = BuildGraph(g_api, graph, &g);
@@ -181,18 +198,10 @@ CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const 
   return CheckResult::Ok();
 }
 
-// Compiles the graphs into one context binary (in memory).
-EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
-                             std::vector<std::string>* names, std::string* binary) {
+// Compiles the graphs (fused node names in *names).
+EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                           std::vector<std::string>* names, std::vector<CompiledGraph>* compiled) {
   const auto t0 = std::chrono::steady_clock::now();
-  ContextBinaryContents contents;
-  contents.compat.epctx_version = kVersion;
-  {
-    const dnnl_version_t* v = dnnl_version();
-    contents.compat.onednn_version =
-        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-  }
-  contents.compat.isa = ep->isa;
   size_t packed = 0;
   uint64_t packed_bytes = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -202,6 +211,7 @@ EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const Epct
     if (!r.ok) return Error(EPCTX_EP_FAIL, "graph '" + name + "': " + r.reason);
     CompileOptions options;
     options.isa = ep->isa;
+    options.portable_layouts = ep->portable;
     if (ep->progress) {
       options.on_weight = [&, i](size_t n, uint64_t bytes) {
         if (n % 8 == 0)
@@ -212,25 +222,64 @@ EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const Epct
     CompiledGraph cg;
     r = CompileGraph(g, IoNames(fused_nodes[i], true), IoNames(fused_nodes[i], false), options, &cg);
     if (!r.ok) return Error(EPCTX_EP_FAIL, "compiling '" + name + "': " + r.reason);
+    packed += cg.weights.size();
+    for (const TensorInput& t : cg.weights) packed_bytes += t.bytes.size();
+    compiled->push_back(std::move(cg));
+    names->push_back(name);
+  }
+  if (ep->progress)
+    std::fprintf(stderr, "\r[aotcpu] %zu partition(s) compiled: %zu weights packed (%.1f MB), %.1f s            \n",
+                 count, packed, packed_bytes / 1e6, MsSince(t0) / 1000);
+  return nullptr;
+}
+
+// Serializes compiled graphs into one context binary; the weights move out of `compiled`.
+EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const std::vector<std::string>& names,
+                      std::string* binary) {
+  ContextBinaryContents contents;
+  contents.compat.epctx_version = kVersion;
+  contents.compat.onednn_version = OneDnnVersion();
+  contents.compat.isa = ep->isa;
+  if (ep->portable) contents.compat.options.push_back({"layouts", "plain"});
+  for (size_t i = 0; i < compiled->size(); ++i) {
+    CompiledGraph& cg = (*compiled)[i];
     GraphInput gi;
-    gi.name = name;
+    gi.name = names[i];
     gi.records = SerializeProgram(cg.program);
     for (TensorInput& t : cg.weights) {
-      t.name = name + "/" + t.name;  // unique per graph; equal bytes are still stored once
+      t.name = names[i] + "/" + t.name;  // unique per graph; equal bytes are still stored once
       gi.tensor_names.push_back(t.name);
-      packed_bytes += t.bytes.size();
       contents.tensors.push_back(std::move(t));
     }
-    packed += cg.weights.size();
+    cg.weights.clear();
     contents.graphs.push_back(std::move(gi));
-    names->push_back(name);
   }
   CheckResult r = WriteContextBinary(contents, binary);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "writing the context binary: " + r.reason);
-  if (ep->progress)
-    std::fprintf(stderr, "\r[aotcpu] %zu partition(s) compiled: %zu weights packed (%.1f MB), binary %.1f MB, %.1f s\n",
-                 count, packed, packed_bytes / 1e6, binary->size() / 1e6, MsSince(t0) / 1000);
   return nullptr;
+}
+
+EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                             std::vector<std::string>* names, std::string* binary) {
+  std::vector<CompiledGraph> compiled;
+  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, names, &compiled));
+  return BinaryOf(ep, &compiled, *names, binary);
+}
+
+// JIT: executors straight over the compiled graphs' weights (no serialization).
+CheckResult PartitionsFromCompiled(std::vector<CompiledGraph>* compiled, int threads,
+                                   std::vector<std::shared_ptr<Partition>>* out) {
+  for (CompiledGraph& cg : *compiled) {
+    auto weights = std::make_shared<std::vector<TensorInput>>(std::move(cg.weights));
+    std::vector<WeightRef> refs;
+    for (const TensorInput& t : *weights) refs.push_back({t.bytes.data(), t.bytes.size()});
+    auto part = std::make_shared<Partition>();
+    part->keep = weights;
+    CheckResult r = Executor::Create(std::move(cg.program), std::move(refs), threads, &part->exec);
+    if (!r.ok) return r;
+    out->push_back(std::move(part));
+  }
+  return CheckResult::Ok();
 }
 
 // ---- 6. Compute ----
@@ -238,6 +287,7 @@ EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const Epct
 EpctxStatus* Compute(EpctxNodeComputeInfo* self, void*, EpctxKernelContext* kc) {
   Partition* part = reinterpret_cast<ComputeInfo*>(self)->part.get();
   return Guard([&]() -> EpctxStatus* {
+    if (!part->exec) return g_api->CreateStatus(EPCTX_EP_FAIL, part->run_error.c_str());
     const Program& p = part->exec->program();
     if (g_api->KernelContext_GetInputCount(kc) != p.inputs.size() ||
         g_api->KernelContext_GetOutputCount(kc) != p.outputs.size())
@@ -322,9 +372,20 @@ EpctxStatus* GenerateContext(AotCpuEp* ep, const EpctxNode** fused_nodes, size_t
   return nullptr;
 }
 
+EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const void* data, size_t size);
+EpctxStatus* LoadError(const std::string& message);
+
 EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                           std::vector<std::shared_ptr<Partition>>* parts, EpctxNode** ep_context_nodes) {
+  const Mode mode = ep->options.mode();
   std::vector<std::string> names;
+  if (mode == Mode::kJit) {
+    std::vector<CompiledGraph> compiled;
+    AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled));
+    CheckResult r = PartitionsFromCompiled(&compiled, ep->threads, parts);
+    if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+    return nullptr;
+  }
   if (ep->context.enable && ep->context.embed) {
     // One binary per graph, each embedded in its own node; executors run on those same bytes.
     std::vector<std::string> per_graph(count);
@@ -332,8 +393,10 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
       std::vector<std::string> one;
       auto bytes = std::make_shared<std::string>();
       AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs + i, fused_nodes + i, 1, &one, bytes.get()));
-      CheckResult r = LoadPartitions(bytes->data(), bytes->size(), bytes, ep->threads, one, parts);
-      if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
+      if (mode != Mode::kPrepareOnly) {
+        CheckResult r = LoadPartitions(bytes->data(), bytes->size(), bytes, ep->threads, one, parts);
+        if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
+      }
       names.push_back(one[0]);
       per_graph[i] = *bytes;
     }
@@ -341,10 +404,26 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
   }
   auto binary = std::make_shared<std::string>();
   AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs, fused_nodes, count, &names, binary.get()));
-  CheckResult r = LoadPartitions(binary->data(), binary->size(), binary, ep->threads, names, parts);
-  if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
+  // Every compile-time structure is gone here; what follows sees only the binary.
   if (ep->context.enable)
     AOT_RETURN_IF_ERROR(GenerateContext(ep, fused_nodes, count, names, *binary, {}, ep_context_nodes));
+  if (mode == Mode::kPrepareOnly) return nullptr;
+  if (mode == Mode::kPrepareAndLoadPersist) {
+    // Path B: reload from the file just written, mapped like any ctx model's binary.
+    const std::string path = plugin::ContextBinaryPath(ep->context.file_path, "_aotcpu.bin");
+    binary.reset();
+    auto map = std::make_shared<plugin::MappedFile>();
+    std::string why;
+    if (!plugin::MapFile(path, map.get(), &why)) return Error(EPCTX_EP_FAIL, "reloading the context binary: " + why);
+    AOT_RETURN_IF_ERROR(CheckCompat(ep, path, map->data(), map->size()));
+    CheckResult r = LoadPartitions(map->data(), map->size(), map, ep->threads, names, parts);
+    if (!r.ok) return LoadError(path + ": " + r.reason);
+    return nullptr;
+  }
+  // kGenerate and Path A (prepare_and_load without a file): load from the bytes as from a file.
+  AOT_RETURN_IF_ERROR(CheckCompat(ep, "the compiled binary", binary->data(), binary->size()));
+  CheckResult r = LoadPartitions(binary->data(), binary->size(), binary, ep->threads, names, parts);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
   return nullptr;
 }
 
@@ -365,22 +444,17 @@ EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const void* data
   CheckResult r = reader.Open(data, size);
   if (!r.ok) return LoadError(from + ": " + r.reason);
   const CompatInfo& c = reader.compat();
-  const dnnl_version_t* v = dnnl_version();
-  const std::string onednn = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-  if (c.onednn_version != onednn)
-    return LoadError(from + ": the context binary was compiled with oneDNN " + c.onednn_version +
-                     " but this build uses oneDNN " + onednn + "; recompile the model");
-  static const char* const kOrder[] = {"sse41", "avx", "avx2", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
-                                       "avx512_core_amx"};
-  int bin = -1, host = -1;
-  for (int i = 0; i < 7; ++i) {
-    if (c.isa == kOrder[i]) bin = i;
-    if (ep->isa == kOrder[i]) host = i;
-  }
-  if (bin < 0) return LoadError(from + ": the context binary names an unknown ISA '" + c.isa + "'");
-  if (bin > host)
-    return LoadError(from + ": the context binary was compiled for " + c.isa + " but this CPU supports at most " +
-                     ep->isa);
+  CompatibilityInfo info;
+  info.format_major = reader.major();
+  info.format_minor = reader.minor();
+  info.onednn = c.onednn_version;
+  if (!ParseIsa(c.isa, &info.isa))
+    return LoadError(from + ": the context binary names an unknown ISA '" + c.isa + "' (known: " + IsaNameList() + ")");
+  if (c.onednn_version != OneDnnVersion() || reader.major() != kContextBinaryMajor)
+    return LoadError(from + ": " + BuildMismatchMessage(info, OneDnnVersion(), kContextBinaryMajor));
+  Isa host;
+  ParseIsa(ep->host_isa, &host);
+  if (IsaRank(info.isa) > IsaRank(host)) return LoadError(from + ": " + IsaTooHighMessage(info.isa, host, ep->host_emulated));
   return nullptr;
 }
 
@@ -499,6 +573,14 @@ EpctxStatus* CompileImpl(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNod
                                      fresh_ctx.data()));
   for (size_t k = 0; k < fresh.size(); ++k) ep_context_nodes[fresh[k]] = fresh_ctx[k];
   if (!loaded.empty()) AOT_RETURN_IF_ERROR(LoadContextNodes(ep, graphs, fused_nodes, loaded, &loaded_parts));
+  if (ep->options.mode() == Mode::kPrepareOnly) {
+    const OptionsError e = PrepareOnlyRunError(ep->context.file_path);
+    for (size_t k = 0; k < fresh.size(); ++k) {
+      auto part = std::make_shared<Partition>();
+      part->run_error = e.message;
+      fresh_parts.push_back(part);
+    }
+  }
   for (size_t k = 0; k < fresh.size(); ++k) infos[fresh[k]] = &MakeComputeInfo(fresh_parts[k])->base;
   for (size_t k = 0; k < loaded.size(); ++k) infos[loaded[k]] = &MakeComputeInfo(loaded_parts[k])->base;
   return nullptr;
@@ -530,69 +612,119 @@ const char* FactoryGetVersion(const EpctxEpFactory*) { return kVersion; }
 
 struct AotCpuFactory {
   EpctxEpFactory base;
+  HostIsaInfo host;
+  bool allow_virtual = false;  // registration name *.virtual or env allow_virtual_devices=1
 };
+AotCpuFactory* FactoryOf(EpctxEpFactory* f) { return reinterpret_cast<AotCpuFactory*>(f); }
 
-std::string HostIsaName() {
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni: case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx: return "avx";
-    default: return "sse41";
-  }
+// Pairs the factory with `device`; metadata: version, isa (and is_virtual for virtual devices).
+EpctxStatus* PairDevice(EpctxEpFactory* f, const EpctxHardwareDevice* device, Isa isa, EpctxEpDevice** out) {
+  EpctxKeyValuePairs* meta = nullptr;
+  AOT_RETURN_IF_ERROR(g_api->KeyValuePairs_Create(&meta));
+  g_api->KeyValuePairs_Add(meta, "version", kVersion);
+  g_api->KeyValuePairs_Add(meta, "isa", IsaName(isa));
+  g_api->KeyValuePairs_Add(meta, "compatibility", CompatibilityFor(isa).c_str());
+  EpctxStatus* st = g_api->CreateEpDevice(f, device, meta, nullptr, out);
+  g_api->KeyValuePairs_Release(meta);
+  return st;
 }
 
-EpctxStatus* FactoryGetSupportedDevices(EpctxEpFactory* f, const EpctxHardwareDevice* const* devices, size_t n,
+EpctxStatus* FactoryGetSupportedDevices(EpctxEpFactory* self, const EpctxHardwareDevice* const* devices, size_t n,
                                         EpctxEpDevice** out, size_t max, size_t* count) {
-  *count = 0;
-  for (size_t i = 0; i < n && *count < max; ++i) {
-    if (g_api->HardwareDevice_Type(devices[i]) != EPCTX_DEVICE_CPU) continue;
-    EpctxKeyValuePairs* meta = nullptr;
-    if (EpctxStatus* st = g_api->KeyValuePairs_Create(&meta)) return st;
-    g_api->KeyValuePairs_Add(meta, "version", kVersion);
-    g_api->KeyValuePairs_Add(meta, "isa", HostIsaName().c_str());
-    EpctxEpDevice* d = nullptr;
-    EpctxStatus* st = g_api->CreateEpDevice(f, devices[i], meta, nullptr, &d);
-    g_api->KeyValuePairs_Release(meta);
-    if (st) return st;
-    out[(*count)++] = d;
+  AotCpuFactory* f = FactoryOf(self);
+  std::vector<EpctxEpDevice*> made;
+  std::vector<EpctxHardwareDevice*> virtuals;
+  EpctxStatus* st = Guard([&]() -> EpctxStatus* {
+    for (size_t i = 0; i < n && made.size() < max; ++i) {
+      if (g_api->HardwareDevice_Type(devices[i]) != EPCTX_DEVICE_CPU) continue;
+      made.push_back(nullptr);
+      AOT_RETURN_IF_ERROR(PairDevice(self, devices[i], f->host.isa, &made.back()));
+      if (!f->allow_virtual) continue;
+      // One virtual CPU per ISA level below the host's, to compile for smaller machines.
+      for (Isa isa : IsasBelow(f->host.isa)) {
+        if (made.size() >= max) break;
+        EpctxKeyValuePairs* meta = nullptr;
+        AOT_RETURN_IF_ERROR(g_api->KeyValuePairs_Create(&meta));
+        g_api->KeyValuePairs_Add(meta, "is_virtual", "1");
+        g_api->KeyValuePairs_Add(meta, "isa", IsaName(isa));
+        EpctxHardwareDevice* hw = nullptr;
+        EpctxStatus* s2 = g_api->CreateHardwareDevice(EPCTX_DEVICE_CPU, g_api->HardwareDevice_VendorId(devices[i]),
+                                                      0, g_api->HardwareDevice_Vendor(devices[i]), meta, &hw);
+        g_api->KeyValuePairs_Release(meta);
+        AOT_RETURN_IF_ERROR(s2);
+        virtuals.push_back(hw);
+        made.push_back(nullptr);
+        AOT_RETURN_IF_ERROR(PairDevice(self, hw, isa, &made.back()));
+      }
+    }
+    return nullptr;
+  });
+  if (st) {
+    for (EpctxEpDevice* d : made)
+      if (d) g_api->ReleaseEpDevice(d);
+    for (EpctxHardwareDevice* hw : virtuals) g_api->ReleaseHardwareDevice(hw);
+    return st;
   }
+  std::copy(made.begin(), made.end(), out);  // the runtime now owns these and the virtual devices
+  *count = made.size();
   return nullptr;
 }
 
-EpctxStatus* FactoryCreateEp(EpctxEpFactory*, const EpctxHardwareDevice* const*, const EpctxKeyValuePairs* const*,
-                             size_t, const EpctxSessionOptions* options, const EpctxLogger* logger, EpctxEp** out) {
+EpctxStatus* FactoryCreateEp(EpctxEpFactory* self, const EpctxHardwareDevice* const* devices,
+                             const EpctxKeyValuePairs* const*, size_t num_devices, const EpctxSessionOptions* options,
+                             const EpctxLogger* logger, EpctxEp** out) {
+  AotCpuFactory* f = FactoryOf(self);
   return Guard([&]() -> EpctxStatus* {
-    auto* e = new (std::nothrow) AotCpuEp();
-    if (!e) return Error(EPCTX_FAIL, "out of memory");
+    AotCpuOptions requested;
+    OptionsError err;
+    if (!ReadOptions(SessionConfigGetter(g_api, options), &requested, &err)) return Error(err.code, err.message);
+    PrepareAndLoadResult checked = CheckPrepareAndLoad(requested);
+    if (!checked.ok) return Error(checked.error.code, checked.error.message);
+    // Target ISA: a virtual device's, else ep.aotcpuexecutionprovider.target_isa, else the host's.
+    Isa target = f->host.isa;
+    for (size_t i = 0; i < num_devices; ++i) {
+      const char* virt = g_api->KeyValuePairs_Get(g_api->HardwareDevice_Metadata(devices[i]), "is_virtual");
+      const char* isa = g_api->KeyValuePairs_Get(g_api->HardwareDevice_Metadata(devices[i]), "isa");
+      if (virt && std::strcmp(virt, "1") == 0 && isa) ParseIsa(isa, &target);
+    }
+    if (!checked.effective.target_isa.empty() && !ResolveTargetIsa(checked.effective, f->host.isa, &target, &err))
+      return Error(err.code, err.message);
+    auto e = std::make_unique<AotCpuEp>();
     std::memset(&e->base, 0, sizeof(e->base));
     e->base.version = EPCTX_EP_API_VERSION;
     e->base.GetName = EpGetName;
     e->base.GetCapability = EpGetCapability;
     e->base.Compile = EpCompile;
     e->base.ReleaseNodeComputeInfos = EpReleaseNodeComputeInfos;
-    e->options = options;
-    e->logger = logger;
-    auto config = [&](const char* key) -> std::string {
-      const char* value = nullptr;
-      EpctxStatus* st = g_api->GetSessionConfigEntry(options, key, &value);
-      if (st) g_api->ReleaseStatus(st);
-      return value ? value : "";
+    e->base.GetCompiledModelCompatibilityInfo = [](EpctxEp* ep, const EpctxGraph*) -> const char* {
+      return Self(ep)->compat.c_str();
     };
-    e->context.enable = config("ep.context_enable") == "1";
-    e->context.embed = config("ep.context_embed_mode") == "1";
-    e->context.file_path = config("ep.context_file_path");
-    e->context.prefix = config("ep.context_node_name_prefix");
-    e->isa = HostIsaName();
+    e->logger = logger;
+    for (const std::string& w : checked.warnings) LogWarning(e.get(), w);
+    e->options = checked.effective;
+    e->context.enable = e->options.context_enable;
+    e->context.embed = e->options.embed_mode == 1;
+    e->context.file_path = e->options.context_file_path;
+    e->context.prefix = e->options.node_name_prefix;
+    e->threads = e->options.intra_op_num_threads;
+    e->host_isa = IsaName(f->host.isa);
+    e->host_emulated = f->host.emulated;
+    e->isa = IsaName(target);
+    e->portable = IsaRank(target) < IsaRank(f->host.isa);
+    e->compat = CompatibilityFor(target);
     e->progress = isatty(2) != 0;
-    *out = &e->base;
+    *out = &e.release()->base;
     return nullptr;
   });
 }
 
 void FactoryReleaseEp(EpctxEpFactory*, EpctxEp* ep) { delete Self(ep); }
+
+EpctxStatus* FactoryValidateCompatibility(EpctxEpFactory* self, const EpctxHardwareDevice* const*, size_t,
+                                          const char* info, EpctxCompiledModelCompatibility* out) {
+  *out = JudgeCompatibility(info ? info : "", FactoryOf(self)->host.isa);
+  return nullptr;
+}
 
 }  // namespace
 }  // namespace aotcpu
@@ -602,8 +734,8 @@ using epctx::aotcpu::AotCpuFactory;
 
 extern "C" {
 
-EPCTX_EP_EXPORT EpctxStatus* CreateEpFactories(const char*, const EpctxApiBase* api_base, const EpctxLogger*,
-                                               EpctxEpFactory** factories, size_t max_factories,
+EPCTX_EP_EXPORT EpctxStatus* CreateEpFactories(const char* registration_name, const EpctxApiBase* api_base,
+                                               const EpctxLogger*, EpctxEpFactory** factories, size_t max_factories,
                                                size_t* num_factories) {
   namespace a = epctx::aotcpu;
   const EpctxApi* api = api_base ? api_base->GetApi(EPCTX_EP_API_VERSION) : nullptr;
@@ -613,9 +745,20 @@ EPCTX_EP_EXPORT EpctxStatus* CreateEpFactories(const char*, const EpctxApiBase* 
   }
   a::g_api = api;
   if (max_factories < 1) return api->CreateStatus(EPCTX_INVALID_ARGUMENT, "no room for a factory");
+  // The host ISA first: EPCTX_AOTCPU_HOST_ISA (an emulated smaller machine) must reach oneDNN before its first use.
+  a::HostIsaInfo host;
+  std::string why;
+  if (!a::HostIsa(&host, &why))
+    return api->CreateStatus(EPCTX_INVALID_ARGUMENT, ("AotCpuExecutionProvider: " + why).c_str());
   auto* f = new (std::nothrow) AotCpuFactory();
   if (!f) return api->CreateStatus(EPCTX_FAIL, "AotCpuExecutionProvider: out of memory");
   std::memset(&f->base, 0, sizeof(f->base));
+  f->host = host;
+  const std::string name = registration_name ? registration_name : "";
+  const EpctxKeyValuePairs* env = api->GetEnvConfigEntries();
+  const char* allow = env ? api->KeyValuePairs_Get(env, "allow_virtual_devices") : nullptr;
+  f->allow_virtual = (name.size() >= 8 && name.compare(name.size() - 8, 8, ".virtual") == 0) ||
+                     (allow && std::strcmp(allow, "1") == 0);
   f->base.version = EPCTX_EP_API_VERSION;
   f->base.GetName = a::FactoryGetName;
   f->base.GetVendor = a::FactoryGetVendor;
@@ -624,6 +767,7 @@ EPCTX_EP_EXPORT EpctxStatus* CreateEpFactories(const char*, const EpctxApiBase* 
   f->base.GetSupportedDevices = a::FactoryGetSupportedDevices;
   f->base.CreateEp = a::FactoryCreateEp;
   f->base.ReleaseEp = a::FactoryReleaseEp;
+  f->base.ValidateCompiledModelCompatibilityInfo = a::FactoryValidateCompatibility;
   factories[0] = &f->base;
   *num_factories = 1;
   return nullptr;

@@ -61,6 +61,8 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   RETURN_ERROR_IF(config.intra_op_num_threads < 0, INVALID_ARGUMENT, "intra_op_num_threads must be >= 0, got ",
                   config.intra_op_num_threads);
   s->num_threads_ = config.intra_op_num_threads > 0 ? config.intra_op_num_threads : DefaultNumThreads();
+  // Plugin EPs see session options only as config entries: the thread count they should honour travels as one.
+  s->config_.entries["session.intra_op_num_threads"] = std::to_string(s->num_threads_);
   if (config.profiling) s->profiler_ = std::make_unique<SessionProfiler>();
   const bool generating = config.Get("ep.context_enable") == "1";
   bool already_compiled = false;
