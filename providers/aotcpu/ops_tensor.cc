@@ -233,9 +233,9 @@ bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
 
 class GatherExec : public StepExec {
  public:
-  GatherExec(std::string name, int data, int indices, int dst, int64_t outer, int64_t bound, int64_t inner_bytes,
-             int64_t num_indices, bool i64)
-      : name_(std::move(name)), data_(data), indices_(indices), dst_(dst), outer_(outer), bound_(bound),
+  GatherExec(int data, int indices, int dst, int64_t outer, int64_t bound, int64_t inner_bytes, int64_t num_indices,
+             bool i64)
+      : data_(data), indices_(indices), dst_(dst), outer_(outer), bound_(bound),
         inner_(inner_bytes), nidx_(num_indices), i64_(i64) {}
 
   void Run(RunContext& rc) override {
@@ -253,8 +253,8 @@ class GatherExec : public StepExec {
         v = w;
       }
       if (v < -bound_ || v >= bound_) {
-        rc.Fail("Gather '" + name_ + "': index " + std::to_string(v) + " (position " + std::to_string(j) +
-                ") is out of range [" + std::to_string(-bound_) + ", " + std::to_string(bound_) + ")");
+        rc.Fail("index " + std::to_string(v) + " (position " + std::to_string(j) + " of the indices) is out of range [" +
+                std::to_string(-bound_) + ", " + std::to_string(bound_) + ") of the gathered axis");
         return;
       }
       rows_[static_cast<size_t>(j)] = v < 0 ? v + bound_ : v;
@@ -268,7 +268,6 @@ class GatherExec : public StepExec {
   }
 
  private:
-  std::string name_;
   int data_, indices_, dst_;
   int64_t outer_, bound_, inner_, nidx_;
   bool i64_;
@@ -582,7 +581,7 @@ CheckResult BuildGather(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   for (int64_t i = 0; i < axis; ++i) outer *= data.dims[static_cast<size_t>(i)];
   for (int64_t i = axis + 1; i < rank; ++i) inner *= data.dims[static_cast<size_t>(i)];
   const int d0 = bc.Slot(0, dd[0]), d1 = bc.Slot(1, dd[1]), d2 = bc.Slot(2, dd[2]);
-  *out = std::make_unique<GatherExec>(s.name, d0, d1, d2, outer, data.dims[static_cast<size_t>(axis)], inner,
+  *out = std::make_unique<GatherExec>(d0, d1, d2, outer, data.dims[static_cast<size_t>(axis)], inner,
                                       Numel(ind.dims), ind.dtype == kI64);
   return CheckResult::Ok();
 }
