@@ -183,6 +183,10 @@ def fmt(x, unit=""):
     return s + unit
 
 
+def mb(n):
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB" if n >= 100 else f"{n} B"
+
+
 def ratio(x, y, suffix="x"):
     return f"{x / y:.2f}{suffix}" if (x is not None and y) else "n/a"
 
@@ -348,7 +352,7 @@ def report(a):
             out.append(f"| steady median / {floor[c]['kind']} floor ({fmt(fl)} ms) | "
                        + " | ".join(ratio(x, fl) for x in v) + " | | | |")
         if floor[c].get("map_ms") is not None:
-            out.append(f"| creation floor: map the {floor[c]['binary_bytes'] / 1e6:.1f} MB binary / map + read "
+            out.append(f"| creation floor: map the {mb(floor[c]['binary_bytes'])} binary / map + read "
                        f"all of it (ms) | | | {fmt(floor[c]['map_ms'])} / {fmt(floor[c]['map_and_read_ms'])} | | | | |")
         # what AotCpu took
         notes = []
@@ -360,7 +364,7 @@ def report(a):
                         f"{ss['cpu_nodes']} nodes on the CPU EP")
                 if ss["from_ep_context"]:
                     line += (f"; {ss['from_ep_context']} from EPContext nodes, context bytes mapped "
-                             f"{ss['bytes_mapped'] / 1e6:.1f} MB / read {ss['bytes_read'] / 1e6:.1f} MB in "
+                             f"{mb(ss['bytes_mapped'])} / read {mb(ss['bytes_read'])} in "
                              f"{ss['context_load_ms']:.2f} ms")
                 notes.append(line)
         for gnr in gens:
@@ -368,7 +372,8 @@ def report(a):
                 if gnr.get("written"):
                     notes.append(f"ctx embed {gnr['embed']}: generated in {fmt(gnr.get('session_creation_ms'))} ms "
                                  f"(session creation with ep.context_enable); ctx model "
-                                 f"{gnr.get('ctx_bytes', 0) / 1e6:.2f} MB, binary {gnr.get('bin_bytes', 0) / 1e6:.2f} MB")
+                                 f"{mb(gnr.get('ctx_bytes', 0))}, binary "
+                                 f"{mb(gnr['bin_bytes']) if gnr.get('bin_bytes') else 'none (inside the model)'}")
                 else:
                     notes.append(f"ctx embed {gnr['embed']}: no context model: {gnr.get('why', '?')}")
         errs = [r for r in rows if r["case"] == c and "error" in r]
@@ -421,8 +426,9 @@ def report(a):
     out.append("")
     out.append("## Columns")
     out.append("")
-    out.append("- ORT 1.30: `node tests/ort/perf.js` on the source model. AotCpu JIT: `epctx perf -e aotcpu` on the "
-               "source model (session creation compiles). ctx embed 0 / 1: `epctx perf -e aotcpu` on the `_ctx.onnx` "
+    ep = meta.get("ep", "aotcpu")
+    out.append(f"- ORT 1.30: `node tests/ort/perf.js` on the source model. AotCpu JIT: `epctx perf -e {ep}` on the "
+               f"source model (session creation compiles). ctx embed 0 / 1: `epctx perf -e {ep}` on the `_ctx.onnx` "
                "generated once beforehand with `ep.context_embed_mode` 0 (binary beside it, mapped) or 1 (binary "
                "inside the model).")
     out.append("- session creation: constructing the session (read, partition, compile or load the context). "

@@ -91,8 +91,8 @@ float ParallelSum(const float* p, int64_t n) {
 
 json Bandwidth(int64_t bytes, int passes) {
   int64_t n = bytes / sizeof(float);
-  n = (n + 524287) / 524288 * 524288;  // whole 2 MiB pages
-  float* p = static_cast<float*>(aligned_alloc(2 << 20, n * sizeof(float)));
+  n = (n + 1023) / 1024 * 1024;
+  float* p = static_cast<float*>(aligned_alloc(2 << 20, (n * sizeof(float) + (2 << 20) - 1) / (2 << 20) * (2 << 20)));
   if (!p) Die("cannot allocate " + std::to_string(bytes) + " bytes for the bandwidth buffer");
   madvise(p, n * sizeof(float), MADV_HUGEPAGE);  // fewer TLB misses: the floor is the best case
 #pragma omp parallel
