@@ -1,0 +1,1565 @@
+// Conv, ConvTranspose, BatchNormalization, pooling, Resize and Gemm: support checks, lowering, step builders.
+//
+// Step parameters owned here (program.h fixes the operand order):
+//   kConv / kDeconv  ints: groups, n, strides[n], dilations[n] (oneDNN: ONNX - 1), pads_begin[n], pads_end[n].
+//                    Weights have dims [OC, IC/g, k...] when groups == 1, else [g, OC/g, IC/g, k...]. kDeconv's
+//                    pads_end may be negative (ConvTranspose's output_padding folded in), down to
+//                    -(max(stride, dilation + 1) - 1). Post-op operands follow dst (index >= 4).
+//   kPool            ints: alg (dnnl_pooling_max / _avg_include_padding / _avg_exclude_padding), n, kernel[n],
+//                    strides[n], pads_begin[n], pads_end[n] (ceil_mode already folded in), dilations[n] (oneDNN).
+//   kResample        ints: alg (dnnl_resampling_nearest / _linear). Factors are dst/src dims.
+//   kInnerProduct    no params. src [M,K], weights [N,K], bias [N] | none, dst [M,N], post-op operands (>= 4).
+//   kBatchNorm       floats: epsilon. scale/shift/mean/variance are plain f32 [C]; dst has src's layout.
+//
+// Fusion (Conv, ConvTranspose, Gemm): a following inference BatchNormalization with constant parameters is folded
+// into the weights and bias at compile time; then elementwise activations (EltwiseFor) and residual Adds whose
+// other operand is already computed become oneDNN eltwise / binary-add post-ops, in the order the graph has them.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+using dnnl::memory;
+using Md = dnnl::memory::desc;
+
+constexpr int64_t kMaxWindow = int64_t{1} << 24;  // bound on kernel/stride/pad/dilation values in builders
+
+dnnl::engine& ProbeEngine() {
+  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+bool Reject(std::string* why, std::string msg) {
+  if (why) *why = std::move(msg);
+  return false;
+}
+
+std::string DimsStr(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+int In(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+int Out(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
+
+bool IsOnnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// Only output 0 present.
+bool SingleOutput(const Node& n) {
+  if (Out(n, 0) < 0) return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] >= 0) return false;
+  return true;
+}
+
+bool StaticF32(const Graph& g, int v) {
+  if (v < 0) return false;
+  const Value& x = g.v(v);
+  if (x.dtype != kF32 || !x.has_shape) return false;
+  for (int64_t d : x.dims)
+    if (d <= 0) return false;
+  return true;
+}
+
+const float* ConstF32(const Graph& g, int v) {
+  if (!StaticF32(g, v) || !g.v(v).is_const()) return nullptr;
+  return static_cast<const float*>(g.v(v).data);
+}
+
+bool IsGraphOutput(const Graph& g, int v) {
+  if (g.v(v).is_graph_output) return true;
+  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+Md DescOfOperand(const Operand& op) {
+  Md d;
+  if (!OperandDesc(op, &d).ok) return Md();
+  return d;
+}
+
+Md F32Desc(const std::vector<int64_t>& dims, uint32_t tag) {
+  return Md(dims, memory::data_type::f32, static_cast<memory::format_tag>(tag));
+}
+
+// A node's name, or its first output's name when it has none (names are optional in ONNX).
+std::string NodeName(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  if (!n.name.empty() || Out(n, 0) < 0) return n.name;
+  return ctx.graph().v(Out(n, 0)).name;
+}
+
+// A descriptor for `dims` in the layout of `like` (same format tag, or same dimension order for strided plain
+// layouts such as channels-last); empty when `like` is neither.
+Md SameLayoutAs(const Md& like, const std::vector<int64_t>& dims) {
+  const dnnl_memory_desc_t& md = like.data;
+  if (md.ndims == 0 || md.ndims != static_cast<int>(dims.size()) || md.format_kind != dnnl_blocked) return Md();
+  const uint32_t tag = FormatTagOf(like);
+  if (tag != 0) return F32Desc(dims, tag);
+  if (md.format_desc.blocking.inner_nblks != 0) return Md();
+  std::vector<int> order(dims.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const dnnl_dims_t& st = md.format_desc.blocking.strides;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return st[a] > st[b]; });
+  memory::dims strides(dims.size());
+  int64_t step = 1;
+  for (size_t i = order.size(); i-- > 0;) {
+    strides[static_cast<size_t>(order[i])] = step;
+    step *= std::max<int64_t>(dims[static_cast<size_t>(order[i])], 1);
+  }
+  return Md(dims, memory::data_type::f32, strides);
+}
+
+std::string JoinNames(LowerContext& ctx, int node, const std::vector<int>& absorbed) {
+  std::string s = NodeName(ctx, node);
+  for (int a : absorbed) s += "+" + NodeName(ctx, a);
+  return s;
+}
+
+// Weight names must be unique per content within a graph: "<node output>/<source value>:<transform>".
+std::string WeightName(LowerContext& ctx, int node, int source, const char* how) {
+  const Graph& g = ctx.graph();
+  const int out = Out(ctx.node(node), 0);
+  return (out >= 0 ? g.v(out).name : NodeName(ctx, node)) + "/" + (source >= 0 ? g.v(source).name : "") + ":" + how;
+}
+
+CheckResult Ok() { return CheckResult::Ok(); }
+
+// ---- window geometry -----------------------------------------------------------------------------------------
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+bool ParseAutoPad(const Node& n, AutoPad* ap, std::string* why) {
+  std::string s = n.Str("auto_pad", "NOTSET");
+  if (s == "NOTSET" || s.empty()) {
+    *ap = AutoPad::kNotSet;
+  } else if (s == "SAME_UPPER") {
+    *ap = AutoPad::kSameUpper;
+  } else if (s == "SAME_LOWER") {
+    *ap = AutoPad::kSameLower;
+  } else if (s == "VALID") {
+    *ap = AutoPad::kValid;
+  } else {
+    return Reject(why, "auto_pad '" + s + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  }
+  return true;
+}
+
+// ONNX-convention window (dilation >= 1). pad_end_dnnl is the end padding oneDNN needs to produce `out` (differs
+// from pad_end for pooling with ceil_mode, and for ConvTranspose where output_padding is folded in).
+struct Window {
+  std::vector<int64_t> in, out, kernel, stride, dilation, pad_begin, pad_end, pad_end_dnnl;
+  size_t rank() const { return in.size(); }
+  int64_t Extent(size_t i) const { return (kernel[i] - 1) * dilation[i] + 1; }
+};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// Reads strides / dilations / pads (each absent or of the right length; positive / non-negative).
+bool ReadWindowAttrs(const Node& n, size_t r, bool dilations_allowed, Window* w, std::string* why) {
+  std::vector<int64_t> strides = n.Ints("strides"), dil = n.Ints("dilations"), pads = n.Ints("pads");
+  if (!strides.empty() && strides.size() != r) return Reject(why, "strides has the wrong length");
+  if (!dil.empty() && dil.size() != r) return Reject(why, "dilations has the wrong length");
+  if (!pads.empty() && pads.size() != 2 * r) return Reject(why, "pads has the wrong length");
+  w->stride = strides.empty() ? std::vector<int64_t>(r, 1) : strides;
+  w->dilation = dil.empty() ? std::vector<int64_t>(r, 1) : dil;
+  w->pad_begin.assign(r, 0);
+  w->pad_end.assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    if (w->stride[i] < 1 || w->stride[i] > kMaxWindow) return Reject(why, "stride out of range");
+    if (w->dilation[i] < 1 || w->dilation[i] > kMaxWindow) return Reject(why, "dilation out of range");
+    if (!dilations_allowed && w->dilation[i] != 1) return Reject(why, "dilations are not supported for this op");
+    if (!pads.empty()) {
+      w->pad_begin[i] = pads[i];
+      w->pad_end[i] = pads[i + r];
+    }
+    if (w->pad_begin[i] < 0 || w->pad_end[i] < 0 || w->pad_begin[i] > kMaxWindow || w->pad_end[i] > kMaxWindow)
+      return Reject(why, "pads out of range");
+  }
+  return true;
+}
+
+// Output size and pads of a convolution / pooling window (w->in, kernel, stride, dilation and explicit pads set).
+bool ResolveForward(AutoPad ap, bool ceil_mode, Window* w, std::string* why) {
+  const size_t r = w->rank();
+  w->out.assign(r, 0);
+  w->pad_end_dnnl.assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t in = w->in[i], s = w->stride[i], ek = w->Extent(i);
+    switch (ap) {
+      case AutoPad::kNotSet: {
+        const int64_t span = in + w->pad_begin[i] + w->pad_end[i] - ek;
+        if (span < 0) return Reject(why, "window larger than the padded input");
+        if (ceil_mode) {
+          int64_t out = CeilDiv(span, s) + 1;
+          if ((out - 1) * s >= in + w->pad_begin[i]) --out;  // a window starting in the end padding is dropped
+          w->out[i] = out;
+        } else {
+          w->out[i] = span / s + 1;
+        }
+        break;
+      }
+      case AutoPad::kValid: {
+        if (in < ek) return Reject(why, "window larger than the input (VALID)");
+        w->pad_begin[i] = w->pad_end[i] = 0;
+        w->out[i] = (in - ek) / s + 1;
+        break;
+      }
+      case AutoPad::kSameUpper:
+      case AutoPad::kSameLower: {
+        const int64_t out = CeilDiv(in, s);
+        const int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
+        const int64_t small = total / 2, big = total - small;
+        w->pad_begin[i] = ap == AutoPad::kSameUpper ? small : big;
+        w->pad_end[i] = ap == AutoPad::kSameUpper ? big : small;
+        w->out[i] = out;
+        break;
+      }
+    }
+    if (w->out[i] < 1) return Reject(why, "empty output");
+    int64_t pe = w->pad_end[i];
+    if ((in + w->pad_begin[i] + pe - ek) / s + 1 != w->out[i]) pe = (w->out[i] - 1) * s + ek - in - w->pad_begin[i];
+    w->pad_end_dnnl[i] = pe;
+  }
+  return true;
+}
+
+// Every window of every spatial dim covers at least one input element.
+bool WindowsTouchInput(const Window& w) {
+  for (size_t i = 0; i < w.rank(); ++i) {
+    for (int64_t o = 0; o < w.out[i]; ++o) {
+      bool touch = false;
+      for (int64_t k = 0; k < w.kernel[i] && !touch; ++k) {
+        const int64_t p = o * w.stride[i] - w.pad_begin[i] + k * w.dilation[i];
+        touch = p >= 0 && p < w.in[i];
+      }
+      if (!touch) return false;
+    }
+  }
+  return true;
+}
+
+memory::dims DnnlDilations(const Window& w) {
+  memory::dims d;
+  for (int64_t x : w.dilation) d.push_back(x - 1);
+  return d;
+}
+
+// ---- convolution / deconvolution -----------------------------------------------------------------------------
+
+struct ConvSpec {
+  bool deconv = false;
+  int64_t groups = 1, oc = 0, ic = 0;  // oc/ic: total output/input channels
+  Window w;
+  std::vector<int64_t> src_dims, dst_dims;
+  memory::dims wdims;  // oneDNN weights dims ([g,] OC/g, IC/g, k...)
+};
+
+// Validates a Conv / ConvTranspose node and resolves its geometry. Does not look at the fusion chain.
+bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::string* why) {
+  s->deconv = deconv;
+  if (!IsOnnx(n)) return Reject(why, "not an ONNX op");
+  if (!SingleOutput(n)) return Reject(why, "expected one output");
+  const int x = In(n, 0), wv = In(n, 1), b = In(n, 2), y = Out(n, 0);
+  if (n.num_inputs() > 3) return Reject(why, "too many inputs");
+  if (!StaticF32(g, x) || !StaticF32(g, y) || !StaticF32(g, wv))
+    return Reject(why, "input, weights and output must be float32 with static, non-empty shapes");
+  if (ConstF32(g, wv) == nullptr) return Reject(why, "weights are not constant");
+  if (b >= 0 && ConstF32(g, b) == nullptr) return Reject(why, "bias is not a constant float32 tensor");
+  const std::vector<int64_t>& xd = g.v(x).dims;
+  const std::vector<int64_t>& wd = g.v(wv).dims;
+  const std::vector<int64_t>& yd = g.v(y).dims;
+  if (xd.size() < 3 || xd.size() > 5) return Reject(why, "spatial rank must be 1..3");
+  if (wd.size() != xd.size() || yd.size() != xd.size()) return Reject(why, "input, weights and output ranks differ");
+  const size_t r = xd.size() - 2;
+  s->groups = n.Int("group", 1);
+  const int64_t gr = s->groups;
+  if (gr < 1) return Reject(why, "group must be >= 1");
+  std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+  std::vector<int64_t> ks = n.Ints("kernel_shape");
+  if (!ks.empty() && ks != kernel) return Reject(why, "kernel_shape does not match the weights");
+  int64_t ocg, icg;
+  if (!deconv) {
+    // W: [M, C/g, k...]
+    if (xd[1] % gr != 0 || wd[0] % gr != 0 || wd[1] * gr != xd[1]) return Reject(why, "channels do not match group");
+    s->ic = xd[1];
+    s->oc = wd[0];
+    ocg = wd[0] / gr;
+    icg = wd[1];
+  } else {
+    // W: [C, M/g, k...]
+    if (wd[0] != xd[1] || xd[1] % gr != 0) return Reject(why, "channels do not match group");
+    s->ic = xd[1];
+    s->oc = wd[1] * gr;
+    ocg = wd[1];
+    icg = xd[1] / gr;
+  }
+  if (b >= 0 && (g.v(b).dims.size() != 1 || g.v(b).dims[0] != s->oc)) return Reject(why, "bias shape is not [M]");
+  if (yd[0] != xd[0] || yd[1] != s->oc) return Reject(why, "output batch/channels do not match");
+  AutoPad ap;
+  if (!ParseAutoPad(n, &ap, why)) return false;
+  Window& w = s->w;
+  w.in.assign(xd.begin() + 2, xd.end());
+  w.kernel = kernel;
+  if (!ReadWindowAttrs(n, r, true, &w, why)) return false;
+  if (!deconv) {
+    if (!ResolveForward(ap, false, &w, why)) return false;
+  } else {
+    std::vector<int64_t> opad = n.Ints("output_padding"), oshape = n.Ints("output_shape");
+    if (!opad.empty() && opad.size() != r) return Reject(why, "output_padding has the wrong length");
+    if (!oshape.empty() && oshape.size() != r && oshape.size() != r + 2)
+      return Reject(why, "output_shape has the wrong length");
+    w.out.assign(r, 0);
+    w.pad_end_dnnl.assign(r, 0);
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t st = w.stride[i], ek = w.Extent(i);
+      const int64_t op = opad.empty() ? 0 : opad[i];
+      if (op < 0 || op >= std::max(st, w.dilation[i])) return Reject(why, "output_padding out of range");
+      const int64_t natural = st * (w.in[i] - 1) + op + ek;
+      int64_t pb = w.pad_begin[i], pe = w.pad_end[i], out;
+      bool split = false;
+      if (!oshape.empty()) {
+        out = oshape[oshape.size() - r + i];
+        split = true;
+      } else if (ap == AutoPad::kSameUpper || ap == AutoPad::kSameLower) {
+        out = w.in[i] * st;
+        split = true;
+      } else if (ap == AutoPad::kValid) {
+        pb = pe = 0;
+        out = natural;
+      } else {
+        out = natural - pb - pe;
+      }
+      if (split) {
+        // Floor division as the reference: an output wider than the natural one grows the end (negative pad).
+        const int64_t total = natural - out;
+        const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+        pb = ap == AutoPad::kSameUpper ? half : total - half;
+        pe = total - pb;
+      }
+      if (out < 1) return Reject(why, "empty output");
+      if (pb < 0 || pe - op < -(std::max(st, w.dilation[i]) - 1))
+        return Reject(why, "output_shape needs padding oneDNN cannot express");
+      w.out[i] = out;
+      w.pad_begin[i] = pb;
+      w.pad_end[i] = pe;
+      w.pad_end_dnnl[i] = pe - op;
+    }
+  }
+  for (size_t i = 0; i < r; ++i)
+    if (yd[2 + i] != w.out[i])
+      return Reject(why, "output shape " + DimsStr(yd) + " does not match the computed spatial size");
+  s->src_dims = xd;
+  s->dst_dims = yd;
+  s->wdims.clear();
+  if (gr > 1) s->wdims.push_back(gr);
+  s->wdims.push_back(ocg);
+  s->wdims.push_back(icg);
+  s->wdims.insert(s->wdims.end(), kernel.begin(), kernel.end());
+  return true;
+}
+
+template <typename Prim>
+typename Prim::primitive_desc MakeConvPd(const ConvSpec& s, const Md& src, const Md& wt, const Md& bias, const Md& dst,
+                                         const dnnl::primitive_attr& attr, dnnl::engine& eng) {
+  const dnnl::algorithm alg = s.deconv ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct;
+  memory::dims pe = s.w.pad_end_dnnl;
+  if (bias.data.ndims == 0) {
+    typename Prim::desc d(dnnl::prop_kind::forward_inference, alg, src, wt, dst, s.w.stride, DnnlDilations(s.w),
+                          s.w.pad_begin, pe);
+    return typename Prim::primitive_desc(d, attr, eng);
+  }
+  typename Prim::desc d(dnnl::prop_kind::forward_inference, alg, src, wt, bias, dst, s.w.stride, DnnlDilations(s.w),
+                        s.w.pad_begin, pe);
+  return typename Prim::primitive_desc(d, attr, eng);
+}
+
+struct PdDescs {
+  Md src, weights, dst;
+  std::string impl;
+};
+
+// Creates the (de)convolution pd; false when oneDNN refuses.
+bool TryConvPd(const ConvSpec& s, const Md& src, const Md& wt, const Md& bias, const Md& dst,
+               const dnnl::primitive_attr& attr, PdDescs* out) {
+  try {
+    if (s.deconv) {
+      auto pd = MakeConvPd<dnnl::deconvolution_forward>(s, src, wt, bias, dst, attr, ProbeEngine());
+      *out = {pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.impl_info_str()};
+    } else {
+      auto pd = MakeConvPd<dnnl::convolution_forward>(s, src, wt, bias, dst, attr, ProbeEngine());
+      *out = {pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.impl_info_str()};
+    }
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+// ---- fusion chain ----------------------------------------------------------------------------------------------
+
+struct FusedOp {
+  int node = -1;
+  int out = -1;    // the value it produces
+  int other = -1;  // kBinary: the other Add operand
+  PostOp po;
+};
+
+// The activations / residual Adds that follow `value` as its sole consumers, in order (not yet absorbed).
+std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value) {
+  std::vector<FusedOp> chain;
+  const Graph& g = ctx.graph();
+  const std::vector<int64_t> dims = g.v(value).dims;
+  for (int guard = 0; guard < 16; ++guard) {
+    const int c = ctx.SoleConsumer(value);
+    if (c < 0 || ctx.IsAbsorbed(c)) break;
+    const Node& cn = ctx.node(c);
+    if (!IsOnnx(cn) || !SingleOutput(cn)) break;
+    const int out = Out(cn, 0);
+    if (!StaticF32(g, out) || g.v(out).dims != dims) break;
+    FusedOp f;
+    f.node = c;
+    f.out = out;
+    uint32_t alg = 0;
+    float alpha = 0, beta = 0;
+    if (cn.op == "Add") {
+      if (cn.num_inputs() != 2) break;
+      const int other = cn.inputs[0] == value ? cn.inputs[1] : cn.inputs[0];
+      if (other == value || other < 0 || (cn.inputs[0] != value && cn.inputs[1] != value)) break;
+      if (!ctx.IsAvailable(other) || !StaticF32(g, other) || g.v(other).dims != dims) break;
+      f.po.kind = PostOp::kBinary;
+      f.po.alg = dnnl_binary_add;
+      f.other = other;
+    } else if (In(cn, 0) == value && EltwiseFor(g, cn, &alg, &alpha, &beta)) {
+      f.po.kind = PostOp::kEltwise;
+      f.po.alg = alg;
+      f.po.alpha = alpha;
+      f.po.beta = beta;
+      f.po.scale = 1;
+    } else {
+      break;
+    }
+    chain.push_back(f);
+    value = out;
+  }
+  return chain;
+}
+
+// The binary operands' current descriptors (empty for eltwise entries). A constant not yet used becomes a plain
+// weight when used. The chain is cut before an operand whose layout cannot be described.
+void OtherDescs(LowerContext& ctx, std::vector<FusedOp>* chain, std::vector<Md>* mds) {
+  mds->assign(chain->size(), Md());
+  for (size_t i = 0; i < chain->size(); ++i) {
+    const FusedOp& f = (*chain)[i];
+    if (f.po.kind != PostOp::kBinary) continue;
+    const Operand* op = ctx.Peek(f.other);
+    if (op != nullptr) {
+      (*mds)[i] = DescOfOperand(*op);
+    } else if (ctx.graph().v(f.other).is_const()) {
+      (*mds)[i] = PlainDesc(ctx.graph().v(f.other).dims, kF32);
+    }
+    if ((*mds)[i].data.ndims == 0) {
+      chain->resize(i);
+      mds->resize(i);
+      return;
+    }
+  }
+}
+
+dnnl::primitive_attr PostOpAttr(const std::vector<FusedOp>& chain, size_t k, const std::vector<Md>& other_mds) {
+  dnnl::post_ops po;
+  for (size_t i = 0; i < k; ++i) {
+    const PostOp& p = chain[i].po;
+    if (p.kind == PostOp::kEltwise)
+      po.append_eltwise(p.scale, static_cast<dnnl::algorithm>(p.alg), p.alpha, p.beta);
+    else
+      po.append_binary(static_cast<dnnl::algorithm>(p.alg), other_mds[i]);
+  }
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  return attr;
+}
+
+bool IsRefImpl(const std::string& impl) { return impl.compare(0, 3, "ref") == 0; }
+
+// Appends the first `k` fused ops to the step: binary operands (Use) after the existing operands.
+CheckResult AppendPostOps(LowerContext& ctx, int node, const std::vector<FusedOp>& chain, size_t k,
+                          const std::vector<Md>& other_mds, Step* st) {
+  for (size_t i = 0; i < k; ++i) {
+    PostOp p = chain[i].po;
+    if (p.kind == PostOp::kBinary) {
+      Operand o = ctx.Use(chain[i].other);
+      if (!(DescOfOperand(o) == other_mds[i]))
+        return ctx.Fail(node, "residual operand changed layout while being fused");
+      p.operand = static_cast<uint32_t>(st->ops.size());
+      st->ops.push_back(o);
+    }
+    st->post_ops.push_back(p);
+  }
+  return Ok();
+}
+
+// Inference BatchNormalization on `value` with constant [C] parameters: its per-channel scale and shift.
+bool FoldableBatchNorm(const Graph& g, const Node& bn, int value, int64_t channels, std::vector<double>* scale,
+                       std::vector<double>* shift) {
+  if (bn.op != "BatchNormalization" || !IsOnnx(bn) || bn.opset < 7 || !SingleOutput(bn)) return false;
+  if (In(bn, 0) != value || bn.num_inputs() != 5) return false;
+  if (bn.Int("training_mode", 0) != 0 || bn.Int("spatial", 1) != 1) return false;
+  const int y = Out(bn, 0);
+  if (!StaticF32(g, y) || g.v(y).dims != g.v(value).dims) return false;
+  const float* p[4];
+  for (int i = 0; i < 4; ++i) {
+    const int v = In(bn, static_cast<size_t>(i) + 1);
+    p[i] = ConstF32(g, v);
+    if (p[i] == nullptr || g.v(v).dims != std::vector<int64_t>{channels}) return false;
+  }
+  const double eps = bn.Float("epsilon", 1e-5f);
+  scale->resize(static_cast<size_t>(channels));
+  shift->resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const double s = static_cast<double>(p[0][c]) / std::sqrt(static_cast<double>(p[3][c]) + eps);
+    (*scale)[static_cast<size_t>(c)] = s;
+    (*shift)[static_cast<size_t>(c)] = static_cast<double>(p[1][c]) - static_cast<double>(p[2][c]) * s;
+  }
+  return true;
+}
+
+CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  ConvSpec spec;
+  std::string why;
+  if (!ResolveConv(g, n, deconv, &spec, &why)) return ctx.Fail(node, why);
+  const bool portable = ctx.options().portable_layouts;
+
+  // Weights in oneDNN's logical order [g][OC/g][IC/g][k...], row-major. Conv's ONNX layout already is; the
+  // transposed convolution's ONNX weights are [g][IC/g][OC/g][k...].
+  const int wv = In(n, 1), bv = In(n, 2);
+  const float* wsrc = ConstF32(g, wv);
+  const int64_t ksize = static_cast<int64_t>(g.v(wv).numel()) / (g.v(wv).dims[0] * g.v(wv).dims[1]);
+  const int64_t ocg = spec.oc / spec.groups, icg = spec.ic / spec.groups;
+  std::vector<float> wts(static_cast<size_t>(g.v(wv).numel()));
+  if (!deconv) {
+    std::memcpy(wts.data(), wsrc, wts.size() * sizeof(float));
+  } else {
+    for (int64_t gi = 0; gi < spec.groups; ++gi)
+      for (int64_t o = 0; o < ocg; ++o)
+        for (int64_t i = 0; i < icg; ++i)
+          std::memcpy(&wts[static_cast<size_t>(((gi * ocg + o) * icg + i) * ksize)],
+                      wsrc + ((gi * icg + i) * ocg + o) * ksize, static_cast<size_t>(ksize) * sizeof(float));
+  }
+  std::vector<float> bias(static_cast<size_t>(spec.oc), 0.f);
+  bool has_bias = bv >= 0;
+  if (has_bias) std::memcpy(bias.data(), ConstF32(g, bv), bias.size() * sizeof(float));
+
+  // Fusion chain: BatchNormalization folded into weights and bias, then post-ops.
+  std::vector<int> absorbed;
+  int cur = Out(n, 0);
+  const int bn = ctx.SoleConsumer(cur);
+  std::vector<double> bn_scale, bn_shift;
+  if (bn >= 0 && !ctx.IsAbsorbed(bn) && FoldableBatchNorm(g, ctx.node(bn), cur, spec.oc, &bn_scale, &bn_shift)) {
+    const int64_t per_oc = icg * ksize;
+    for (int64_t c = 0; c < spec.oc; ++c) {
+      const double s = bn_scale[static_cast<size_t>(c)];
+      float* wp = &wts[static_cast<size_t>(c * per_oc)];
+      for (int64_t j = 0; j < per_oc; ++j) wp[j] = static_cast<float>(static_cast<double>(wp[j]) * s);
+      bias[static_cast<size_t>(c)] =
+          static_cast<float>(static_cast<double>(bias[static_cast<size_t>(c)]) * s + bn_shift[static_cast<size_t>(c)]);
+    }
+    has_bias = true;
+    absorbed.push_back(bn);
+    cur = Out(ctx.node(bn), 0);
+  }
+  std::vector<FusedOp> chain = CollectPostOps(ctx, cur);
+  std::vector<Md> other_mds;
+  OtherDescs(ctx, &chain, &other_mds);
+
+  // Layouts: src as it is when the primitive takes it, else plain; weights and dst chosen by oneDNN.
+  const int x = In(n, 0);
+  const Md plain_src = PlainDesc(spec.src_dims, kF32);
+  const Operand* cur_op = ctx.Peek(x);
+  const Md cur_src = cur_op ? DescOfOperand(*cur_op) : plain_src;
+  const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
+  const Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
+
+  // Candidates in order of preference; the first whose implementation is not a reference one wins, else the first
+  // oneDNN accepts. Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
+  struct Choice {
+    bool found = false, plain_src = false;
+    size_t k = 0;
+    PdDescs pd;
+  };
+  Choice best, first;
+  const Md cur_like_dst = SameLayoutAs(cur_src, spec.dst_dims);
+  for (size_t k = chain.size() + 1; k-- > 0 && !best.found;) {
+    const int final_value = k == 0 ? cur : chain[k - 1].out;
+    // A value read only as a graph output goes straight to the output buffer, plain.
+    const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
+    const Md dst_any = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, dnnl_format_tag_any);
+    const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
+    struct Option {
+      Md src, dst;
+      bool plain_src;
+    };
+    std::vector<Option> options;
+    if (!portable) {
+      options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
+      options.push_back({cur_src, dst_any, false});
+      if (!plain_dst && cur_like_dst.data.ndims != 0) options.push_back({cur_src, cur_like_dst, false});
+    }
+    options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
+    for (const Option& o : options) {
+      PdDescs pd;
+      if (!TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd)) continue;
+      if (o.src.data.format_kind == dnnl_format_kind_any && !(pd.src == cur_src)) continue;
+      Choice c;
+      c.found = true;
+      c.k = k;
+      c.plain_src = o.plain_src;
+      c.pd = pd;
+      if (!first.found) first = c;
+      if (!IsRefImpl(pd.impl)) {
+        best = c;
+        break;
+      }
+    }
+  }
+  if (!best.found) best = first;
+  if (!best.found) return ctx.Fail(node, "oneDNN has no implementation for this convolution");
+  for (size_t i = 0; i < best.k; ++i) absorbed.push_back(chain[i].node);
+  const int final_value = best.k == 0 ? cur : chain[best.k - 1].out;
+
+  Step st;
+  st.kind = deconv ? StepKind::kDeconv : StepKind::kConv;
+  st.name = JoinNames(ctx, node, absorbed);
+  st.ops.push_back(best.plain_src ? ctx.UsePlain(x) : ctx.Use(x));
+  if (!(DescOfOperand(st.ops[0]) == best.pd.src)) return ctx.Fail(node, "source operand layout mismatch");
+  Operand wop, bop;
+  CheckResult r = ctx.PackWeight(WeightName(ctx, node, wv, absorbed.empty() ? "packed" : "fused"), wts.data(),
+                                 PlainDesc(spec.wdims, kF32), best.pd.weights, &wop);
+  if (!r.ok) return r;
+  st.ops.push_back(wop);
+  if (has_bias) {
+    std::string bytes(reinterpret_cast<const char*>(bias.data()), bias.size() * sizeof(float));
+    r = ctx.AddWeight(WeightName(ctx, node, bv, "bias"), std::move(bytes), bias_md, &bop);
+    if (!r.ok) return r;
+  }
+  st.ops.push_back(bop);
+  st.ops.push_back(Operand());  // dst, defined after every input is used
+  r = AppendPostOps(ctx, node, chain, best.k, other_mds, &st);
+  if (!r.ok) return r;
+  st.ops[3] = ctx.Define(final_value, best.pd.dst);
+  st.ints.push_back(spec.groups);
+  st.ints.push_back(static_cast<int64_t>(spec.w.rank()));
+  std::vector<int64_t> dil = DnnlDilations(spec.w);
+  for (const std::vector<int64_t>* v : {&spec.w.stride, &dil, &spec.w.pad_begin, &spec.w.pad_end_dnnl})
+    st.ints.insert(st.ints.end(), v->begin(), v->end());
+  for (int a : absorbed) ctx.Absorb(a);
+  ctx.Emit(std::move(st));
+  return Ok();
+}
+
+bool SupportConvLike(const Graph& g, const Node& n, bool deconv, std::string* why) {
+  ConvSpec spec;
+  if (!ResolveConv(g, n, deconv, &spec, why)) return false;
+  PdDescs pd;
+  const Md bias = In(n, 2) >= 0 ? PlainDesc({spec.oc}, kF32) : Md();
+  if (!TryConvPd(spec, PlainDesc(spec.src_dims, kF32), F32Desc(spec.wdims, dnnl_format_tag_any), bias,
+                 PlainDesc(spec.dst_dims, kF32), dnnl::primitive_attr(), &pd))
+    return Reject(why, "oneDNN has no implementation for this geometry");
+  return true;
+}
+
+// ---- pooling ---------------------------------------------------------------------------------------------------
+
+struct PoolSpec {
+  dnnl_alg_kind_t alg = dnnl_pooling_max;
+  Window w;
+  std::vector<int64_t> src_dims, dst_dims;
+};
+
+bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
+  if (!IsOnnx(n)) return Reject(why, "not an ONNX op");
+  if (!SingleOutput(n) || n.num_inputs() != 1) return Reject(why, "expected one input and one output (no Indices)");
+  const int x = In(n, 0), y = Out(n, 0);
+  if (!StaticF32(g, x) || !StaticF32(g, y)) return Reject(why, "input/output must be float32 with static shapes");
+  const std::vector<int64_t>& xd = g.v(x).dims;
+  const std::vector<int64_t>& yd = g.v(y).dims;
+  if (xd.size() < 3 || xd.size() > 5 || yd.size() != xd.size()) return Reject(why, "spatial rank must be 1..3");
+  if (yd[0] != xd[0] || yd[1] != xd[1]) return Reject(why, "output batch/channels differ from the input");
+  const size_t r = xd.size() - 2;
+  Window& w = s->w;
+  w.in.assign(xd.begin() + 2, xd.end());
+  const bool global = n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
+  const bool is_max = n.op == "MaxPool" || n.op == "GlobalMaxPool";
+  if (global) {
+    w.kernel = w.in;
+    w.stride.assign(r, 1);
+    w.dilation.assign(r, 1);
+    w.pad_begin.assign(r, 0);
+    w.pad_end.assign(r, 0);
+    if (!ResolveForward(AutoPad::kNotSet, false, &w, why)) return false;
+    s->alg = is_max ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+  } else {
+    w.kernel = n.Ints("kernel_shape");
+    if (w.kernel.size() != r) return Reject(why, "kernel_shape missing or of the wrong length");
+    for (int64_t k : w.kernel)
+      if (k < 1 || k > kMaxWindow) return Reject(why, "kernel_shape out of range");
+    AutoPad ap;
+    if (!ParseAutoPad(n, &ap, why)) return false;
+    // dilations: MaxPool since opset 10 (AveragePool only from 19).
+    const bool dil_ok = is_max ? n.opset >= 10 : n.opset >= 19;
+    if (!ReadWindowAttrs(n, r, dil_ok, &w, why)) return false;
+    const bool ceil_mode = n.opset >= 10 && n.Int("ceil_mode", 0) != 0;
+    if (n.Int("ceil_mode", 0) != 0 && n.opset < 10) return Reject(why, "ceil_mode before opset 10");
+    if (!ResolveForward(ap, ceil_mode && ap == AutoPad::kNotSet, &w, why)) return false;
+    const bool include_pad = !is_max && n.opset >= 7 && n.Int("count_include_pad", 0) != 0;
+    s->alg = is_max        ? dnnl_pooling_max
+             : include_pad ? dnnl_pooling_avg_include_padding
+                           : dnnl_pooling_avg_exclude_padding;
+    if (include_pad) {
+      // oneDNN divides by the kernel size; ONNX counts explicit padding only.
+      for (size_t i = 0; i < r; ++i)
+        if ((w.out[i] - 1) * w.stride[i] + w.Extent(i) > w.in[i] + w.pad_begin[i] + w.pad_end[i])
+          return Reject(why, "count_include_pad with a ceil_mode window past the padding");
+    }
+    if (!WindowsTouchInput(w)) return Reject(why, "a pooling window lies wholly in the padding");
+  }
+  for (size_t i = 0; i < r; ++i)
+    if (yd[2 + i] != w.out[i])
+      return Reject(why, "output shape " + DimsStr(yd) + " does not match the computed spatial size");
+  s->src_dims = xd;
+  s->dst_dims = yd;
+  return true;
+}
+
+bool TryPoolPd(const PoolSpec& s, const Md& src, const Md& dst) {
+  try {
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(s.alg), src, dst,
+                                     s.w.stride, s.w.kernel, DnnlDilations(s.w), s.w.pad_begin, s.w.pad_end_dnnl);
+    dnnl::pooling_v2_forward::primitive_desc pd(d, ProbeEngine());
+    return pd.src_desc() == src && pd.dst_desc() == dst;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+// Shared by layout-preserving ops (pooling, resampling, batch norm): src in its current tagged layout and dst in the
+// same tag when `try_fn` accepts that, else both plain. Returns false when even plain is refused.
+// Shared by layout-preserving ops (pooling, resampling, batch norm): src in its current layout and dst in the same
+// layout when `try_fn` accepts that, else both plain. Returns false when even plain is refused.
+template <typename TryFn>
+bool ChooseSameLayout(LowerContext& ctx, int x, const std::vector<int64_t>& src_dims,
+                      const std::vector<int64_t>& dst_dims, TryFn try_fn, bool* plain, Md* src, Md* dst) {
+  const Operand* op = ctx.Peek(x);
+  const Md plain_src = PlainDesc(src_dims, kF32);
+  if (!ctx.options().portable_layouts && op != nullptr) {
+    const Md s = DescOfOperand(*op);
+    const Md d = SameLayoutAs(s, dst_dims);
+    if (s.data.ndims != 0 && d.data.ndims != 0 && !(s == plain_src) && try_fn(s, d)) {
+      *plain = false;
+      *src = s;
+      *dst = d;
+      return true;
+    }
+  }
+  *plain = true;
+  *src = plain_src;
+  *dst = PlainDesc(dst_dims, kF32);
+  return try_fn(*src, *dst);
+}
+
+// ---- resize ----------------------------------------------------------------------------------------------------
+
+struct ResizeSpec {
+  dnnl_alg_kind_t alg = dnnl_resampling_nearest;
+  std::vector<int64_t> src_dims, dst_dims;
+};
+
+int64_t RoundNearest(double x, const std::string& mode, bool downsample) {
+  const double fl = std::floor(x);
+  if (mode == "floor") return static_cast<int64_t>(fl);
+  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
+  if (mode == "simple") return downsample ? static_cast<int64_t>(std::ceil(x)) : static_cast<int64_t>(std::trunc(x));
+  if (x - fl == 0.5) return static_cast<int64_t>(mode == "round_prefer_ceil" ? fl + 1 : fl);
+  return static_cast<int64_t>(std::round(x));
+}
+
+// Whether ONNX's nearest index (computed in float like ONNX Runtime and in double) equals oneDNN's
+// round(((y + 0.5) * in / out) - 0.5) for every output position of one dimension.
+bool NearestMatches(int64_t in, int64_t out, float scale, const std::string& ctm, const std::string& mode) {
+  const bool down = scale < 1.f;
+  for (int64_t y = 0; y < out; ++y) {
+    const float yf = static_cast<float>(y);
+    const double yd = static_cast<double>(y);
+    float xf;
+    double xd;
+    if (ctm == "half_pixel" || (ctm == "pytorch_half_pixel" && out > 1)) {
+      xf = (yf + 0.5f) / scale - 0.5f;
+      xd = (yd + 0.5) / scale - 0.5;
+    } else if (ctm == "pytorch_half_pixel") {
+      xf = 0.f;
+      xd = 0.0;
+    } else if (ctm == "align_corners") {
+      xf = out == 1 ? 0.f : yf * static_cast<float>(in - 1) / static_cast<float>(out - 1);
+      xd = out == 1 ? 0.0 : yd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+    } else if (ctm == "asymmetric") {
+      xf = yf / scale;
+      xd = yd / scale;
+    } else if (ctm == "tf_half_pixel_for_nn") {
+      xf = (yf + 0.5f) / scale;
+      xd = (yd + 0.5) / scale;
+    } else {
+      return false;
+    }
+    const int64_t a = std::min(std::max<int64_t>(RoundNearest(xf, mode, down), 0), in - 1);
+    const int64_t b = std::min(std::max<int64_t>(RoundNearest(xd, mode, down), 0), in - 1);
+    const float m = ((yf + 0.5f) * static_cast<float>(in) / static_cast<float>(out)) - 0.5f;
+    const int64_t c = static_cast<int64_t>(std::roundf(m));
+    if (c < 0 || c >= in || a != b || a != c) return false;
+  }
+  return true;
+}
+
+bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* why) {
+  if (!IsOnnx(n)) return Reject(why, "not an ONNX op");
+  if (n.opset < 10) return Reject(why, "opset below 10");
+  if (!SingleOutput(n)) return Reject(why, "expected one output");
+  const int x = In(n, 0), y = Out(n, 0);
+  if (!StaticF32(g, x) || !StaticF32(g, y)) return Reject(why, "input/output must be float32 with static shapes");
+  const std::vector<int64_t>& xd = g.v(x).dims;
+  const std::vector<int64_t>& yd = g.v(y).dims;
+  if (xd.size() < 3 || xd.size() > 5 || yd.size() != xd.size()) return Reject(why, "spatial rank must be 1..3");
+  if (yd[0] != xd[0] || yd[1] != xd[1]) return Reject(why, "batch/channel dims are resized");
+  if (n.opset >= 18) {
+    if (n.Int("antialias", 0) != 0) return Reject(why, "antialias");
+    if (n.Has("axes")) return Reject(why, "axes");
+    if (n.Str("keep_aspect_ratio_policy", "stretch") != "stretch") return Reject(why, "keep_aspect_ratio_policy");
+  }
+  const std::string mode = n.Str("mode", "nearest");
+  const std::string ctm = n.opset >= 11 ? n.Str("coordinate_transformation_mode", "half_pixel") : "asymmetric";
+  const std::string nmode = n.opset >= 11 ? n.Str("nearest_mode", "round_prefer_floor") : "simple";
+  if (ctm == "tf_crop_and_resize") return Reject(why, "tf_crop_and_resize");
+  if (mode != "nearest" && mode != "linear") return Reject(why, "mode '" + mode + "'");
+  const int scales_v = n.opset == 10 ? In(n, 1) : In(n, 2);
+  const int sizes_v = n.opset == 10 ? -1 : In(n, 3);
+  const size_t rank = xd.size();
+  std::vector<float> scale(rank, 1.f);
+  bool have = false;
+  if (sizes_v >= 0 && g.v(sizes_v).has_shape && g.v(sizes_v).numel() > 0) {
+    std::vector<int64_t> sizes;
+    if (!g.ConstInts(sizes_v, &sizes)) return Reject(why, "sizes are not constant");
+    if (sizes != yd) return Reject(why, "sizes differ from the output shape");
+    for (size_t i = 0; i < rank; ++i) scale[i] = static_cast<float>(yd[i]) / static_cast<float>(xd[i]);
+    have = true;
+  }
+  if (!have && scales_v >= 0) {
+    const float* sc = ConstF32(g, scales_v);
+    if (sc == nullptr) return Reject(why, "scales are not a constant float32 tensor");
+    if (g.v(scales_v).numel() != static_cast<int64_t>(rank)) return Reject(why, "scales has the wrong length");
+    for (size_t i = 0; i < rank; ++i) {
+      scale[i] = sc[i];
+      if (!(scale[i] > 0.f) || !std::isfinite(scale[i])) return Reject(why, "scale is not positive");
+      const double expect = std::floor(static_cast<double>(xd[i]) * scale[i]);
+      if (std::fabs(expect - static_cast<double>(yd[i])) > 0.5) return Reject(why, "scales disagree with the output");
+    }
+    have = true;
+  }
+  if (!have) return Reject(why, "neither scales nor sizes given");
+  if (scale[0] != 1.f || scale[1] != 1.f) return Reject(why, "batch/channel dims are resized");
+  for (size_t i = 2; i < rank; ++i) {
+    const int64_t in = xd[i], out = yd[i];
+    if (in == out && scale[i] == 1.f) continue;  // every mode maps identically
+    if (mode == "linear") {
+      if (ctm != "half_pixel" && !(ctm == "pytorch_half_pixel" && out > 1))
+        return Reject(why, "linear resize with coordinate_transformation_mode '" + ctm + "'");
+      const double ratio = static_cast<double>(out) / static_cast<double>(in);
+      if (std::fabs(ratio - scale[i]) > 1e-6 * ratio) return Reject(why, "scale differs from output/input");
+    } else if (!NearestMatches(in, out, scale[i], ctm, nmode)) {
+      return Reject(why, "nearest resize with " + ctm + "/" + nmode + " differs from oneDNN's rounding");
+    }
+  }
+  s->alg = mode == "linear" ? dnnl_resampling_linear : dnnl_resampling_nearest;
+  s->src_dims = xd;
+  s->dst_dims = yd;
+  return true;
+}
+
+bool TryResamplePd(const ResizeSpec& s, const Md& src, const Md& dst) {
+  try {
+    dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(s.alg), src, dst);
+    dnnl::resampling_forward::primitive_desc pd(d, ProbeEngine());
+    return pd.src_desc() == src && pd.dst_desc() == dst;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+// ---- batch normalization ---------------------------------------------------------------------------------------
+
+bool ResolveBatchNorm(const Graph& g, const Node& n, std::string* why) {
+  if (!IsOnnx(n)) return Reject(why, "not an ONNX op");
+  if (n.opset < 7) return Reject(why, "opset below 7");
+  if (!SingleOutput(n) || n.num_inputs() != 5) return Reject(why, "expected 5 inputs and only the Y output");
+  if (n.Int("training_mode", 0) != 0) return Reject(why, "training_mode");
+  if (n.Int("spatial", 1) != 1) return Reject(why, "spatial=0");
+  const int x = In(n, 0), y = Out(n, 0);
+  if (!StaticF32(g, x) || !StaticF32(g, y)) return Reject(why, "input/output must be float32 with static shapes");
+  const std::vector<int64_t>& xd = g.v(x).dims;
+  if (xd.size() < 2 || xd.size() > 5 || g.v(y).dims != xd) return Reject(why, "rank must be 2..5");
+  for (size_t i = 1; i < 5; ++i) {
+    const int v = In(n, i);
+    if (!StaticF32(g, v) || g.v(v).dims != std::vector<int64_t>{xd[1]})
+      return Reject(why, "parameters must be float32 [C]");
+  }
+  return true;
+}
+
+dnnl::normalization_flags BnFlags() {
+  return dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+         dnnl::normalization_flags::use_shift;
+}
+
+bool TryBnPd(const Md& data, float eps) {
+  try {
+    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, data, eps, BnFlags());
+    dnnl::batch_normalization_forward::primitive_desc pd(d, ProbeEngine());
+    return pd.src_desc() == data && pd.dst_desc() == data;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+// ---- gemm ------------------------------------------------------------------------------------------------------
+
+struct GemmSpec {
+  int64_t m = 0, k = 0, n = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1, beta = 1;
+  int a = -1, b = -1, c = -1, y = -1;
+  bool const_b = false, const_c = false;
+  std::vector<int64_t> c_dims2;  // C as a 2-D broadcast shape ([1|M, 1|N]); empty without C
+  bool c_per_n = false;          // C broadcasts along M (fits an inner-product bias)
+};
+
+bool ResolveGemm(const Graph& g, const Node& n, GemmSpec* s, std::string* why) {
+  if (!IsOnnx(n)) return Reject(why, "not an ONNX op");
+  if (n.opset < 7) return Reject(why, "opset below 7 (broadcast attribute)");
+  if (!SingleOutput(n)) return Reject(why, "expected one output");
+  s->a = In(n, 0);
+  s->b = In(n, 1);
+  s->c = In(n, 2);
+  s->y = Out(n, 0);
+  if (n.num_inputs() > 3) return Reject(why, "too many inputs");
+  if (!StaticF32(g, s->a) || !StaticF32(g, s->b) || !StaticF32(g, s->y))
+    return Reject(why, "A, B and Y must be float32 with static shapes");
+  if (s->c >= 0 && !StaticF32(g, s->c)) return Reject(why, "C must be float32 with a static shape");
+  const std::vector<int64_t>& ad = g.v(s->a).dims;
+  const std::vector<int64_t>& bd = g.v(s->b).dims;
+  if (ad.size() != 2 || bd.size() != 2) return Reject(why, "A and B must be 2-D");
+  s->trans_a = n.Int("transA", 0) != 0;
+  s->trans_b = n.Int("transB", 0) != 0;
+  s->alpha = n.Float("alpha", 1.f);
+  s->beta = n.Float("beta", 1.f);
+  if (!std::isfinite(s->alpha) || !std::isfinite(s->beta)) return Reject(why, "alpha/beta not finite");
+  s->m = s->trans_a ? ad[1] : ad[0];
+  s->k = s->trans_a ? ad[0] : ad[1];
+  s->n = s->trans_b ? bd[0] : bd[1];
+  if ((s->trans_b ? bd[1] : bd[0]) != s->k) return Reject(why, "inner dimensions differ");
+  if (g.v(s->y).dims != std::vector<int64_t>{s->m, s->n}) return Reject(why, "output shape is not [M,N]");
+  s->const_b = ConstF32(g, s->b) != nullptr;
+  if (s->c >= 0) {
+    const std::vector<int64_t>& cd = g.v(s->c).dims;
+    if (cd.size() > 2) return Reject(why, "C has rank > 2");
+    std::vector<int64_t> c2(2 - cd.size(), 1);
+    c2.insert(c2.end(), cd.begin(), cd.end());
+    if ((c2[0] != 1 && c2[0] != s->m) || (c2[1] != 1 && c2[1] != s->n))
+      return Reject(why, "C is not broadcastable to [M,N]");
+    s->c_dims2 = c2;
+    s->c_per_n = c2[0] == 1;
+    s->const_c = ConstF32(g, s->c) != nullptr;
+    if (!s->const_c && s->beta != 1.f) return Reject(why, "beta != 1 with a non-constant C");
+  }
+  if (!s->const_b && s->alpha != 1.f && s->c >= 0 && !s->const_c)
+    return Reject(why, "alpha != 1 with non-constant B and C");
+  if (!s->const_b && s->alpha == 0.f) return Reject(why, "alpha == 0 with a non-constant B");
+  return true;
+}
+
+bool UseInnerProduct(const GemmSpec& s) { return s.const_b && !s.trans_a && (s.c < 0 || (s.const_c && s.c_per_n)); }
+
+}  // namespace
+
+// =============================================================================================================
+// Support and lowering
+// =============================================================================================================
+
+bool SupportConv(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, false, why); }
+bool SupportConvTranspose(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, true, why); }
+CheckResult LowerConv(LowerContext& ctx, int node) { return LowerConvLike(ctx, node, false); }
+CheckResult LowerConvTranspose(LowerContext& ctx, int node) { return LowerConvLike(ctx, node, true); }
+
+bool SupportBatchNorm(const Graph& g, const Node& n, std::string* why) {
+  if (!ResolveBatchNorm(g, n, why)) return false;
+  if (!TryBnPd(PlainDesc(g.v(In(n, 0)).dims, kF32), n.Float("epsilon", 1e-5f)))
+    return Reject(why, "oneDNN refuses this batch normalization");
+  return true;
+}
+
+CheckResult LowerBatchNorm(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  std::string why;
+  if (!ResolveBatchNorm(g, n, &why)) return ctx.Fail(node, why);
+  const float eps = n.Float("epsilon", 1e-5f);
+  const int x = In(n, 0), y = Out(n, 0);
+  bool plain;
+  Md src, dst;
+  auto try_fn = [&](const Md& s, const Md& d) { return s == d && TryBnPd(s, eps); };
+  if (!ChooseSameLayout(ctx, x, g.v(x).dims, g.v(y).dims, try_fn, &plain, &src, &dst))
+    return ctx.Fail(node, "oneDNN refuses this batch normalization");
+  Step st;
+  st.kind = StepKind::kBatchNorm;
+  st.name = NodeName(ctx, node);
+  st.ops.push_back(plain ? ctx.UsePlain(x) : ctx.Use(x));
+  if (!(DescOfOperand(st.ops[0]) == src)) return ctx.Fail(node, "source operand layout mismatch");
+  for (size_t i = 1; i < 5; ++i) st.ops.push_back(ctx.UsePlain(In(n, i)));
+  st.ops.push_back(ctx.Define(y, dst));
+  st.floats.push_back(eps);
+  ctx.Emit(std::move(st));
+  return Ok();
+}
+
+bool SupportPool(const Graph& g, const Node& n, std::string* why) {
+  PoolSpec spec;
+  if (!ResolvePool(g, n, &spec, why)) return false;
+  if (!TryPoolPd(spec, PlainDesc(spec.src_dims, kF32), PlainDesc(spec.dst_dims, kF32)))
+    return Reject(why, "oneDNN refuses this pooling");
+  return true;
+}
+
+CheckResult LowerPool(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  PoolSpec spec;
+  std::string why;
+  if (!ResolvePool(ctx.graph(), n, &spec, &why)) return ctx.Fail(node, why);
+  const int x = In(n, 0), y = Out(n, 0);
+  bool plain;
+  Md src, dst;
+  auto try_fn = [&](const Md& s, const Md& d) { return TryPoolPd(spec, s, d); };
+  if (!ChooseSameLayout(ctx, x, spec.src_dims, spec.dst_dims, try_fn, &plain, &src, &dst))
+    return ctx.Fail(node, "oneDNN refuses this pooling");
+  Step st;
+  st.kind = StepKind::kPool;
+  st.name = NodeName(ctx, node);
+  st.ops.push_back(plain ? ctx.UsePlain(x) : ctx.Use(x));
+  if (!(DescOfOperand(st.ops[0]) == src)) return ctx.Fail(node, "source operand layout mismatch");
+  st.ops.push_back(ctx.Define(y, dst));
+  st.ints.push_back(static_cast<int64_t>(spec.alg));
+  st.ints.push_back(static_cast<int64_t>(spec.w.rank()));
+  std::vector<int64_t> dil = DnnlDilations(spec.w);
+  for (const std::vector<int64_t>* v : {&spec.w.kernel, &spec.w.stride, &spec.w.pad_begin, &spec.w.pad_end_dnnl, &dil})
+    st.ints.insert(st.ints.end(), v->begin(), v->end());
+  ctx.Emit(std::move(st));
+  return Ok();
+}
+
+bool SupportResize(const Graph& g, const Node& n, std::string* why) {
+  ResizeSpec spec;
+  if (!ResolveResize(g, n, &spec, why)) return false;
+  if (!TryResamplePd(spec, PlainDesc(spec.src_dims, kF32), PlainDesc(spec.dst_dims, kF32)))
+    return Reject(why, "oneDNN refuses this resampling");
+  return true;
+}
+
+CheckResult LowerResize(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  ResizeSpec spec;
+  std::string why;
+  if (!ResolveResize(ctx.graph(), n, &spec, &why)) return ctx.Fail(node, why);
+  const int x = In(n, 0), y = Out(n, 0);
+  bool plain;
+  Md src, dst;
+  auto try_fn = [&](const Md& s, const Md& d) { return TryResamplePd(spec, s, d); };
+  if (!ChooseSameLayout(ctx, x, spec.src_dims, spec.dst_dims, try_fn, &plain, &src, &dst))
+    return ctx.Fail(node, "oneDNN refuses this resampling");
+  Step st;
+  st.kind = StepKind::kResample;
+  st.name = NodeName(ctx, node);
+  st.ops.push_back(plain ? ctx.UsePlain(x) : ctx.Use(x));
+  if (!(DescOfOperand(st.ops[0]) == src)) return ctx.Fail(node, "source operand layout mismatch");
+  st.ops.push_back(ctx.Define(y, dst));
+  st.ints.push_back(static_cast<int64_t>(spec.alg));
+  ctx.Emit(std::move(st));
+  return Ok();
+}
+
+bool SupportGemm(const Graph& g, const Node& n, std::string* why) {
+  GemmSpec s;
+  return ResolveGemm(g, n, &s, why);
+}
+
+CheckResult LowerGemm(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  GemmSpec s;
+  std::string why;
+  if (!ResolveGemm(g, n, &s, &why)) return ctx.Fail(node, why);
+  const bool portable = ctx.options().portable_layouts;
+  const size_t K = static_cast<size_t>(s.k), N = static_cast<size_t>(s.n);
+
+  // Bias: beta * C, folded when constant (with 1/alpha when alpha becomes a post-op scale, see below).
+  std::vector<float> cvals;
+  if (s.c >= 0 && s.const_c) {
+    const float* c = ConstF32(g, s.c);
+    cvals.assign(c, c + g.v(s.c).numel());
+  }
+  std::vector<FusedOp> chain = CollectPostOps(ctx, s.y);
+  std::vector<Md> other_mds;
+  OtherDescs(ctx, &chain, &other_mds);
+  std::vector<int> absorbed;
+  Step st;
+
+  // Inner product when B is constant and C (if any) is a constant per-column bias: weights [N,K] = alpha * B',
+  // bias [N] = beta * C. Otherwise (or when oneDNN refuses it) a matmul.
+  std::vector<float> w, bias;
+  const Md src_md = PlainDesc({s.m, s.k}, kF32);
+  const Md dst_md = PlainDesc({s.m, s.n}, kF32);
+  Md w_md, bias_md;
+  size_t kept = 0;
+  bool found = false;
+  if (UseInnerProduct(s)) {
+    const float* b = ConstF32(g, s.b);
+    w.resize(N * K);
+    for (size_t i = 0; i < N; ++i)
+      for (size_t k = 0; k < K; ++k) w[i * K + k] = s.alpha * (s.trans_b ? b[i * K + k] : b[k * N + i]);
+    if (s.c >= 0) {
+      bias.resize(N);
+      for (size_t i = 0; i < N; ++i) bias[i] = s.beta * cvals[s.c_dims2[1] == 1 ? 0 : i];
+      bias_md = PlainDesc({s.n}, kF32);
+    }
+    const Md w_req = portable ? PlainDesc({s.n, s.k}, kF32) : F32Desc({s.n, s.k}, dnnl_format_tag_any);
+    for (size_t k = chain.size() + 1; k-- > 0 && !found;) {
+      try {
+        dnnl::inner_product_forward::desc d =
+            bias.empty()
+                ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md, w_req, dst_md)
+                : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md, w_req, bias_md, dst_md);
+        dnnl::inner_product_forward::primitive_desc pd(d, PostOpAttr(chain, k, other_mds), ctx.engine());
+        if (!(pd.src_desc() == src_md) || !(pd.dst_desc() == dst_md)) continue;
+        w_md = pd.weights_desc();
+        kept = k;
+        found = true;
+      } catch (const dnnl::error&) {
+      }
+    }
+  }
+
+  if (found) {
+    for (size_t i = 0; i < kept; ++i) absorbed.push_back(chain[i].node);
+    st.kind = StepKind::kInnerProduct;
+    st.ops.push_back(ctx.UsePlain(s.a));
+    Operand wop, bop;
+    CheckResult r =
+        ctx.PackWeight(WeightName(ctx, node, s.b, "packed"), w.data(), PlainDesc({s.n, s.k}, kF32), w_md, &wop);
+    if (!r.ok) return r;
+    st.ops.push_back(wop);
+    if (!bias.empty()) {
+      r = ctx.AddWeight(WeightName(ctx, node, s.c, "bias"),
+                        std::string(reinterpret_cast<const char*>(bias.data()), bias.size() * sizeof(float)), bias_md,
+                        &bop);
+      if (!r.ok) return r;
+    }
+    st.ops.push_back(bop);
+    st.ops.push_back(Operand());
+    r = AppendPostOps(ctx, node, chain, kept, other_mds, &st);
+    if (!r.ok) return r;
+    st.ops[3] = ctx.Define(kept == 0 ? s.y : chain[kept - 1].out, dst_md);
+  } else {
+    // kMatMul: src [M,K] (a strided view when transA), weights [K,N], bias broadcastable [1|M, 1|N], dst [M,N].
+    // alpha: folded into constant B; else (non-constant B) a leading linear post-op, with a constant C pre-divided.
+    const bool alpha_post = !s.const_b && s.alpha != 1.f;
+    Operand a = ctx.UsePlain(s.a);
+    if (s.trans_a) {
+      a.dims = {s.m, s.k};
+      a.tag = 0;
+      a.strides = {1, s.m};
+    }
+    st.ops.push_back(a);
+    if (s.const_b) {
+      const float* b = ConstF32(g, s.b);
+      std::vector<float> w(K * N);
+      for (size_t k = 0; k < K; ++k)
+        for (size_t i = 0; i < N; ++i) w[k * N + i] = s.alpha * (s.trans_b ? b[i * K + k] : b[k * N + i]);
+      Operand wop;
+      CheckResult r = ctx.AddWeight(WeightName(ctx, node, s.b, "kn"),
+                                    std::string(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float)),
+                                    PlainDesc({s.k, s.n}, kF32), &wop);
+      if (!r.ok) return r;
+      st.ops.push_back(wop);
+    } else {
+      Operand b = ctx.UsePlain(s.b);
+      if (s.trans_b) {
+        b.dims = {s.k, s.n};
+        b.tag = 0;
+        b.strides = {1, s.k};
+      }
+      st.ops.push_back(b);
+    }
+    Operand bop;
+    if (s.c >= 0 && s.const_c) {
+      const float f = alpha_post ? s.beta / s.alpha : s.beta;
+      for (float& v : cvals) v *= f;
+      CheckResult r =
+          ctx.AddWeight(WeightName(ctx, node, s.c, "bias"),
+                        std::string(reinterpret_cast<const char*>(cvals.data()), cvals.size() * sizeof(float)),
+                        PlainDesc(s.c_dims2, kF32), &bop);
+      if (!r.ok) return r;
+    } else if (s.c >= 0) {
+      bop = ctx.UsePlain(s.c);
+      bop.dims = s.c_dims2;
+      bop.tag = 0;
+      bop.strides = {s.c_dims2[1], 1};
+    }
+    st.ops.push_back(bop);
+    st.ops.push_back(Operand());
+    st.kind = StepKind::kMatMul;
+    if (alpha_post) {
+      PostOp p;
+      p.kind = PostOp::kEltwise;
+      p.alg = dnnl_eltwise_linear;
+      p.alpha = s.alpha;
+      p.beta = 0;
+      st.post_ops.push_back(p);
+    }
+    // Fused activations / Adds: oneDNN matmul takes the same post-ops as inner product.
+    size_t kept = chain.size();
+    CheckResult r = AppendPostOps(ctx, node, chain, kept, other_mds, &st);
+    if (!r.ok) return r;
+    for (size_t i = 0; i < kept; ++i) absorbed.push_back(chain[i].node);
+    st.ops[3] = ctx.Define(kept == 0 ? s.y : chain[kept - 1].out, PlainDesc({s.m, s.n}, kF32));
+  }
+  st.name = JoinNames(ctx, node, absorbed);
+  for (int a : absorbed) ctx.Absorb(a);
+  ctx.Emit(std::move(st));
+  return Ok();
+}
+
+// =============================================================================================================
+// Step builders (hostile input: everything checked)
+// =============================================================================================================
+
+namespace {
+
+std::string I2S(int64_t v) { return std::to_string(v); }
+
+bool InRange(const std::vector<int64_t>& v, size_t at, size_t count, int64_t lo, int64_t hi) {
+  for (size_t i = at; i < at + count; ++i)
+    if (v[i] < lo || v[i] > hi) return false;
+  return true;
+}
+
+memory::dims Slice(const std::vector<int64_t>& v, size_t at, size_t count) {
+  return memory::dims(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + count));
+}
+
+// Binary post-op operands must come after the step's fixed operands, one per post-op.
+CheckResult CheckPostOpOperands(BuildContext& bc, size_t fixed) {
+  const Step& s = bc.step();
+  size_t binaries = 0;
+  for (const PostOp& p : s.post_ops) {
+    if (p.kind == PostOp::kBinary) {
+      ++binaries;
+      if (p.operand < fixed || p.operand >= s.ops.size()) return bc.Fail("post-op operand index out of range");
+    } else if (p.kind != PostOp::kEltwise) {
+      return bc.Fail("unsupported post-op kind " + I2S(p.kind));
+    }
+  }
+  if (s.ops.size() != fixed + binaries) return bc.Fail("operand count does not match the binary post-ops");
+  return CheckResult::Ok();
+}
+
+CheckResult DescsOf(BuildContext& bc, size_t count, std::vector<Md>* mds) {
+  mds->resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    CheckResult r = bc.Desc(i, &(*mds)[i]);
+    if (!r.ok) return r;
+  }
+  return CheckResult::Ok();
+}
+
+bool IsF32(const Md& d) { return d.data.data_type == dnnl_f32; }
+
+CheckResult BuildConvLike(BuildContext& bc, std::unique_ptr<StepExec>* out, bool deconv) {
+  const Step& s = bc.step();
+  if (s.ints.size() < 2) return bc.Fail("expected groups and spatial rank in ints");
+  const int64_t groups = s.ints[0], r64 = s.ints[1];
+  if (r64 < 1 || r64 > 3) return bc.Fail("spatial rank " + I2S(r64) + " is outside 1..3");
+  const size_t r = static_cast<size_t>(r64);
+  CheckResult c = bc.ExpectCounts(4, true, 2 + 4 * r, 0);
+  if (!c.ok) return c;
+  if (groups < 1 || groups > kMaxWindow) return bc.Fail("groups " + I2S(groups) + " out of range");
+  c = CheckPostOpOperands(bc, 4);
+  if (!c.ok) return c;
+  const memory::dims strides = Slice(s.ints, 2, r), dil = Slice(s.ints, 2 + r, r), pb = Slice(s.ints, 2 + 2 * r, r),
+                     pe = Slice(s.ints, 2 + 3 * r, r);
+  if (!InRange(s.ints, 2, r, 1, kMaxWindow)) return bc.Fail("stride out of range");
+  if (!InRange(s.ints, 2 + r, r, 0, kMaxWindow)) return bc.Fail("dilation out of range");
+  if (!InRange(s.ints, 2 + 2 * r, r, 0, kMaxWindow)) return bc.Fail("pads_begin out of range");
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t lo = deconv ? -(std::max(strides[i], dil[i] + 1) - 1) : 0;
+    if (pe[i] < lo || pe[i] > kMaxWindow) return bc.Fail("pads_end out of range");
+  }
+  std::vector<Md> md;
+  c = DescsOf(bc, 4, &md);
+  if (!c.ok) return c;
+  const bool has_bias = s.ops[2].present();
+  const int nd = static_cast<int>(r) + 2;
+  if (md[0].data.ndims != nd || md[3].data.ndims != nd || md[1].data.ndims != nd + (groups > 1 ? 1 : 0))
+    return bc.Fail("operand ranks do not match the spatial rank and groups");
+  if (!IsF32(md[0]) || !IsF32(md[1]) || !IsF32(md[3]) || (has_bias && !IsF32(md[2])))
+    return bc.Fail("operands must be f32");
+  const memory::dims sd = md[0].dims(), wd = md[1].dims(), dd = md[3].dims();
+  const size_t off = groups > 1 ? 1 : 0;
+  if (groups > 1 && wd[0] != groups) return bc.Fail("weights group dim differs from groups");
+  const int64_t oc = wd[off] * groups, ic = wd[off + 1] * groups;
+  if (sd[1] != ic || dd[1] != oc || sd[0] != dd[0]) return bc.Fail("channel/batch dims inconsistent");
+  if (has_bias && (md[2].data.ndims != 1 || md[2].dims()[0] != oc)) return bc.Fail("bias is not [OC]");
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  c = bc.PostOps(&attr, &args);
+  if (!c.ok) return c;
+  ConvSpec spec;
+  spec.deconv = deconv;
+  spec.w.stride = strides;
+  spec.w.pad_begin = pb;
+  spec.w.pad_end_dnnl = pe;
+  spec.w.dilation.clear();
+  for (int64_t d : dil) spec.w.dilation.push_back(d + 1);
+  const Md bias_md = has_bias ? md[2] : Md();
+  dnnl::primitive prim;
+  try {
+    if (deconv) {
+      auto pd = MakeConvPd<dnnl::deconvolution_forward>(spec, md[0], md[1], bias_md, md[3], attr, bc.engine());
+      if (!(pd.src_desc() == md[0]) || !(pd.weights_desc() == md[1]) || !(pd.dst_desc() == md[3]) ||
+          (has_bias && !(pd.bias_desc() == md[2])))
+        return bc.Fail("the deconvolution chose other layouts than the step's operands");
+      prim = dnnl::deconvolution_forward(pd);
+    } else {
+      auto pd = MakeConvPd<dnnl::convolution_forward>(spec, md[0], md[1], bias_md, md[3], attr, bc.engine());
+      if (!(pd.src_desc() == md[0]) || !(pd.weights_desc() == md[1]) || !(pd.dst_desc() == md[3]) ||
+          (has_bias && !(pd.bias_desc() == md[2])))
+        return bc.Fail("the convolution chose other layouts than the step's operands");
+      prim = dnnl::convolution_forward(pd);
+    }
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("oneDNN refused the step: ") + e.what());
+  }
+  args.push_back({DNNL_ARG_SRC, bc.Slot(0, md[0])});
+  args.push_back({DNNL_ARG_WEIGHTS, bc.Slot(1, md[1])});
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, bc.Slot(2, md[2])});
+  args.push_back({DNNL_ARG_DST, bc.Slot(3, md[3])});
+  *out = std::make_unique<PrimitiveExec>(std::move(prim), std::move(args));
+  return CheckResult::Ok();
+}
+
+// src and dst: f32, rank 3..5, same batch and channels.
+CheckResult CheckSpatialPair(BuildContext& bc, const Md& src, const Md& dst, size_t* r) {
+  const int nd = src.data.ndims;
+  if (nd < 3 || nd > 5 || dst.data.ndims != nd) return bc.Fail("src/dst must have the same rank in 3..5");
+  if (!IsF32(src) || !IsF32(dst)) return bc.Fail("operands must be f32");
+  const memory::dims sd = src.dims(), dd = dst.dims();
+  if (sd[0] != dd[0] || sd[1] != dd[1]) return bc.Fail("src/dst batch or channels differ");
+  *r = static_cast<size_t>(nd - 2);
+  return CheckResult::Ok();
+}
+
+}  // namespace
+
+CheckResult BuildConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  try {
+    return BuildConvLike(bc, out, false);
+  } catch (const std::exception& e) {
+    return bc.Fail(e.what());
+  }
+}
+
+CheckResult BuildDeconv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  try {
+    return BuildConvLike(bc, out, true);
+  } catch (const std::exception& e) {
+    return bc.Fail(e.what());
+  }
+}
+
+CheckResult BuildPool(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  try {
+    const Step& s = bc.step();
+    if (s.ints.size() < 2) return bc.Fail("expected alg and spatial rank in ints");
+    const int64_t alg = s.ints[0], r64 = s.ints[1];
+    if (r64 < 1 || r64 > 3) return bc.Fail("spatial rank " + I2S(r64) + " is outside 1..3");
+    const size_t r = static_cast<size_t>(r64);
+    CheckResult c = bc.ExpectCounts(2, false, 2 + 5 * r, 0);
+    if (!c.ok) return c;
+    if (!s.post_ops.empty()) return bc.Fail("pooling takes no post-ops");
+    if (alg != dnnl_pooling_max && alg != dnnl_pooling_avg_include_padding && alg != dnnl_pooling_avg_exclude_padding)
+      return bc.Fail("unknown pooling algorithm " + I2S(alg));
+    if (!InRange(s.ints, 2, 2 * r, 1, kMaxWindow)) return bc.Fail("kernel or stride out of range");
+    if (!InRange(s.ints, 2 + 2 * r, 3 * r, 0, kMaxWindow)) return bc.Fail("pads or dilation out of range");
+    std::vector<Md> md;
+    c = DescsOf(bc, 2, &md);
+    if (!c.ok) return c;
+    size_t nr = 0;
+    c = CheckSpatialPair(bc, md[0], md[1], &nr);
+    if (!c.ok) return c;
+    if (nr != r) return bc.Fail("operand rank does not match the spatial rank");
+    dnnl::primitive prim;
+    try {
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(alg), md[0],
+                                       md[1], Slice(s.ints, 2 + r, r), Slice(s.ints, 2, r), Slice(s.ints, 2 + 4 * r, r),
+                                       Slice(s.ints, 2 + 2 * r, r), Slice(s.ints, 2 + 3 * r, r));
+      dnnl::pooling_v2_forward::primitive_desc pd(d, bc.engine());
+      if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[1]))
+        return bc.Fail("the pooling chose other layouts than the step's operands");
+      prim = dnnl::pooling_v2_forward(pd);
+    } catch (const dnnl::error& e) {
+      return bc.Fail(std::string("oneDNN refused the step: ") + e.what());
+    }
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, bc.Slot(0, md[0])}, {DNNL_ARG_DST, bc.Slot(1, md[1])}};
+    *out = std::make_unique<PrimitiveExec>(std::move(prim), std::move(args));
+    return CheckResult::Ok();
+  } catch (const std::exception& e) {
+    return bc.Fail(e.what());
+  }
+}
+
+CheckResult BuildResample(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  try {
+    const Step& s = bc.step();
+    CheckResult c = bc.ExpectCounts(2, false, 1, 0);
+    if (!c.ok) return c;
+    if (!s.post_ops.empty()) return bc.Fail("resampling takes no post-ops");
+    const int64_t alg = s.ints[0];
+    if (alg != dnnl_resampling_nearest && alg != dnnl_resampling_linear)
+      return bc.Fail("unknown resampling algorithm " + I2S(alg));
+    std::vector<Md> md;
+    c = DescsOf(bc, 2, &md);
+    if (!c.ok) return c;
+    size_t r = 0;
+    c = CheckSpatialPair(bc, md[0], md[1], &r);
+    if (!c.ok) return c;
+    dnnl::primitive prim;
+    try {
+      dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(alg), md[0],
+                                       md[1]);
+      dnnl::resampling_forward::primitive_desc pd(d, bc.engine());
+      if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[1]))
+        return bc.Fail("the resampling chose other layouts than the step's operands");
+      prim = dnnl::resampling_forward(pd);
+    } catch (const dnnl::error& e) {
+      return bc.Fail(std::string("oneDNN refused the step: ") + e.what());
+    }
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, bc.Slot(0, md[0])}, {DNNL_ARG_DST, bc.Slot(1, md[1])}};
+    *out = std::make_unique<PrimitiveExec>(std::move(prim), std::move(args));
+    return CheckResult::Ok();
+  } catch (const std::exception& e) {
+    return bc.Fail(e.what());
+  }
+}
+
+CheckResult BuildInnerProduct(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  try {
+    const Step& s = bc.step();
+    CheckResult c = bc.ExpectCounts(4, true, 0, 0);
+    if (!c.ok) return c;
+    c = CheckPostOpOperands(bc, 4);
+    if (!c.ok) return c;
+    std::vector<Md> md;
+    c = DescsOf(bc, 4, &md);
+    if (!c.ok) return c;
+    const bool has_bias = s.ops[2].present();
+    if (md[0].data.ndims != 2 || md[1].data.ndims != 2 || md[3].data.ndims != 2)
+      return bc.Fail("src, weights and dst must be 2-D");
+    if (!IsF32(md[0]) || !IsF32(md[1]) || !IsF32(md[3]) || (has_bias && !IsF32(md[2])))
+      return bc.Fail("operands must be f32");
+    const memory::dims sd = md[0].dims(), wd = md[1].dims(), dd = md[3].dims();
+    if (sd[1] != wd[1] || dd[0] != sd[0] || dd[1] != wd[0]) return bc.Fail("src [M,K], weights [N,K], dst [M,N]");
+    if (has_bias && (md[2].data.ndims != 1 || md[2].dims()[0] != wd[0])) return bc.Fail("bias is not [N]");
+    dnnl::primitive_attr attr;
+    std::vector<std::pair<int, int>> args;
+    c = bc.PostOps(&attr, &args);
+    if (!c.ok) return c;
+    dnnl::primitive prim;
+    try {
+      dnnl::inner_product_forward::desc d =
+          has_bias ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, md[0], md[1], md[2], md[3])
+                   : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, md[0], md[1], md[3]);
+      dnnl::inner_product_forward::primitive_desc pd(d, attr, bc.engine());
+      if (!(pd.src_desc() == md[0]) || !(pd.weights_desc() == md[1]) || !(pd.dst_desc() == md[3]) ||
+          (has_bias && !(pd.bias_desc() == md[2])))
+        return bc.Fail("the inner product chose other layouts than the step's operands");
+      prim = dnnl::inner_product_forward(pd);
+    } catch (const dnnl::error& e) {
+      return bc.Fail(std::string("oneDNN refused the step: ") + e.what());
+    }
+    args.push_back({DNNL_ARG_SRC, bc.Slot(0, md[0])});
+    args.push_back({DNNL_ARG_WEIGHTS, bc.Slot(1, md[1])});
+    if (has_bias) args.push_back({DNNL_ARG_BIAS, bc.Slot(2, md[2])});
+    args.push_back({DNNL_ARG_DST, bc.Slot(3, md[3])});
+    *out = std::make_unique<PrimitiveExec>(std::move(prim), std::move(args));
+    return CheckResult::Ok();
+  } catch (const std::exception& e) {
+    return bc.Fail(e.what());
+  }
+}
+
+CheckResult BuildBatchNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  try {
+    const Step& s = bc.step();
+    CheckResult c = bc.ExpectCounts(6, false, 0, 1);
+    if (!c.ok) return c;
+    if (!s.post_ops.empty()) return bc.Fail("batch normalization takes no post-ops");
+    const float eps = s.floats[0];
+    if (!std::isfinite(eps) || eps < 0) return bc.Fail("epsilon must be finite and >= 0");
+    std::vector<Md> md;
+    c = DescsOf(bc, 6, &md);
+    if (!c.ok) return c;
+    const int nd = md[0].data.ndims;
+    if (nd < 2 || nd > 5 || !IsF32(md[0])) return bc.Fail("src must be f32 of rank 2..5");
+    if (!(md[5] == md[0])) return bc.Fail("dst layout differs from src");
+    const int64_t ch = md[0].dims()[1];
+    const Md param = PlainDesc({ch}, kF32);
+    for (size_t i = 1; i < 5; ++i)
+      if (!(md[i] == param)) return bc.Fail("scale/shift/mean/variance must be plain f32 [C]");
+    dnnl::primitive prim;
+    try {
+      dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md[0], eps, BnFlags());
+      dnnl::batch_normalization_forward::primitive_desc pd(d, bc.engine());
+      if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[5]) || !(pd.mean_desc() == md[3]) ||
+          !(pd.variance_desc() == md[4]))
+        return bc.Fail("the batch normalization chose other layouts than the step's operands");
+      prim = dnnl::batch_normalization_forward(pd);
+    } catch (const dnnl::error& e) {
+      return bc.Fail(std::string("oneDNN refused the step: ") + e.what());
+    }
+    std::vector<std::pair<int, int>> args{{DNNL_ARG_SRC, bc.Slot(0, md[0])},      {DNNL_ARG_SCALE, bc.Slot(1, md[1])},
+                                          {DNNL_ARG_SHIFT, bc.Slot(2, md[2])},    {DNNL_ARG_MEAN, bc.Slot(3, md[3])},
+                                          {DNNL_ARG_VARIANCE, bc.Slot(4, md[4])}, {DNNL_ARG_DST, bc.Slot(5, md[5])}};
+    *out = std::make_unique<PrimitiveExec>(std::move(prim), std::move(args));
+    return CheckResult::Ok();
+  } catch (const std::exception& e) {
+    return bc.Fail(e.what());
+  }
+}
+
+}  // namespace aotcpu
+}  // namespace epctx
