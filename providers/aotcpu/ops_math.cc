@@ -1,0 +1,1466 @@
+// MatMul, elementwise unary/binary ops (with the Erf-form GELU), Softmax, LayerNormalization and ReduceMean:
+// support checks, lowering with post-op fusion, and the executor's step builders (see ops.h).
+//
+// Fusion: a MatMul or Binary step absorbs the nodes that follow it while each is the sole consumer of the previous
+// result: a constant bias Add (MatMul only, as the primitive's bias), activations and constant-scalar Mul/Add/Sub
+// (eltwise post-ops), the Erf-form GELU (eltwise_gelu_erf), a Pow by a constant scalar and an Add/Sub/Mul/Div/Max/
+// Min with an already computed or constant tensor (binary post-op). Each candidate chain is tried on a primitive
+// descriptor at compile time; the longest prefix oneDNN implements without falling back to a reference kernel is
+// kept, the rest is lowered on its own.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+using dnnl::memory;
+using Dims = std::vector<int64_t>;
+
+constexpr int kMaxFusedGroups = 8;
+
+bool Reject(std::string* why, const std::string& reason) {
+  if (why) *why = reason;
+  return false;
+}
+
+std::string DimsStr(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+int64_t Numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+Dims PadLeft(const Dims& d, size_t rank) {
+  if (d.size() >= rank) return d;
+  Dims r(rank - d.size(), 1);
+  r.insert(r.end(), d.begin(), d.end());
+  return r;
+}
+
+// Rank-0 tensors are computed as [1]: oneDNN has no rank-0 descriptors.
+Dims AtLeast1D(const Dims& d) { return d.empty() ? Dims{1} : d; }
+
+bool BroadcastShapes(const Dims& a, const Dims& b, Dims* out) {
+  size_t r = std::max(a.size(), b.size());
+  Dims pa = PadLeft(a, r), pb = PadLeft(b, r);
+  out->assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    if (pa[i] == pb[i] || pb[i] == 1) (*out)[i] = pa[i];
+    else if (pa[i] == 1) (*out)[i] = pb[i];
+    else return false;
+  }
+  return true;
+}
+
+// `small` broadcasts to `big` without changing it (numpy rules, `small` not of higher rank).
+bool BroadcastsTo(const Dims& small, const Dims& big) {
+  if (small.size() > big.size()) return false;
+  Dims p = PadLeft(small, big.size());
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != big[i] && p[i] != 1) return false;
+  return true;
+}
+
+Dims RowMajorStrides(const Dims& d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * std::max<int64_t>(d[i], 1);
+  return s;
+}
+
+memory::desc StridedDesc(const Dims& dims, const Dims& strides) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32,
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+// Element strides of an operand whose layout is a plain strided view (no blocking); false otherwise.
+bool PlainStrides(const Operand& op, Dims* strides) {
+  if (op.dims.empty()) {
+    strides->clear();
+    return true;
+  }
+  if (op.tag == 0) {
+    *strides = op.strides;
+    return op.strides.size() == op.dims.size();
+  }
+  memory::desc d;
+  if (!OperandDesc(op, &d).ok) return false;
+  const dnnl_memory_desc_t& c = d.data;
+  if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0 ||
+      c.ndims != static_cast<int>(op.dims.size()))
+    return false;
+  strides->assign(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
+  return true;
+}
+
+// Dense row-major (strides of size-1 dims do not matter).
+bool IsRowMajor(const Operand& op) {
+  Dims s;
+  if (!PlainStrides(op, &s)) return false;
+  Dims want = RowMajorStrides(op.dims);
+  for (size_t i = 0; i < s.size(); ++i)
+    if (op.dims[i] != 1 && s[i] != want[i]) return false;
+  return true;
+}
+
+bool IsPlainStrided(const Operand& op) {
+  Dims s;
+  return PlainStrides(op, &s);
+}
+
+// The same bytes seen with other dims of the same element count; `op` must be dense row-major.
+Operand Reshaped(const Operand& op, const Dims& dims) {
+  Operand r = op;
+  r.dims = dims;
+  r.tag = 0;
+  r.strides = RowMajorStrides(dims);
+  return r;
+}
+
+// A plain strided operand with size-1 dims inserted in front up to `rank`.
+Operand PaddedTo(const Operand& op, size_t rank) {
+  Dims s;
+  PlainStrides(op, &s);
+  Operand r = op;
+  if (op.dims.size() >= rank && !op.dims.empty()) {
+    r.tag = 0;
+    r.strides = s;
+    return r;
+  }
+  int64_t outer = 1;
+  for (size_t i = 0; i < s.size(); ++i) outer = std::max(outer, s[i] * std::max<int64_t>(op.dims[i], 1));
+  r.dims = PadLeft(op.dims, rank);
+  r.strides.assign(rank - op.dims.size(), outer);
+  r.strides.insert(r.strides.end(), s.begin(), s.end());
+  r.tag = 0;
+  return r;
+}
+
+// Layout usable by layout-preserving steps (eltwise, binary): blocked, or plain without holes.
+bool CompactDesc(const memory::desc& d) {
+  if (d.data.format_kind != dnnl_blocked || d.data.ndims == 0) return false;
+  size_t n = memory::data_type_size(d.data_type());
+  for (int i = 0; i < d.data.ndims; ++i) n *= static_cast<size_t>(d.data.padded_dims[i]);
+  return d.get_size() == n;
+}
+
+bool IsRefImpl(const dnnl::primitive_desc_base& pd) {
+  std::string impl = pd.impl_info_str();
+  return impl.rfind("ref", 0) == 0;
+}
+
+// A stand-in operand for descs of operands not yet taken with Use (dense row-major, f32).
+Operand FakePlain(const Dims& dims) {
+  Operand o;
+  o.buf = Buf::kArena;
+  o.dims = dims;
+  o.tag = 0;
+  o.strides = RowMajorStrides(dims);
+  return o;
+}
+
+// The post-op attributes the executor builds from the same step (BuildContext::PostOps), for compile-time trials.
+bool TrialAttr(const std::vector<PostOp>& post_ops, const std::vector<Operand>& ops, dnnl::primitive_attr* attr) {
+  dnnl::post_ops po;
+  for (const PostOp& p : post_ops) {
+    if (p.kind == PostOp::kEltwise) {
+      po.append_eltwise(p.scale, static_cast<dnnl::algorithm>(p.alg), p.alpha, p.beta);
+    } else if (p.kind == PostOp::kBinary) {
+      memory::desc d;
+      if (p.operand >= ops.size() || !OperandDesc(ops[p.operand], &d).ok) return false;
+      po.append_binary(static_cast<dnnl::algorithm>(p.alg), d);
+    } else if (p.kind == PostOp::kSum) {
+      po.append_sum(p.scale);
+    } else {
+      return false;
+    }
+  }
+  attr->set_post_ops(po);
+  return true;
+}
+
+// ---- graph patterns ---------------------------------------------------------------------------------------------
+
+bool IsOnnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+int Out0(const Node& n) { return n.outputs.empty() ? -1 : n.outputs[0]; }
+
+// The single consuming node of a value that is not a graph output (graph-level; the lowering also checks
+// LowerContext::SoleConsumer).
+int OnlyConsumer(const Graph& g, int value) {
+  const Value& v = g.v(value);
+  if (v.is_graph_output || v.consumers.size() != 1) return -1;
+  return v.consumers[0];
+}
+
+// For a two-input node reading `value` once: the other input; -1 otherwise.
+int OtherInput(const Node& n, int value) {
+  if (n.inputs.size() != 2) return -1;
+  if (n.inputs[0] == value && n.inputs[1] != value) return n.inputs[1];
+  if (n.inputs[1] == value && n.inputs[0] != value) return n.inputs[0];
+  return -1;
+}
+
+bool ConstNear(const Graph& g, int value, double target) {
+  float f;
+  return value >= 0 && g.v(value).dtype == kF32 && g.ConstScalar(value, &f) && std::fabs(f - target) <= 1e-6;
+}
+
+bool SameF32Shape(const Graph& g, int value, const Dims& dims) {
+  if (value < 0) return false;
+  const Value& v = g.v(value);
+  return v.dtype == kF32 && v.has_shape && v.dims == dims;
+}
+
+struct GeluMatch {
+  std::vector<int> nodes;  // every node of the pattern
+  int out = -1;
+};
+
+// The Erf-form GELU rooted at `x`:
+//   x * (erf(x / sqrt2) + 1) * 0.5, also with x * (1/sqrt2) inside, 0.5 applied to x first, or 0.5 applied to the
+//   (1 + erf) factor first. Constants are matched within 1e-6. Every intermediate has one consumer and is not a
+//   graph output; every node keeps x's shape. With `private_root`, x itself is read only by the pattern.
+bool MatchGelu(const Graph& g, int x, bool private_root, GeluMatch* m) {
+  const Value& xv = g.v(x);
+  if (xv.dtype != kF32 || !xv.has_shape) return false;
+  const Dims& dims = xv.dims;
+  auto node_out = [&](int n, const char* op) -> int {
+    if (n < 0) return -1;
+    const Node& nd = g.nodes[static_cast<size_t>(n)];
+    if (!IsOnnx(nd) || nd.op != op || nd.outputs.size() != 1 || !SameF32Shape(g, Out0(nd), dims)) return -1;
+    return Out0(nd);
+  };
+  std::vector<int> cons = xv.consumers;
+  std::sort(cons.begin(), cons.end());
+  cons.erase(std::unique(cons.begin(), cons.end()), cons.end());
+  for (int head : cons) {
+    const Node& h = g.nodes[static_cast<size_t>(head)];
+    bool is_head = false;
+    if (node_out(head, "Div") >= 0 && h.inputs.size() == 2 && h.inputs[0] == x && ConstNear(g, h.inputs[1], std::sqrt(2.0)))
+      is_head = true;
+    if (node_out(head, "Mul") >= 0 && ConstNear(g, OtherInput(h, x), std::sqrt(0.5))) is_head = true;
+    if (!is_head) continue;
+    int e = OnlyConsumer(g, Out0(h));
+    int e_out = node_out(e, "Erf");
+    if (e_out < 0) continue;
+    int a = OnlyConsumer(g, e_out);
+    int a_out = node_out(a, "Add");
+    if (a_out < 0 || !ConstNear(g, OtherInput(g.nodes[static_cast<size_t>(a)], e_out), 1.0)) continue;
+    int k = OnlyConsumer(g, a_out);
+    int k_out = node_out(k, "Mul");
+    if (k_out < 0) continue;
+    const Node& kn = g.nodes[static_cast<size_t>(k)];
+    int k_other = OtherInput(kn, a_out);
+    GeluMatch found;
+    int x_reader = -1;  // the second pattern node reading x
+    if (k_other == x) {  // (x * (1 + erf)) * 0.5
+      int hf = OnlyConsumer(g, k_out);
+      int hf_out = node_out(hf, "Mul");
+      if (hf_out < 0 || !ConstNear(g, OtherInput(g.nodes[static_cast<size_t>(hf)], k_out), 0.5)) continue;
+      found.nodes = {head, e, a, k, hf};
+      found.out = hf_out;
+      x_reader = k;
+    } else if (ConstNear(g, k_other, 0.5)) {  // x * ((1 + erf) * 0.5)
+      int l = OnlyConsumer(g, k_out);
+      int l_out = node_out(l, "Mul");
+      if (l_out < 0 || OtherInput(g.nodes[static_cast<size_t>(l)], k_out) != x) continue;
+      found.nodes = {head, e, a, k, l};
+      found.out = l_out;
+      x_reader = l;
+    } else if (k_other >= 0) {  // (x * 0.5) * (1 + erf)
+      int hn = g.v(k_other).producer;
+      if (hn < 0 || node_out(hn, "Mul") != k_other || OnlyConsumer(g, k_other) != k) continue;
+      if (OtherInput(g.nodes[static_cast<size_t>(hn)], x) < 0 ||
+          !ConstNear(g, OtherInput(g.nodes[static_cast<size_t>(hn)], x), 0.5))
+        continue;
+      found.nodes = {head, e, a, hn, k};
+      found.out = k_out;
+      x_reader = hn;
+    } else {
+      continue;
+    }
+    if (private_root) {
+      if (xv.is_graph_output || xv.consumers.size() != 2) continue;
+      std::vector<int> want = {head, x_reader};
+      std::vector<int> have = xv.consumers;
+      std::sort(want.begin(), want.end());
+      std::sort(have.begin(), have.end());
+      if (want != have) continue;
+    }
+    *m = found;
+    return true;
+  }
+  return false;
+}
+
+bool AnyAbsorbed(const LowerContext& ctx, const std::vector<int>& nodes) {
+  for (int n : nodes)
+    if (ctx.IsAbsorbed(n)) return true;
+  return false;
+}
+
+// ---- post-op chains ---------------------------------------------------------------------------------------------
+
+// A group of nodes absorbed together as post-ops of the step that produces their input.
+struct Fused {
+  std::vector<int> nodes;
+  std::vector<PostOp> post_ops;  // kBinary operand fields are filled in when the step is assembled
+  int operand_value = -1;        // the value read by the kBinary post-op, if any
+  int out = -1;                  // the value this group produces
+};
+
+bool IsBinaryOp(const std::string& op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min";
+}
+
+uint32_t BinaryAlg(const std::string& op) {
+  if (op == "Add") return dnnl_binary_add;
+  if (op == "Sub") return dnnl_binary_sub;
+  if (op == "Mul") return dnnl_binary_mul;
+  if (op == "Div") return dnnl_binary_div;
+  if (op == "Max") return dnnl_binary_max;
+  return dnnl_binary_min;
+}
+
+PostOp Eltwise(uint32_t alg, float alpha, float beta) {
+  PostOp p;
+  p.kind = PostOp::kEltwise;
+  p.alg = alg;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
+// Pow(x, c) with a constant scalar exponent (float or integer).
+bool ConstExponent(const Graph& g, int value, float* e) {
+  if (value < 0 || !g.v(value).is_const()) return false;
+  if (g.v(value).dtype == kF32) return g.ConstScalar(value, e);
+  std::vector<int64_t> v;
+  if ((g.v(value).dtype == kI64 || g.v(value).dtype == kI32) && g.ConstInts(value, &v) && v.size() == 1) {
+    *e = static_cast<float>(v[0]);
+    return true;
+  }
+  return false;
+}
+
+// HardSigmoid = clip(alpha * x + beta, 0, 1): oneDNN 2.6 has no single algorithm for it.
+void HardSigmoidOps(const Node& n, std::vector<PostOp>* out) {
+  out->push_back(Eltwise(dnnl_eltwise_linear, n.Float("alpha", 0.2f), n.Float("beta", 0.5f)));
+  out->push_back(Eltwise(dnnl_eltwise_clip_v2, 0.f, 1.f));
+}
+
+// Which post-op operand shapes the step can take: maps an operand's ONNX dims (broadcastable to the result) to
+// the step's compute dims, or returns false.
+using OperandMap = std::function<bool(const Dims& onnx_dims, Dims* compute_dims)>;
+
+// Follows `value` through the nodes that could become post-ops of the step producing it (see the file comment).
+std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binary, const OperandMap& map) {
+  const Graph& g = ctx.graph();
+  std::vector<Fused> chain;
+  while (static_cast<int>(chain.size()) < kMaxFusedGroups) {
+    const Dims dims = g.v(value).dims;
+    GeluMatch gm;
+    if (MatchGelu(g, value, true, &gm) && !AnyAbsorbed(ctx, gm.nodes)) {
+      Fused f;
+      f.nodes = gm.nodes;
+      f.post_ops.push_back(Eltwise(dnnl_eltwise_gelu_erf, 0, 0));
+      f.out = gm.out;
+      chain.push_back(f);
+      value = gm.out;
+      continue;
+    }
+    int c = ctx.SoleConsumer(value);
+    if (c < 0 || ctx.IsAbsorbed(c)) break;
+    const Node& m = ctx.node(c);
+    if (!IsOnnx(m) || m.outputs.size() != 1 || !SameF32Shape(g, Out0(m), dims)) break;
+    Fused f;
+    f.nodes = {c};
+    f.out = Out0(m);
+    uint32_t alg;
+    float alpha, beta;
+    std::string why;
+    if (m.op == "HardSigmoid" && m.inputs.size() == 1 && m.inputs[0] == value) {
+      HardSigmoidOps(m, &f.post_ops);
+    } else if (m.op == "Erf") {
+      break;  // not an eltwise algorithm (only inside the GELU)
+    } else if (m.inputs.size() >= 1 && m.inputs[0] == value && !IsBinaryOp(m.op) && m.op != "Pow" &&
+               SupportUnary(g, m, &why) && EltwiseFor(g, m, &alg, &alpha, &beta)) {
+      f.post_ops.push_back(Eltwise(alg, alpha, beta));
+    } else if (m.op == "Pow") {
+      float e;
+      if (m.inputs.size() != 2 || m.inputs[0] != value || !ConstExponent(g, m.inputs[1], &e)) break;
+      f.post_ops.push_back(Eltwise(dnnl_eltwise_pow, 1.f, e));
+    } else if (IsBinaryOp(m.op)) {
+      int other = OtherInput(m, value);
+      if (other < 0) break;
+      bool first = m.inputs[0] == value;
+      bool commutative = m.op == "Add" || m.op == "Mul" || m.op == "Max" || m.op == "Min";
+      const Value& ov = g.v(other);
+      if (ov.dtype != kF32 || !ov.has_shape || !BroadcastsTo(ov.dims, dims)) break;
+      float s;
+      if (ov.is_const() && g.ConstScalar(other, &s) && (m.op == "Mul" || m.op == "Add" || m.op == "Sub")) {
+        if (m.op == "Mul") f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, s, 0));
+        else if (m.op == "Add") f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1, s));
+        else if (first) f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1, -s));
+        else f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, s));
+      } else {
+        Dims cd;
+        if (!allow_binary || !ctx.IsAvailable(other) || !map(ov.dims, &cd)) break;
+        if (!first && !commutative && m.op != "Sub") break;  // Div(other, x): no exact rewrite
+        PostOp p;
+        p.kind = PostOp::kBinary;
+        p.alg = BinaryAlg(m.op);
+        f.post_ops.push_back(p);
+        if (!first && !commutative) f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, 0));  // other - x
+        f.operand_value = other;
+      }
+    } else {
+      break;
+    }
+    chain.push_back(f);
+    value = f.out;
+  }
+  return chain;
+}
+
+// Post-ops of the first `k` groups; binary operands get operand indices from `first_operand` on and stand-in
+// operands (compute dims from `map`) appended to `ops`.
+void ChainPrefix(const Graph& g, const std::vector<Fused>& chain, size_t k, const OperandMap& map,
+                 std::vector<PostOp>* post_ops, std::vector<Operand>* ops) {
+  post_ops->clear();
+  for (size_t i = 0; i < k; ++i) {
+    for (PostOp p : chain[i].post_ops) {
+      if (p.kind == PostOp::kBinary) {
+        Dims cd;
+        map(g.v(chain[i].operand_value).dims, &cd);
+        p.operand = static_cast<uint32_t>(ops->size());
+        ops->push_back(FakePlain(cd));
+      }
+      post_ops->push_back(p);
+    }
+  }
+}
+
+// Longest usable prefix of `chain`: `make_pd(post_ops, ops)` returns 0 when oneDNN refuses, 1 for a reference
+// implementation, 2 for an optimized one. A prefix is kept when it is not worse than no fusion.
+size_t ChooseChain(const Graph& g, const std::vector<Fused>& chain, const std::vector<Operand>& base_ops,
+                   const OperandMap& map,
+                   const std::function<int(const std::vector<PostOp>&, const std::vector<Operand>&)>& make_pd) {
+  int base = make_pd({}, base_ops);
+  for (size_t k = chain.size(); k > 0; --k) {
+    std::vector<PostOp> post_ops;
+    std::vector<Operand> ops = base_ops;
+    ChainPrefix(g, chain, k, map, &post_ops, &ops);
+    int q = make_pd(post_ops, ops);
+    if (q > 0 && q >= base) return k;
+  }
+  return 0;
+}
+
+// Takes the chosen prefix into the step: absorbs its nodes, adds binary operands (row-major views with compute
+// dims) and post-ops. Returns the value the step now produces.
+CheckResult ApplyChain(LowerContext& ctx, int node, const std::vector<Fused>& chain, size_t k, const OperandMap& map,
+                       Step* step, int* final_value) {
+  const Graph& g = ctx.graph();
+  for (size_t i = 0; i < k; ++i) {
+    const Fused& f = chain[i];
+    for (PostOp p : f.post_ops) {
+      if (p.kind == PostOp::kBinary) {
+        Dims cd;
+        map(g.v(f.operand_value).dims, &cd);
+        Operand o = ctx.UsePlain(f.operand_value);
+        if (!IsRowMajor(o)) return ctx.Fail(node, "post-op operand '" + g.v(f.operand_value).name + "' is not row-major");
+        p.operand = static_cast<uint32_t>(step->ops.size());
+        step->ops.push_back(Reshaped(o, cd));
+      }
+      step->post_ops.push_back(p);
+    }
+    for (int n : f.nodes) {
+      ctx.Absorb(n);
+      step->name += "+" + ctx.node(n).name;
+    }
+    *final_value = f.out;
+  }
+  return CheckResult::Ok();
+}
+
+// The dst operand of `value`, defined plain (written straight into a fused output when it is one) and viewed with
+// `compute_dims` (same element count).
+Operand DefineAs(LowerContext& ctx, int value, const Dims& compute_dims) {
+  Operand o = ctx.DefinePlain(value);
+  if (o.dims != compute_dims) o = Reshaped(o, compute_dims);
+  return o;
+}
+
+// Operand for a layout-preserving step (eltwise): the current layout when it is compact, else plain.
+Operand UseCompact(LowerContext& ctx, int value) {
+  const Operand* p = ctx.Peek(value);
+  memory::desc d;
+  if (p && !p->dims.empty() && OperandDesc(*p, &d).ok && CompactDesc(d)) return ctx.Use(value);
+  Operand o = ctx.UsePlain(value);
+  if (o.dims.empty()) o = Reshaped(o, {1});
+  return o;
+}
+
+CheckResult EmitEltwise(LowerContext& ctx, int node, const std::string& name, int src_value, int dst_value,
+                        const std::vector<PostOp>& algs) {
+  Operand src = UseCompact(ctx, src_value);
+  memory::desc d;
+  CheckResult r = OperandDesc(src, &d);
+  if (!r.ok) return ctx.Fail(node, r.reason);
+  Operand dst;
+  if (IsRowMajor(src)) {
+    src = Reshaped(src, src.dims);  // canonical strides, so that src and dst descs are equal
+    dst = DefineAs(ctx, dst_value, src.dims);
+  } else {
+    dst = ctx.Define(dst_value, d);
+    memory::desc dd;
+    if (!OperandDesc(dst, &dd).ok || dd != d) return ctx.Fail(node, "eltwise dst layout differs from src");
+  }
+  for (size_t i = 0; i < algs.size(); ++i) {
+    Step s;
+    s.kind = StepKind::kEltwise;
+    s.name = name;
+    s.ops = {i == 0 ? src : dst, dst};  // later steps run in place on dst
+    s.ints = {static_cast<int64_t>(algs[i].alg)};
+    s.floats = {algs[i].alpha, algs[i].beta};
+    ctx.Emit(std::move(s));
+  }
+  return CheckResult::Ok();
+}
+
+CheckResult LowerGelu(LowerContext& ctx, int node, int x, const GeluMatch& gm) {
+  std::string name;
+  for (int n : gm.nodes) {
+    if (n != node) ctx.Absorb(n);
+    name += (name.empty() ? "" : "+") + ctx.node(n).name;
+  }
+  return EmitEltwise(ctx, node, name, x, gm.out, {Eltwise(dnnl_eltwise_gelu_erf, 0, 0)});
+}
+
+// ---- erf --------------------------------------------------------------------------------------------------------
+
+// erf on f32 computed in double with two polynomial pieces (|x| < 1.5: x * P(x^2); 1.5 <= |x| < 3.9: Q((|x| - 2.7)
+// / 1.2); beyond, erf rounds to +-1 in f32). Both pieces are Chebyshev fits with relative error below 4e-12, so the
+// f32 result is the correctly rounded erf except within 1 ulp on rare ties (more accurate than glibc's erff).
+// Branch-free so the compiler vectorizes it; NaN propagates through the polynomial.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void ErfLoop(const float* src, float* dst, size_t n) {
+  static const double kSmall[11] = {
+      1.1283791670939176,     -0.37612638885100586,    0.11283791346035735,    -0.026866147828590942,
+      0.0052238952001205366,  -0.0008546582017135894,  0.00012032141204783762, -1.4725463178727728e-05,
+      1.5329923178696322e-06, -1.2231501686181936e-07, 5.45201142995764e-09};
+  static const double kLarge[17] = {
+      0.999865667258695,       0.0009239097636104107,   -0.0029934672328329574, 0.006022410497162002,
+      -0.008319450994577385,   0.00818035546168767,     -0.005640013061860624,  0.002416170670770906,
+      -0.00021725833812074122, -0.000519516260249413,   0.00039369064084059286, -0.00011060431978406659,
+      -2.8533437130807147e-05, 3.786533504599886e-05,   -9.818521877972618e-06, -3.1817796879720854e-06,
+      1.7395299488924865e-06};
+  for (size_t i = 0; i < n; ++i) {
+    double x = src[i];
+    double y = std::fabs(x);
+    double t = y * y;
+    double p = kSmall[10];
+    for (int k = 9; k >= 0; --k) p = p * t + kSmall[k];
+    p *= y;
+    double u = (y - 2.7) * (1.0 / 1.2);
+    double q = kLarge[16];
+    for (int k = 15; k >= 0; --k) q = q * u + kLarge[k];
+    double r = y < 1.5 ? p : q;
+    r = y >= 3.9 ? 1.0 : r;
+    dst[i] = static_cast<float>(std::copysign(r, x));
+  }
+}
+
+class ErfExec : public StepExec {
+ public:
+  ErfExec(int src, int dst, size_t n) : src_(src), dst_(dst), n_(n) {}
+  void Run(RunContext& rc) override {
+    ErfLoop(static_cast<const float*>(rc.ptr(src_)), static_cast<float*>(rc.ptr(dst_)), n_);
+  }
+
+ private:
+  int src_, dst_;
+  size_t n_;
+};
+
+// ---- builders' shared checks -------------------------------------------------------------------------------------
+
+bool IsEltwiseAlg(int64_t a) {
+  static const int64_t kAlgs[] = {dnnl_eltwise_relu,   dnnl_eltwise_tanh,     dnnl_eltwise_elu,
+                                  dnnl_eltwise_square, dnnl_eltwise_abs,      dnnl_eltwise_sqrt,
+                                  dnnl_eltwise_linear, dnnl_eltwise_soft_relu, dnnl_eltwise_logistic,
+                                  dnnl_eltwise_exp,    dnnl_eltwise_gelu_tanh, dnnl_eltwise_swish,
+                                  dnnl_eltwise_log,    dnnl_eltwise_clip,     dnnl_eltwise_clip_v2,
+                                  dnnl_eltwise_pow,    dnnl_eltwise_gelu_erf, dnnl_eltwise_hardswish};
+  return std::find(std::begin(kAlgs), std::end(kAlgs), a) != std::end(kAlgs);
+}
+
+bool IsBinaryAlg(int64_t a) { return a >= dnnl_binary_add && a <= dnnl_binary_sub; }
+
+CheckResult GetDescs(BuildContext& bc, size_t n, std::vector<memory::desc>* descs) {
+  descs->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    CheckResult r = bc.Desc(i, &(*descs)[i]);
+    if (!r.ok) return r;
+  }
+  return CheckResult::Ok();
+}
+
+CheckResult CheckSame(BuildContext& bc, const char* what, const memory::desc& chosen, const memory::desc& given) {
+  if (chosen == given) return CheckResult::Ok();
+  return bc.Fail(std::string("oneDNN chose another ") + what + " layout than the program has (compiled for another "
+                 "oneDNN build or ISA?)");
+}
+
+// MatMul compute shapes (ONNX 1-D promotion, numpy batch broadcast).
+struct MatMulShape {
+  Dims a, b, c;        // rank-r operand dims (a: [.., M, K], b: [.., K, N], c: [.., M, N])
+  bool a_vec = false;  // A was 1-D (M removed from the ONNX result)
+  bool b_vec = false;  // B was 1-D (N removed)
+};
+
+bool MatMulShapes(const Dims& ad, const Dims& bd, MatMulShape* s, std::string* why) {
+  if (ad.empty() || bd.empty()) return Reject(why, "MatMul operands must have rank >= 1");
+  s->a_vec = ad.size() == 1;
+  s->b_vec = bd.size() == 1;
+  Dims a = s->a_vec ? Dims{1, ad[0]} : ad;
+  Dims b = s->b_vec ? Dims{bd[0], 1} : bd;
+  size_t r = std::max(a.size(), b.size());
+  if (r > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
+  a = PadLeft(a, r);
+  b = PadLeft(b, r);
+  if (a[r - 1] != b[r - 2]) return Reject(why, "inner dims differ: " + DimsStr(ad) + " x " + DimsStr(bd));
+  Dims c(r);
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
+      return Reject(why, "batch dims do not broadcast: " + DimsStr(ad) + " x " + DimsStr(bd));
+    c[i] = std::max(a[i], b[i]);
+  }
+  c[r - 2] = a[r - 2];
+  c[r - 1] = b[r - 1];
+  s->a = a;
+  s->b = b;
+  s->c = c;
+  return true;
+}
+
+// ONNX result dims of a MatMul from its compute dims.
+Dims OnnxMatMulDims(const MatMulShape& s) {
+  Dims y(s.c.begin(), s.c.end() - 2);
+  if (!s.a_vec) y.push_back(s.c[s.c.size() - 2]);
+  if (!s.b_vec) y.push_back(s.c.back());
+  return y;
+}
+
+// ONNX dims of a tensor broadcast against the MatMul result -> the same tensor in rank-r compute dims.
+Dims ToComputeDims(const MatMulShape& s, const Dims& od) {
+  Dims y = OnnxMatMulDims(s);
+  Dims p = PadLeft(od, y.size());
+  if (s.a_vec && s.b_vec) {
+    p.push_back(1);
+    p.push_back(1);
+  } else if (s.a_vec) {
+    p.insert(p.end() - 1, 1);
+  } else if (s.b_vec) {
+    p.push_back(1);
+  }
+  return p;
+}
+
+}  // namespace
+
+// ---- EltwiseFor --------------------------------------------------------------------------------------------------
+
+bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, float* beta) {
+  if (!IsOnnx(n)) return false;
+  const std::string& op = n.op;
+  *alpha = 0;
+  *beta = 0;
+  if (op == "Relu") {
+    *alg = dnnl_eltwise_relu;
+  } else if (op == "LeakyRelu") {
+    *alg = dnnl_eltwise_relu;
+    *alpha = n.Float("alpha", 0.01f);
+  } else if (op == "Clip") {
+    float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+    if (n.opset < 11) {
+      lo = n.Float("min", lo);
+      hi = n.Float("max", hi);
+    } else {
+      lo = -std::numeric_limits<float>::infinity();
+      hi = std::numeric_limits<float>::infinity();
+      if (n.inputs.size() > 1 && n.inputs[1] >= 0 && !g.ConstScalar(n.inputs[1], &lo)) return false;
+      if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.ConstScalar(n.inputs[2], &hi)) return false;
+    }
+    if (std::isnan(lo) || std::isnan(hi)) return false;
+    *alg = dnnl_eltwise_clip_v2;
+    *alpha = lo;
+    *beta = hi;
+  } else if (op == "Sigmoid") {
+    *alg = dnnl_eltwise_logistic;
+  } else if (op == "HardSwish") {
+    *alg = dnnl_eltwise_hardswish;  // x * relu6(x + 3) / 6 = ONNX's alpha 1/6, beta 0.5
+  } else if (op == "Tanh") {
+    *alg = dnnl_eltwise_tanh;
+  } else if (op == "Exp") {
+    *alg = dnnl_eltwise_exp;
+  } else if (op == "Log") {
+    *alg = dnnl_eltwise_log;
+  } else if (op == "Sqrt") {
+    *alg = dnnl_eltwise_sqrt;
+  } else if (op == "Abs") {
+    *alg = dnnl_eltwise_abs;
+  } else if (op == "Neg") {
+    *alg = dnnl_eltwise_linear;
+    *alpha = -1;
+  } else if (op == "Elu") {
+    *alg = dnnl_eltwise_elu;
+    *alpha = n.Float("alpha", 1.0f);
+  } else if (op == "Softplus") {
+    *alg = dnnl_eltwise_soft_relu;  // 2.6: log(1 + exp(x)), alpha ignored
+  } else {
+    return false;  // HardSigmoid needs two algorithms; Erf is not an eltwise algorithm
+  }
+  return true;
+}
+
+// ---- MatMul -----------------------------------------------------------------------------------------------------
+
+bool SupportMatMul(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticFloatTensors(g, n, why)) return false;
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return Reject(why, "MatMul needs 2 inputs and 1 output");
+  MatMulShape s;
+  if (!MatMulShapes(g.v(n.inputs[0]).dims, g.v(n.inputs[1]).dims, &s, why)) return false;
+  if (OnnxMatMulDims(s) != g.v(n.outputs[0]).dims) return Reject(why, "output shape does not match the inputs");
+  if (Numel(s.c) == 0 || s.a.back() == 0) return Reject(why, "empty tensor");
+  return true;
+}
+
+CheckResult LowerMatMul(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const int a = n.inputs[0], b = n.inputs[1];
+  int y = n.outputs[0];
+  MatMulShape s;
+  std::string why;
+  if (!MatMulShapes(g.v(a).dims, g.v(b).dims, &s, &why)) return ctx.Fail(node, why);
+  const size_t r = s.c.size();
+  const bool b_const = g.v(b).is_const();
+  const bool pack = b_const && !ctx.options().portable_layouts;
+
+  // Operands: plain strided views (e.g. a Transpose expressed with strides) are read in place.
+  auto take = [&](int v) {
+    const Operand* p = ctx.Peek(v);
+    return (p && IsPlainStrided(*p)) ? ctx.Use(v) : ctx.UsePlain(v);
+  };
+  Operand a_op = take(a);
+  Operand b_op;
+  if (!pack) b_op = take(b);
+
+  // A 2-D B against a row-major A: one [M', K] x [K, N] product (better kernels, weights packed for 2-D).
+  const bool b_2d = g.v(b).dims.size() <= 2;
+  bool flatten = false;
+  Operand av, bv;
+  Dims cd, wd;
+  auto views = [&]() {
+    flatten = b_2d && IsRowMajor(a_op);
+    const int64_t k = s.a[r - 1];
+    if (flatten) {
+      av = Reshaped(a_op, {Numel(s.a) / k, k});
+      cd = {Numel(s.a) / k, s.c[r - 1]};
+      wd = {k, s.c[r - 1]};
+    } else {
+      Operand a2 = s.a_vec ? PaddedTo(a_op, 2) : a_op;  // [K] -> [1, K]
+      av = PaddedTo(a2, r);
+      cd = s.c;
+      wd = s.b;
+    }
+    if (!pack) {
+      Operand b2 = b_op;
+      if (s.b_vec) {  // [K] -> [K, 1]
+        Dims st;
+        PlainStrides(b_op, &st);
+        b2.dims = {k, 1};
+        b2.tag = 0;
+        b2.strides = {st.empty() ? 1 : st[0], 1};
+      }
+      bv = PaddedTo(b2, flatten ? 2 : r);
+    }
+  };
+  views();
+
+  // Bias: a constant Add broadcast along the last dim only.
+  int bias_node = -1, bias_value = -1;
+  {
+    int c = ctx.SoleConsumer(y);
+    if (c >= 0 && !ctx.IsAbsorbed(c) && !s.b_vec) {
+      const Node& m = ctx.node(c);
+      int other = OtherInput(m, y);
+      if (IsOnnx(m) && m.op == "Add" && other >= 0 && g.v(other).is_const() && g.v(other).dtype == kF32 &&
+          g.v(other).has_shape && SameF32Shape(g, Out0(m), g.v(y).dims) && BroadcastsTo(g.v(other).dims, g.v(y).dims)) {
+        Dims p = PadLeft(g.v(other).dims, g.v(y).dims.size());
+        bool last_only = true;
+        for (size_t i = 0; i + 1 < p.size(); ++i) last_only = last_only && p[i] == 1;
+        if (last_only) {
+          bias_node = c;
+          bias_value = other;
+        }
+      }
+    }
+  }
+
+  const int chain_root = bias_node >= 0 ? Out0(ctx.node(bias_node)) : y;
+  Dims bias_dims;
+  dnnl::engine& eng = ctx.engine();
+  memory::desc weights_chosen;
+  auto make_pd = [&](const std::vector<PostOp>& post_ops, const std::vector<Operand>& ops) -> int {
+    try {
+      dnnl::primitive_attr attr;
+      if (!TrialAttr(post_ops, ops, &attr)) return 0;
+      memory::desc src_d, w_d, dst_d;
+      if (!OperandDesc(ops[0], &src_d).ok || !OperandDesc(ops[3], &dst_d).ok) return 0;
+      if (pack) w_d = memory::desc(memory::dims(wd.begin(), wd.end()), memory::data_type::f32, memory::format_tag::any);
+      else if (!OperandDesc(ops[1], &w_d).ok) return 0;
+      std::unique_ptr<dnnl::matmul::desc> md;
+      if (bias_value >= 0) md.reset(new dnnl::matmul::desc(src_d, w_d, StridedDesc(bias_dims, RowMajorStrides(bias_dims)), dst_d));
+      else md.reset(new dnnl::matmul::desc(src_d, w_d, dst_d));
+      dnnl::matmul::primitive_desc pd(*md, attr, eng);
+      weights_chosen = pd.weights_desc();
+      return IsRefImpl(pd) ? 1 : 2;
+    } catch (const dnnl::error&) {
+      return 0;
+    }
+  };
+  auto set_bias_dims = [&]() {
+    bias_dims.assign(cd.size(), 1);
+    if (bias_value >= 0) bias_dims.back() = Numel(g.v(bias_value).dims);
+  };
+  set_bias_dims();
+  std::vector<Operand> base = {av, bv, Operand(), FakePlain(cd)};
+  // Strided views the optimized kernels cannot read are copied to plain first.
+  if (make_pd({}, base) <= 1 && (!IsRowMajor(a_op) || (!pack && !IsRowMajor(b_op)))) {
+    if (!IsRowMajor(a_op)) a_op = ctx.UsePlain(a);
+    if (!pack && !IsRowMajor(b_op)) b_op = ctx.UsePlain(b);
+    views();
+    set_bias_dims();
+    base = {av, bv, Operand(), FakePlain(cd)};
+  }
+
+  OperandMap map = [&](const Dims& od, Dims* out) {
+    Dims p = ToComputeDims(s, od);
+    if (!flatten) {
+      *out = p;
+      return true;
+    }
+    bool full = true, ones = true;
+    for (size_t i = 0; i + 1 < r; ++i) {
+      full = full && p[i] == s.c[i];
+      ones = ones && p[i] == 1;
+    }
+    if (!full && !ones) return false;
+    *out = {ones ? 1 : cd[0], p[r - 1]};
+    return true;
+  };
+  std::vector<Fused> chain = CollectPostOps(ctx, chain_root, true, map);
+  size_t k = ChooseChain(g, chain, base, map, make_pd);
+  {
+    std::vector<PostOp> post_ops;
+    std::vector<Operand> ops = base;
+    ChainPrefix(g, chain, k, map, &post_ops, &ops);
+    if (make_pd(post_ops, ops) == 0)
+      return ctx.Fail(node, "oneDNN has no matmul for " + DimsStr(s.a) + " x " + DimsStr(s.b));
+  }
+
+  Step step;
+  step.kind = StepKind::kMatMul;
+  step.name = n.name;
+  if (pack) {
+    CheckResult rc = ctx.PackWeight(g.v(b).name + ":packed", g.v(b).data, PlainDesc(wd, kF32), weights_chosen, &bv);
+    if (!rc.ok) return rc;
+  }
+  Operand bias;
+  if (bias_value >= 0) {
+    Operand o = ctx.Use(bias_value);
+    if (!IsRowMajor(o)) return ctx.Fail(node, "bias is not row-major");
+    bias = Reshaped(o, bias_dims);
+    ctx.Absorb(bias_node);
+    step.name += "+" + ctx.node(bias_node).name;
+    y = chain_root;
+  }
+  step.ops = {av, bv, bias, Operand()};
+  CheckResult rc = ApplyChain(ctx, node, chain, k, map, &step, &y);
+  if (!rc.ok) return rc;
+  step.ops[3] = DefineAs(ctx, y, cd);
+  ctx.Emit(std::move(step));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildMatMul(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(4, true, 0, 0);
+  if (!r.ok) return r;
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 4, &d)).ok) return r;
+  if (d[0].data.ndims < 2 || d[1].data.ndims != d[0].data.ndims || d[3].data.ndims != d[0].data.ndims)
+    return bc.Fail("matmul operands need equal ranks >= 2");
+  const bool has_bias = bc.step().ops[2].present();
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  dnnl::matmul::primitive_desc pd;
+  try {
+    if (has_bias) pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(d[0], d[1], d[2], d[3]), attr, bc.engine());
+    else pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(d[0], d[1], d[3]), attr, bc.engine());
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("matmul: ") + e.what());
+  }
+  if (!(r = CheckSame(bc, "src", pd.src_desc(), d[0])).ok) return r;
+  if (!(r = CheckSame(bc, "weights", pd.weights_desc(), d[1])).ok) return r;
+  if (has_bias && !(r = CheckSame(bc, "bias", pd.bias_desc(), d[2])).ok) return r;
+  if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[3])).ok) return r;
+  args.push_back({DNNL_ARG_SRC, bc.Slot(0, d[0])});
+  args.push_back({DNNL_ARG_WEIGHTS, bc.Slot(1, d[1])});
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, bc.Slot(2, d[2])});
+  args.push_back({DNNL_ARG_DST, bc.Slot(3, d[3])});
+  try {
+    out->reset(new PrimitiveExec(dnnl::matmul(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("matmul: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+// ---- unary ------------------------------------------------------------------------------------------------------
+
+bool SupportUnary(const Graph& g, const Node& n, std::string* why) {
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] < 0) return Reject(why, "needs one input and one output");
+  if (n.op == "Clip") {
+    // Bounds must be constant: only X and Y need to be float tensors.
+    const Value& x = g.v(n.inputs[0]);
+    const Value& yv = g.v(n.outputs[0]);
+    if (x.dtype != kF32 || yv.dtype != kF32) return Reject(why, "Clip: only float tensors");
+    if (!x.has_shape || !yv.has_shape) return Reject(why, "Clip: shapes must be static");
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      float f;
+      if (n.inputs[i] >= 0 && (g.v(n.inputs[i]).dtype != kF32 || !g.ConstScalar(n.inputs[i], &f)))
+        return Reject(why, "Clip: min/max must be constant float scalars");
+    }
+  } else {
+    if (!StaticFloatTensors(g, n, why)) return false;
+    if (n.inputs.size() != 1) return Reject(why, "expects one input");
+  }
+  const Value& x = g.v(n.inputs[0]);
+  if (x.dims != g.v(n.outputs[0]).dims) return Reject(why, "output shape differs from the input");
+  if (x.dims.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
+  if (Numel(x.dims) == 0) return Reject(why, "empty tensor");
+  if (n.op == "Erf" || n.op == "HardSigmoid") return true;
+  uint32_t alg;
+  float alpha, beta;
+  if (!EltwiseFor(g, n, &alg, &alpha, &beta)) return Reject(why, "not expressible as a oneDNN eltwise");
+  return true;
+}
+
+CheckResult LowerUnary(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const int x = n.inputs[0], y = n.outputs[0];
+  if (n.op == "Erf") {
+    Operand src = ctx.UsePlain(x);
+    const Dims dims = AtLeast1D(g.v(x).dims);
+    if (!IsRowMajor(src)) return ctx.Fail(node, "Erf input is not row-major");
+    Step s;
+    s.kind = StepKind::kErf;
+    s.name = n.name;
+    s.ops = {Reshaped(src, dims), DefineAs(ctx, y, dims)};
+    ctx.Emit(std::move(s));
+    return CheckResult::Ok();
+  }
+  std::vector<PostOp> algs;
+  if (n.op == "HardSigmoid") {
+    HardSigmoidOps(n, &algs);
+  } else {
+    uint32_t alg;
+    float alpha, beta;
+    if (!EltwiseFor(g, n, &alg, &alpha, &beta)) return ctx.Fail(node, "not expressible as a oneDNN eltwise");
+    algs.push_back(Eltwise(alg, alpha, beta));
+  }
+  return EmitEltwise(ctx, node, n.name, x, y, algs);
+}
+
+CheckResult BuildEltwise(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(2, true, 1, 2);
+  if (!r.ok) return r;
+  const Step& st = bc.step();
+  if (!IsEltwiseAlg(st.ints[0])) return bc.Fail("unknown eltwise algorithm " + std::to_string(st.ints[0]));
+  if (std::isnan(st.floats[0]) || std::isnan(st.floats[1])) return bc.Fail("eltwise parameter is NaN");
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 2, &d)).ok) return r;
+  if (d[0] != d[1]) return bc.Fail("eltwise src and dst layouts differ");
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  try {
+    dnnl::eltwise_forward::primitive_desc pd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(st.ints[0]), d[0],
+                                    st.floats[0], st.floats[1]),
+        attr, bc.engine());
+    if (!(r = CheckSame(bc, "src", pd.src_desc(), d[0])).ok) return r;
+    if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[1])).ok) return r;
+    args.push_back({DNNL_ARG_SRC, bc.Slot(0, d[0])});
+    args.push_back({DNNL_ARG_DST, bc.Slot(1, d[1])});
+    out->reset(new PrimitiveExec(dnnl::eltwise_forward(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("eltwise: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+CheckResult BuildErf(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(2, false, 0, 0);
+  if (!r.ok) return r;
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 2, &d)).ok) return r;
+  const Step& st = bc.step();
+  if (st.ops[0].dtype != kF32 || st.ops[1].dtype != kF32 || st.ops[0].dims != st.ops[1].dims || st.ops[0].dims.empty())
+    return bc.Fail("erf needs f32 src and dst of equal dims");
+  const Dims& dims = st.ops[0].dims;
+  memory::desc plain = StridedDesc(dims, RowMajorStrides(dims));
+  if (d[0] != plain || d[1] != plain) return bc.Fail("erf operands must be dense row-major");
+  int64_t n = 1;
+  for (int64_t x : dims) {
+    if (x < 0) return bc.Fail("negative dim");
+    n *= x;
+  }
+  out->reset(new ErfExec(bc.Slot(0, d[0]), bc.Slot(1, d[1]), static_cast<size_t>(n)));
+  return CheckResult::Ok();
+}
+
+// ---- binary -----------------------------------------------------------------------------------------------------
+
+bool SupportBinary(const Graph& g, const Node& n, std::string* why) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1 || n.inputs[0] < 0 || n.inputs[1] < 0)
+    return Reject(why, "needs exactly 2 inputs and 1 output");
+  const Value& a = g.v(n.inputs[0]);
+  const Value& b = g.v(n.inputs[1]);
+  const Value& y = g.v(n.outputs[0]);
+  if (n.op == "Pow") {
+    float e;
+    if (a.dtype != kF32 || y.dtype != kF32) return Reject(why, "Pow: only float base");
+    if (!a.has_shape || !y.has_shape || a.dims != y.dims) return Reject(why, "Pow: shapes must be static and equal");
+    if (!ConstExponent(g, n.inputs[1], &e) || b.dims.size() > a.dims.size())
+      return Reject(why, "Pow: exponent must be a constant scalar");
+    if (Numel(a.dims) == 0 || a.dims.size() > kMaxRank) return Reject(why, "empty tensor or rank too high");
+    return true;
+  }
+  if (!StaticFloatTensors(g, n, why)) return false;
+  Dims out;
+  if (!BroadcastShapes(a.dims, b.dims, &out) || out != y.dims) return Reject(why, "shapes do not broadcast to the output");
+  int64_t since_broadcast = (n.op == "Max" || n.op == "Min") ? 8 : 7;
+  if (n.opset < since_broadcast && a.dims != b.dims)
+    return Reject(why, "opset " + std::to_string(n.opset) + " broadcasting (axis attribute) not supported");
+  if (y.dims.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
+  if (Numel(y.dims) == 0) return Reject(why, "empty tensor");
+  bool a_full = PadLeft(a.dims, y.dims.size()) == y.dims, b_full = PadLeft(b.dims, y.dims.size()) == y.dims;
+  bool commutative = n.op != "Sub" && n.op != "Div";
+  if (!a_full && !(b_full && (commutative || n.op == "Sub")))
+    return Reject(why, "oneDNN binary needs the first operand with the output shape");
+  return true;
+}
+
+CheckResult LowerBinary(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  if (n.op == "Div" || n.op == "Mul") {
+    for (int x : n.inputs) {
+      GeluMatch gm;
+      if (x >= 0 && !g.v(x).is_const() && MatchGelu(g, x, false, &gm) &&
+          std::find(gm.nodes.begin(), gm.nodes.end(), node) != gm.nodes.end() && !AnyAbsorbed(ctx, gm.nodes))
+        return LowerGelu(ctx, node, x, gm);
+    }
+  }
+  if (n.op == "Pow") {
+    float e;
+    if (!ConstExponent(g, n.inputs[1], &e)) return ctx.Fail(node, "exponent is not a constant scalar");
+    return EmitEltwise(ctx, node, n.name, n.inputs[0], n.outputs[0], {Eltwise(dnnl_eltwise_pow, 1.f, e)});
+  }
+  const Dims yd = g.v(n.outputs[0]).dims;
+  const Dims cd = AtLeast1D(yd);
+  int s0 = n.inputs[0], s1 = n.inputs[1];
+  bool negate = false;
+  if (PadLeft(g.v(s0).dims, yd.size()) != yd) {
+    std::swap(s0, s1);
+    negate = n.op == "Sub";  // a - b computed as -(b - a)
+  }
+  if (PadLeft(g.v(s0).dims, yd.size()) != yd) return ctx.Fail(node, "first operand does not have the output shape");
+  if (n.op == "Div" && s0 != n.inputs[0]) return ctx.Fail(node, "Div with a broadcasting dividend");
+
+  Step step;
+  step.kind = StepKind::kBinary;
+  step.name = n.name;
+  step.ints = {static_cast<int64_t>(BinaryAlg(n.op))};
+  if (negate) step.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, 0));
+
+  // Same dims and the same (possibly blocked) layout: run in that layout; otherwise plain.
+  Operand o0, o1;
+  bool blocked = false;
+  const Operand* p0 = ctx.Peek(s0);
+  const Operand* p1 = ctx.Peek(s1);
+  memory::desc d0, d1;
+  if (g.v(s0).dims == g.v(s1).dims && p0 && p1 && !p0->dims.empty() && OperandDesc(*p0, &d0).ok &&
+      OperandDesc(*p1, &d1).ok && d0 == d1 && CompactDesc(d0) && !IsRowMajor(*p0)) {
+    o0 = ctx.Use(s0);
+    o1 = ctx.Use(s1);
+    blocked = true;
+  } else {
+    o0 = ctx.UsePlain(s0);
+    o1 = ctx.UsePlain(s1);
+    if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
+    o0 = Reshaped(o0, cd);
+    o1 = Reshaped(o1, PadLeft(AtLeast1D(g.v(s1).dims), cd.size()));
+  }
+  memory::desc dst_d;
+  if (!OperandDesc(o0, &dst_d).ok) return ctx.Fail(node, "bad operand layout");
+
+  int y = n.outputs[0];
+  OperandMap map = [&](const Dims& od, Dims* out) {
+    *out = PadLeft(AtLeast1D(od), cd.size());
+    return true;
+  };
+  std::vector<Fused> chain;
+  if (!negate) chain = CollectPostOps(ctx, y, !blocked, map);
+  auto make_pd = [&](const std::vector<PostOp>& post_ops, const std::vector<Operand>& ops) -> int {
+    try {
+      dnnl::primitive_attr attr;
+      if (!TrialAttr(post_ops, ops, &attr)) return 0;
+      memory::desc a_d, b_d;
+      if (!OperandDesc(ops[0], &a_d).ok || !OperandDesc(ops[1], &b_d).ok) return 0;
+      dnnl::binary::primitive_desc pd(
+          dnnl::binary::desc(static_cast<dnnl::algorithm>(step.ints[0]), a_d, b_d, dst_d), attr, ctx.engine());
+      return IsRefImpl(pd) ? 1 : 2;
+    } catch (const dnnl::error&) {
+      return 0;
+    }
+  };
+  std::vector<Operand> base = {o0, o1, FakePlain(cd)};
+  size_t k = ChooseChain(g, chain, base, map, make_pd);
+  step.ops = {o0, o1, Operand()};
+  CheckResult rc = ApplyChain(ctx, node, chain, k, map, &step, &y);
+  if (!rc.ok) return rc;
+  if (blocked) {
+    step.ops[2] = ctx.Define(y, dst_d);
+  } else {
+    step.ops[2] = DefineAs(ctx, y, cd);
+  }
+  ctx.Emit(std::move(step));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildBinary(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(3, true, 1, 0);
+  if (!r.ok) return r;
+  const Step& st = bc.step();
+  if (!IsBinaryAlg(st.ints[0])) return bc.Fail("unknown binary algorithm " + std::to_string(st.ints[0]));
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 3, &d)).ok) return r;
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  try {
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(static_cast<dnnl::algorithm>(st.ints[0]), d[0], d[1], d[2]),
+                                    attr, bc.engine());
+    if (!(r = CheckSame(bc, "src0", pd.src0_desc(), d[0])).ok) return r;
+    if (!(r = CheckSame(bc, "src1", pd.src1_desc(), d[1])).ok) return r;
+    if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[2])).ok) return r;
+    args.push_back({DNNL_ARG_SRC_0, bc.Slot(0, d[0])});
+    args.push_back({DNNL_ARG_SRC_1, bc.Slot(1, d[1])});
+    args.push_back({DNNL_ARG_DST, bc.Slot(2, d[2])});
+    out->reset(new PrimitiveExec(dnnl::binary(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("binary: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+// ---- Softmax ----------------------------------------------------------------------------------------------------
+
+namespace {
+// Normalized softmax axis, or -1 when unsupported.
+int SoftmaxAxis(const Node& n, size_t rank) {
+  int64_t axis = n.Int("axis", n.opset >= 13 ? -1 : 1);
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) return -1;
+  if (axis < 0) axis += r;
+  // Before opset 13 the input is coerced to 2-D at `axis`: the same as a last-axis softmax only for axis = rank-1.
+  if (n.opset < 13 && axis != r - 1) return -1;
+  return static_cast<int>(axis);
+}
+}  // namespace
+
+bool SupportSoftmax(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticFloatTensors(g, n, why)) return false;
+  if (n.inputs.size() != 1 || n.outputs.size() != 1) return Reject(why, "needs one input and one output");
+  const Dims& d = g.v(n.inputs[0]).dims;
+  if (d.empty() || d.size() > kMaxRank) return Reject(why, "rank must be 1.." + std::to_string(kMaxRank));
+  if (Numel(d) == 0) return Reject(why, "empty tensor");
+  if (SoftmaxAxis(n, d.size()) < 0)
+    return Reject(why, "axis out of range, or opset < 13 with axis != rank-1 (2-D coercion)");
+  return true;
+}
+
+CheckResult LowerSoftmax(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const Dims& d = g.v(n.inputs[0]).dims;
+  int axis = SoftmaxAxis(n, d.size());
+  if (axis < 0) return ctx.Fail(node, "unsupported axis");
+  Operand src = ctx.UsePlain(n.inputs[0]);
+  if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
+  Step s;
+  s.kind = StepKind::kSoftmax;
+  s.name = n.name;
+  s.ops = {Reshaped(src, d), DefineAs(ctx, n.outputs[0], d)};
+  s.ints = {axis, 0};
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildSoftmax(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(2, true, 2, 0);
+  if (!r.ok) return r;
+  const Step& st = bc.step();
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 2, &d)).ok) return r;
+  if (st.ints[0] < 0 || st.ints[0] >= d[0].data.ndims) return bc.Fail("softmax axis out of range");
+  if (st.ints[1] != 0 && st.ints[1] != 1) return bc.Fail("softmax log flag must be 0 or 1");
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  try {
+    dnnl::softmax_v2_forward::primitive_desc pd(
+        dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
+                                       st.ints[1] ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate,
+                                       d[0], d[1], static_cast<int>(st.ints[0])),
+        attr, bc.engine());
+    if (!(r = CheckSame(bc, "src", pd.src_desc(), d[0])).ok) return r;
+    if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[1])).ok) return r;
+    args.push_back({DNNL_ARG_SRC, bc.Slot(0, d[0])});
+    args.push_back({DNNL_ARG_DST, bc.Slot(1, d[1])});
+    out->reset(new PrimitiveExec(dnnl::softmax_v2_forward(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("softmax: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+// ---- LayerNormalization -----------------------------------------------------------------------------------------
+
+namespace {
+bool ValueUsed(const Graph& g, const Node& n, size_t output) {
+  if (output >= n.outputs.size() || n.outputs[output] < 0) return false;
+  const Value& v = g.v(n.outputs[output]);
+  return v.is_graph_output || !v.consumers.empty();
+}
+
+// Normalized rows as oneDNN sees them: rank >= 2 (a 1-D input is one row).
+Dims LayerNormDims(const Dims& d) { return d.size() == 1 ? Dims{1, d[0]} : d; }
+}  // namespace
+
+bool SupportLayerNorm(const Graph& g, const Node& n, std::string* why) {
+  if (n.inputs.size() < 2 || n.inputs.size() > 3 || n.inputs[0] < 0 || n.inputs[1] < 0)
+    return Reject(why, "needs X, Scale and optionally B");
+  if (ValueUsed(g, n, 1) || ValueUsed(g, n, 2)) return Reject(why, "Mean/InvStdDev outputs are not produced");
+  for (int v : {n.inputs[0], n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : -1, n.outputs[0]}) {
+    if (v < 0) continue;
+    if (g.v(v).dtype != kF32 || !g.v(v).has_shape) return Reject(why, "tensors must be float with static shapes");
+  }
+  if (n.Int("stash_type", 1) != 1) return Reject(why, "stash_type other than float");
+  const Dims& d = g.v(n.inputs[0]).dims;
+  int64_t r = static_cast<int64_t>(d.size());
+  int64_t axis = n.Int("axis", -1);
+  if (r == 0 || axis < -r || axis >= r) return Reject(why, "axis out of range");
+  if (axis < 0) axis += r;
+  if (axis != r - 1) return Reject(why, "only the last axis is normalized");
+  if (Numel(d) == 0) return Reject(why, "empty tensor");
+  if (g.v(n.outputs[0]).dims != d) return Reject(why, "output shape differs from X");
+  const int64_t c = d.back();
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] < 0) continue;
+    const Dims& sd = g.v(n.inputs[i]).dims;
+    if (sd.size() > d.size() || Numel(sd) != c || (!sd.empty() && sd.back() != c))
+      return Reject(why, "Scale/B must have the normalized shape [" + std::to_string(c) + "]");
+  }
+  try {
+    Dims ld = LayerNormDims(d);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::layer_normalization_forward::primitive_desc pd(
+        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, PlainDesc(ld, kF32), 1e-5f,
+                                                dnnl::normalization_flags::use_scale |
+                                                    dnnl::normalization_flags::use_shift),
+        eng);
+  } catch (const dnnl::error& e) {
+    return Reject(why, std::string("oneDNN layer normalization: ") + e.what());
+  }
+  return true;
+}
+
+CheckResult LowerLayerNorm(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const Dims ld = LayerNormDims(g.v(n.inputs[0]).dims);
+  const Dims cd = {ld.back()};
+  Operand src = ctx.UsePlain(n.inputs[0]);
+  Operand scale = ctx.UsePlain(n.inputs[1]);
+  Operand shift;
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) shift = ctx.UsePlain(n.inputs[2]);
+  if (!IsRowMajor(src) || !IsRowMajor(scale) || (shift.present() && !IsRowMajor(shift)))
+    return ctx.Fail(node, "operands are not row-major");
+  Step s;
+  s.kind = StepKind::kLayerNorm;
+  s.name = n.name;
+  s.ops = {Reshaped(src, ld), Reshaped(scale, cd), shift.present() ? Reshaped(shift, cd) : Operand(),
+           DefineAs(ctx, n.outputs[0], ld)};
+  s.floats = {n.Float("epsilon", 1e-5f)};
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildLayerNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(4, false, 0, 1);
+  if (!r.ok) return r;
+  const Step& st = bc.step();
+  float eps = st.floats[0];
+  if (!std::isfinite(eps) || eps < 0) return bc.Fail("epsilon must be finite and >= 0");
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 4, &d)).ok) return r;
+  if (d[0].data.ndims < 1) return bc.Fail("layer norm src has no dims");
+  const bool has_scale = st.ops[1].present(), has_shift = st.ops[2].present();
+  const int64_t c = d[0].data.dims[d[0].data.ndims - 1];
+  memory::desc vec({c}, memory::data_type::f32, memory::format_tag::a);
+  if ((has_scale && d[1] != vec) || (has_shift && d[2] != vec))
+    return bc.Fail("scale/shift must be dense f32 [" + std::to_string(c) + "]");
+  dnnl::normalization_flags flags = dnnl::normalization_flags::none;
+  if (has_scale) flags = flags | dnnl::normalization_flags::use_scale;
+  if (has_shift) flags = flags | dnnl::normalization_flags::use_shift;
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  try {
+    dnnl::layer_normalization_forward::primitive_desc pd(
+        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, d[0], eps, flags), attr,
+        bc.engine());
+    if (!(r = CheckSame(bc, "src", pd.src_desc(), d[0])).ok) return r;
+    if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[3])).ok) return r;
+    args.push_back({DNNL_ARG_SRC, bc.Slot(0, d[0])});
+    if (has_scale) args.push_back({DNNL_ARG_SCALE, bc.Slot(1, d[1])});
+    if (has_shift) args.push_back({DNNL_ARG_SHIFT, bc.Slot(2, d[2])});
+    args.push_back({DNNL_ARG_DST, bc.Slot(3, d[3])});
+    out->reset(new PrimitiveExec(dnnl::layer_normalization_forward(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("layer normalization: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+// ---- ReduceMean -------------------------------------------------------------------------------------------------
+
+namespace {
+// Src dims with the reduced axes set to 1 (keepdims form); false for bad axes.
+bool ReducedDims(const Node& n, const Dims& d, Dims* out) {
+  std::vector<int64_t> axes = n.Ints("axes");
+  const int64_t r = static_cast<int64_t>(d.size());
+  *out = d;
+  if (axes.empty()) {  // absent (or empty): every axis
+    for (auto& x : *out) x = 1;
+    return true;
+  }
+  std::vector<bool> seen(d.size(), false);
+  for (int64_t a : axes) {
+    if (a < -r || a >= r) return false;
+    if (a < 0) a += r;
+    if (seen[static_cast<size_t>(a)]) return false;
+    seen[static_cast<size_t>(a)] = true;
+    (*out)[static_cast<size_t>(a)] = 1;
+  }
+  return true;
+}
+}  // namespace
+
+bool SupportReduceMean(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticFloatTensors(g, n, why)) return false;
+  if (n.opset >= 18) return Reject(why, "opset 18 axes input not supported");
+  if (n.inputs.size() != 1 || n.outputs.size() != 1) return Reject(why, "needs one input and one output");
+  const Dims& d = g.v(n.inputs[0]).dims;
+  if (d.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
+  if (Numel(d) == 0) return Reject(why, "empty tensor");
+  Dims kd;
+  if (!ReducedDims(n, d, &kd)) return Reject(why, "bad axes");
+  if (Numel(g.v(n.outputs[0]).dims) != Numel(kd)) return Reject(why, "output shape does not match the axes");
+  return true;
+}
+
+CheckResult LowerReduceMean(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const Dims sd = AtLeast1D(g.v(n.inputs[0]).dims);
+  Dims kd;
+  if (!ReducedDims(n, g.v(n.inputs[0]).dims, &kd)) return ctx.Fail(node, "bad axes");
+  kd = AtLeast1D(kd);
+  Operand src = ctx.UsePlain(n.inputs[0]);
+  if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
+  Step s;
+  // Nothing reduced (every reduced axis has size 1): oneDNN refuses a reduction with equal shapes; a copy it is.
+  s.kind = kd == sd ? StepKind::kReorder : StepKind::kReduction;
+  s.name = n.name;
+  s.ops = {Reshaped(src, sd), DefineAs(ctx, n.outputs[0], kd)};
+  if (s.kind == StepKind::kReduction) {
+    s.ints = {static_cast<int64_t>(dnnl_reduction_mean)};
+    s.floats = {0.f, 0.f};
+  }
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildReduction(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(2, true, 1, 2);
+  if (!r.ok) return r;
+  const Step& st = bc.step();
+  if (st.ints[0] < dnnl_reduction_max || st.ints[0] > dnnl_reduction_norm_lp_power_p_sum)
+    return bc.Fail("unknown reduction algorithm " + std::to_string(st.ints[0]));
+  if (!std::isfinite(st.floats[0]) || !std::isfinite(st.floats[1])) return bc.Fail("reduction p/eps not finite");
+  std::vector<memory::desc> d;
+  if (!(r = GetDescs(bc, 2, &d)).ok) return r;
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  try {
+    dnnl::reduction::primitive_desc pd(dnnl::reduction::desc(static_cast<dnnl::algorithm>(st.ints[0]), d[0], d[1],
+                                                             st.floats[0], st.floats[1]),
+                                       attr, bc.engine());
+    if (!(r = CheckSame(bc, "src", pd.src_desc(), d[0])).ok) return r;
+    if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[1])).ok) return r;
+    args.push_back({DNNL_ARG_SRC, bc.Slot(0, d[0])});
+    args.push_back({DNNL_ARG_DST, bc.Slot(1, d[1])});
+    out->reset(new PrimitiveExec(dnnl::reduction(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("reduction: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

@@ -1,0 +1,562 @@
+// ops_math.cc on small hand-built graphs: each is compiled (CompileGraph), serialized and parsed back, run by the
+// Executor and compared with a float64 reference; the step lists check what was fused (bias, GELU, scale + mask,
+// residual) and what was not. Also erf's accuracy against the correctly rounded value over a sweep of floats.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+int64_t Numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+class GraphBuilder {
+ public:
+  Graph g;
+
+  int Input(const std::string& name, Dims dims) {
+    const int i = Val(name, kF32, std::move(dims));
+    g.v(i).is_graph_input = true;
+    g.inputs.push_back(i);
+    return i;
+  }
+  int F32(const std::string& name, Dims dims, std::vector<float> data) {
+    const int i = Val(name, kF32, std::move(dims));
+    store_.emplace_back(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+    g.v(i).data = store_.back().data();
+    g.v(i).is_initializer = true;
+    return i;
+  }
+  // Declares a node output's type and shape (what shape inference would have given).
+  int Out(const std::string& name, Dims dims) { return Val(name, kF32, std::move(dims)); }
+  Node& N(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, int64_t opset = 17) {
+    Node n;
+    n.name = op + "_" + std::to_string(g.nodes.size());
+    n.op = op;
+    n.opset = opset;
+    const int index = static_cast<int>(g.nodes.size());
+    for (const std::string& s : ins) {
+      const int v = s.empty() ? -1 : g.Find(s);
+      EXPECT_TRUE(s.empty() || v >= 0) << s;
+      n.inputs.push_back(v);
+      if (v >= 0) g.v(v).consumers.push_back(index);
+    }
+    for (const std::string& s : outs) {
+      const int v = g.Find(s);
+      EXPECT_GE(v, 0) << s;
+      n.outputs.push_back(v);
+      g.v(v).producer = index;
+    }
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+  void Output(const std::string& name) {
+    const int v = g.Find(name);
+    g.v(v).is_graph_output = true;
+    g.outputs.push_back(v);
+  }
+
+ private:
+  int Val(const std::string& name, uint32_t dtype, Dims dims) {
+    Value v;
+    v.name = name;
+    v.dtype = dtype;
+    v.dims = std::move(dims);
+    v.has_shape = true;
+    g.values.push_back(v);
+    const int i = static_cast<int>(g.values.size() - 1);
+    g.by_name[name] = i;
+    return i;
+  }
+  std::deque<std::string> store_;
+};
+
+Attr FloatA(float f) {
+  Attr a;
+  a.type = EPCTX_ATTR_FLOAT;
+  a.f = f;
+  return a;
+}
+Attr IntA(int64_t i) {
+  Attr a;
+  a.type = EPCTX_ATTR_INT;
+  a.i = i;
+  return a;
+}
+Attr IntsA(Dims v) {
+  Attr a;
+  a.type = EPCTX_ATTR_INTS;
+  a.ints = std::move(v);
+  return a;
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Compiled {
+  CompiledGraph cg;
+  Program parsed;  // the program after a SerializeProgram/ParseProgram round trip
+  std::unique_ptr<Executor> exec;
+};
+
+// Every node of the graph must be supported; compiles, round-trips the program and builds an executor.
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c) {
+  for (const Node& n : b.g.nodes) {
+    std::string why;
+    if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
+  }
+  std::vector<std::string> ins, outs;
+  for (int v : b.g.inputs) ins.push_back(b.g.v(v).name);
+  for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
+  CheckResult r = CompileGraph(b.g, ins, outs, CompileOptions(), &c->cg);
+  if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
+  std::string records = SerializeProgram(c->cg.program);
+  r = ParseProgram(records, static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
+  if (!r.ok) return ::testing::AssertionFailure() << "parse: " << r.reason;
+  std::vector<WeightRef> w;
+  for (const TensorInput& t : c->cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
+  r = Executor::Create(c->parsed, std::move(w), 1, &c->exec);
+  if (!r.ok) return ::testing::AssertionFailure() << "executor: " << r.reason;
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<std::vector<float>> Execute(Compiled& c, const std::vector<std::vector<float>>& inputs) {
+  std::vector<const void*> in;
+  for (const auto& v : inputs) in.push_back(v.data());
+  std::vector<std::vector<float>> out;
+  for (const IoInfo& o : c.parsed.outputs) out.emplace_back(static_cast<size_t>(Numel(o.dims)));
+  std::vector<void*> outp;
+  for (auto& v : out) outp.push_back(v.data());
+  CheckResult r = c.exec->Run(in, outp);
+  EXPECT_TRUE(r.ok) << r.reason;
+  return out;
+}
+
+std::string Kinds(const Program& p) {
+  std::string s;
+  for (const Step& st : p.steps) {
+    s += (s.empty() ? "" : ",") + std::string(StepKindName(static_cast<uint32_t>(st.kind)));
+    if (!st.post_ops.empty()) s += "(" + std::to_string(st.post_ops.size()) + ")";
+  }
+  return s;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-4) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+// Row-major reference matmul with numpy batch broadcasting over rank-equal [.., M, K] x [.., K, N].
+std::vector<double> RefMatMul(const std::vector<float>& a, Dims ad, const std::vector<float>& b, Dims bd) {
+  const size_t r = std::max(ad.size(), bd.size());
+  while (ad.size() < r) ad.insert(ad.begin(), 1);
+  while (bd.size() < r) bd.insert(bd.begin(), 1);
+  const int64_t M = ad[r - 2], K = ad[r - 1], N = bd[r - 1];
+  Dims cb(r - 2);
+  for (size_t i = 0; i + 2 < r; ++i) cb[i] = std::max(ad[i], bd[i]);
+  const int64_t batches = Numel(cb);
+  std::vector<double> out(static_cast<size_t>(batches * M * N));
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t rem = bi, aoff = 0, boff = 0, astr = M * K, bstr = K * N;
+    for (size_t i = r - 2; i-- > 0;) {
+      int64_t idx = rem % cb[i];
+      rem /= cb[i];
+      aoff += (ad[i] == 1 ? 0 : idx) * astr;
+      boff += (bd[i] == 1 ? 0 : idx) * bstr;
+      astr *= ad[i];
+      bstr *= bd[i];
+    }
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += double(a[aoff + m * K + k]) * b[boff + k * N + n];
+        out[static_cast<size_t>((bi * M + m) * N + n)] = s;
+      }
+  }
+  return out;
+}
+
+double Gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+// ---- tests ------------------------------------------------------------------------------------------------------
+
+TEST(OpsMath, ErfIsCorrectlyRoundedWithinOneUlp) {
+  std::vector<float> xs;
+  for (float x = 0; x < 5.f; x = std::nextafter(x, 10.f) + x * 1e-5f) {
+    xs.push_back(x);
+    xs.push_back(-x);
+  }
+  xs.push_back(INFINITY);
+  xs.push_back(-INFINITY);
+  xs.push_back(1e-40f);
+  xs.push_back(30.f);
+  GraphBuilder b;
+  const Dims d = {static_cast<int64_t>(xs.size())};
+  b.Input("x", d);
+  b.Out("y", d);
+  b.N("Erf", {"x"}, {"y"}, 13);
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Erf");
+  std::vector<float> y = Execute(c, {xs})[0];
+  int off_by_one = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    float want = static_cast<float>(std::erf(static_cast<double>(xs[i])));
+    if (y[i] == want) continue;
+    ASSERT_TRUE(y[i] == std::nextafter(want, 2.f) || y[i] == std::nextafter(want, -2.f))
+        << "erf(" << xs[i] << ") = " << y[i] << ", want " << want;
+    ++off_by_one;
+  }
+  EXPECT_LT(off_by_one, static_cast<int>(xs.size() / 1000));
+  // NaN propagates.
+  GraphBuilder nb;
+  nb.Input("x", {2});
+  nb.Out("y", {2});
+  nb.N("Erf", {"x"}, {"y"}, 13);
+  nb.Output("y");
+  Compiled nc;
+  ASSERT_TRUE(Compile(nb, &nc));
+  std::vector<float> ny = Execute(nc, {{NAN, 0.5f}})[0];
+  EXPECT_TRUE(std::isnan(ny[0]));
+}
+
+// MatMul + bias + GELU (all three spellings) is one matmul step with one eltwise post-op.
+TEST(OpsMath, MatMulBiasGeluIsOneStep) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    const int64_t M = 5, K = 16, N = 24;
+    GraphBuilder b;
+    std::vector<float> x = Random(2 * M * K, 1), w = Random(K * N, 2, 0.3f), bias = Random(N, 3);
+    b.Input("x", {2, M, K});
+    b.F32("w", {K, N}, w);
+    b.F32("bias", {N}, bias);
+    b.F32("sqrt2", {}, {std::sqrt(2.f)});
+    b.F32("inv_sqrt2", {}, {1.f / std::sqrt(2.f)});
+    b.F32("one", {}, {1.f});
+    b.F32("half", {}, {0.5f});
+    const Dims d = {2, M, N};
+    for (const char* v : {"mm", "f", "t", "e", "a", "m", "y"}) b.Out(v, d);
+    b.N("MatMul", {"x", "w"}, {"mm"});
+    b.N("Add", {"mm", "bias"}, {"f"});
+    if (variant == 0) {  // x * (1 + erf(x / sqrt2)) * 0.5
+      b.N("Div", {"f", "sqrt2"}, {"t"});
+      b.N("Erf", {"t"}, {"e"});
+      b.N("Add", {"e", "one"}, {"a"});
+      b.N("Mul", {"f", "a"}, {"m"});
+      b.N("Mul", {"m", "half"}, {"y"});
+    } else if (variant == 1) {  // (x * 0.5) * (1 + erf(x * (1/sqrt2)))
+      b.N("Mul", {"f", "half"}, {"m"});
+      b.N("Mul", {"inv_sqrt2", "f"}, {"t"});
+      b.N("Erf", {"t"}, {"e"});
+      b.N("Add", {"one", "e"}, {"a"});
+      b.N("Mul", {"m", "a"}, {"y"});
+    } else {  // x * ((1 + erf(x / sqrt2)) * 0.5)
+      b.N("Div", {"f", "sqrt2"}, {"t"});
+      b.N("Erf", {"t"}, {"e"});
+      b.N("Add", {"e", "one"}, {"a"});
+      b.N("Mul", {"a", "half"}, {"m"});
+      b.N("Mul", {"f", "m"}, {"y"});
+    }
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    EXPECT_EQ(Kinds(c.parsed), "MatMul(1)");
+    std::vector<double> want = RefMatMul(x, {2, M, K}, w, {K, N});
+    for (size_t i = 0; i < want.size(); ++i) want[i] = Gelu(want[i] + bias[i % N]);
+    ExpectNear(Execute(c, {x})[0], want);
+  }
+}
+
+// The GELU on a non-MatMul producer is one eltwise step; a lone Erf stays an Erf step.
+TEST(OpsMath, StandaloneGeluAndErf) {
+  GraphBuilder b;
+  const Dims d = {3, 7};
+  std::vector<float> x = Random(21, 4, 2.f);
+  b.Input("x", d);
+  b.F32("sqrt2", {1}, {1.41421356f});
+  b.F32("one", {}, {1.f});
+  b.F32("half", {}, {0.5f});
+  for (const char* v : {"r", "t", "e", "a", "m", "y", "e2"}) b.Out(v, d);
+  b.N("Relu", {"x"}, {"r"});
+  b.N("Div", {"r", "sqrt2"}, {"t"});
+  b.N("Erf", {"t"}, {"e"});
+  b.N("Add", {"e", "one"}, {"a"});
+  b.N("Mul", {"r", "a"}, {"m"});
+  b.N("Mul", {"m", "half"}, {"y"});
+  b.N("Erf", {"x"}, {"e2"});
+  b.Output("y");
+  b.Output("e2");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Eltwise,Eltwise,Erf");
+  auto out = Execute(c, {x});
+  std::vector<double> want(21), want_e(21);
+  for (size_t i = 0; i < 21; ++i) {
+    want[i] = Gelu(std::max(0.f, x[i]));
+    want_e[i] = std::erf(double(x[i]));
+  }
+  ExpectNear(out[0], want);
+  ExpectNear(out[1], want_e, 1e-6);
+}
+
+// Attention scores: Q.K^T, scale and mask as post-ops, then softmax; then P.V.
+TEST(OpsMath, AttentionScaleMaskFusion) {
+  const int64_t H = 2, S = 5, D = 8;
+  GraphBuilder b;
+  std::vector<float> q = Random(H * S * D, 5), kt = Random(H * D * S, 6), v = Random(H * S * D, 7);
+  std::vector<float> mask(S * S);
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) mask[i * S + j] = j > i ? -1e9f : 0.f;
+  b.Input("q", {1, H, S, D});
+  b.Input("kt", {1, H, D, S});
+  b.Input("v", {1, H, S, D});
+  b.F32("scale", {}, {0.35355339f});
+  b.F32("mask", {S, S}, mask);
+  for (const char* n : {"s", "ss", "sm", "p"}) b.Out(n, {1, H, S, S});
+  b.Out("o", {1, H, S, D});
+  b.N("MatMul", {"q", "kt"}, {"s"});
+  b.N("Mul", {"s", "scale"}, {"ss"});
+  b.N("Add", {"ss", "mask"}, {"sm"});
+  b.N("Softmax", {"sm"}, {"p"}).attrs["axis"] = IntA(-1);
+  b.N("MatMul", {"p", "v"}, {"o"});
+  b.Output("o");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "MatMul(2),Softmax,MatMul");
+  std::vector<double> s = RefMatMul(q, {1, H, S, D}, kt, {1, H, D, S});
+  std::vector<float> p(s.size());
+  for (int64_t r = 0; r < H * S; ++r) {
+    double mx = -1e30, sum = 0;
+    std::vector<double> row(S);
+    for (int64_t j = 0; j < S; ++j) {
+      row[j] = s[r * S + j] * 0.35355339 + mask[(r % S) * S + j];
+      mx = std::max(mx, row[j]);
+    }
+    for (int64_t j = 0; j < S; ++j) sum += row[j] = std::exp(row[j] - mx);
+    for (int64_t j = 0; j < S; ++j) p[r * S + j] = static_cast<float>(row[j] / sum);
+  }
+  ExpectNear(Execute(c, {q, kt, v})[0], RefMatMul(p, {1, H, S, S}, v, {1, H, S, D}));
+}
+
+// Output projection + bias + residual Add (the residual is computed earlier): one step with a binary post-op.
+TEST(OpsMath, ResidualAddIsBinaryPostOp) {
+  const int64_t S = 4, D = 16;
+  GraphBuilder b;
+  std::vector<float> x = Random(S * D, 8), w = Random(D * D, 9, 0.25f), bias = Random(D, 10);
+  b.Input("x", {1, S, D});
+  b.F32("w", {D, D}, w);
+  b.F32("bias", {D}, bias);
+  for (const char* n : {"r", "mm", "o", "y"}) b.Out(n, {1, S, D});
+  b.N("Relu", {"x"}, {"r"});
+  b.N("MatMul", {"r", "w"}, {"mm"});
+  b.N("Add", {"mm", "bias"}, {"o"});
+  b.N("Add", {"r", "o"}, {"y"});
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Eltwise,MatMul(1)");
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = std::max(0.f, x[i]);
+  std::vector<double> want = RefMatMul(r, {1, S, D}, w, {D, D});
+  for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % D] + r[i];
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
+// ONNX 1-D promotion and batch broadcasting, with constant (packed) and non-constant B.
+TEST(OpsMath, MatMulShapes) {
+  struct Case {
+    Dims a, b, y;
+  };
+  const Case cases[] = {
+      {{6}, {6, 4}, {4}},          {{3, 6}, {6}, {3}},           {{6}, {6}, {}},
+      {{2, 3, 6}, {6}, {2, 3}},    {{6}, {2, 6, 4}, {2, 4}},     {{2, 1, 3, 6}, {3, 6, 4}, {2, 3, 3, 4}},
+      {{1, 3, 6}, {2, 6, 4}, {2, 3, 4}},
+  };
+  for (const Case& cs : cases) {
+    for (bool const_b : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "a " << cs.a.size() << "-D, b " << cs.b.size() << "-D, const " << const_b);
+      GraphBuilder b;
+      std::vector<float> av = Random(Numel(cs.a), 11), bv = Random(Numel(cs.b), 12);
+      b.Input("a", cs.a);
+      if (const_b) b.F32("b", cs.b, bv);
+      else b.Input("b", cs.b);
+      b.Out("y", cs.y);
+      b.N("MatMul", {"a", "b"}, {"y"}, 13);
+      b.Output("y");
+      Compiled c;
+      ASSERT_TRUE(Compile(b, &c));
+      Dims ad = cs.a.size() == 1 ? Dims{1, cs.a[0]} : cs.a;
+      Dims bd = cs.b.size() == 1 ? Dims{cs.b[0], 1} : cs.b;
+      std::vector<std::vector<float>> ins = {av};
+      if (!const_b) ins.push_back(bv);
+      ExpectNear(Execute(c, ins)[0], RefMatMul(av, ad, bv, bd));
+    }
+  }
+}
+
+// Broadcasting binaries: a broadcasting first operand is swapped (commutative) or negated (Sub).
+TEST(OpsMath, BinaryBroadcastAndSwap) {
+  for (const char* op : {"Add", "Sub", "Mul", "Max", "Min", "Div"}) {
+    SCOPED_TRACE(op);
+    GraphBuilder b;
+    std::vector<float> x = Random(60, 13), c5 = Random(5, 14);
+    for (float& v : c5) v += v > 0 ? 0.5f : -0.5f;
+    b.Input("x", {3, 4, 5});
+    b.F32("c", {5}, c5);
+    b.Out("y", {3, 4, 5});
+    const bool div = std::string(op) == "Div";
+    b.N(op, div ? std::vector<std::string>{"x", "c"} : std::vector<std::string>{"c", "x"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    std::vector<double> want(60);
+    for (size_t i = 0; i < 60; ++i) {
+      double p = c5[i % 5], q = x[i];
+      std::string o = op;
+      want[i] = o == "Add" ? p + q : o == "Sub" ? p - q : o == "Mul" ? p * q : o == "Max" ? std::max(p, q)
+              : o == "Min" ? std::min(p, q) : q / p;
+    }
+    ExpectNear(Execute(c, {x})[0], want);
+  }
+}
+
+TEST(OpsMath, UnaryOps) {
+  struct Case {
+    const char* op;
+    std::function<double(double)> f;
+    float lo, hi;
+  };
+  const Case cases[] = {
+      {"Relu", [](double x) { return std::max(0.0, x); }, -3, 3},
+      {"Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, -8, 8},
+      {"HardSigmoid", [](double x) { return std::max(0.0, std::min(1.0, 0.2 * x + 0.5)); }, -4, 4},
+      {"HardSwish", [](double x) { return x * std::max(0.0, std::min(1.0, x / 6 + 0.5)); }, -5, 5},
+      {"Tanh", [](double x) { return std::tanh(x); }, -4, 4},
+      {"Exp", [](double x) { return std::exp(x); }, -5, 5},
+      {"Log", [](double x) { return std::log(x); }, 0.01f, 9},
+      {"Sqrt", [](double x) { return std::sqrt(x); }, 0, 9},
+      {"Abs", [](double x) { return std::fabs(x); }, -3, 3},
+      {"Neg", [](double x) { return -x; }, -3, 3},
+      {"Elu", [](double x) { return x > 0 ? x : std::exp(x) - 1; }, -3, 3},
+      {"Softplus", [](double x) { return std::log1p(std::exp(x)); }, -6, 6},
+      {"LeakyRelu", [](double x) { return x > 0 ? x : 0.01 * x; }, -3, 3},
+  };
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.op);
+    GraphBuilder b;
+    std::vector<float> x(64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = cs.lo + (cs.hi - cs.lo) * i / (x.size() - 1);
+    b.Input("x", {4, 16});
+    b.Out("y", {4, 16});
+    b.N(cs.op, {"x"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    std::vector<double> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = cs.f(x[i]);
+    ExpectNear(Execute(c, {x})[0], want, 2e-5);
+  }
+}
+
+TEST(OpsMath, ClipPowLayerNormReduceMean) {
+  GraphBuilder b;
+  const int64_t R = 3, C = 10;
+  std::vector<float> x = Random(R * C, 15, 2.f), scale = Random(C, 16), shift = Random(C, 17);
+  b.Input("x", {R, C});
+  b.F32("lo", {}, {-0.5f});
+  b.F32("hi", {}, {1.5f});
+  b.F32("two", {}, {2.f});
+  b.F32("scale", {C}, scale);
+  b.F32("shift", {C}, shift);
+  for (const char* n : {"clip", "pow", "ln"}) b.Out(n, {R, C});
+  b.Out("mean", {C});
+  b.N("Clip", {"x", "lo", "hi"}, {"clip"}, 13);
+  b.N("Pow", {"x", "two"}, {"pow"}, 15);
+  Node& ln = b.N("LayerNormalization", {"x", "scale", "shift"}, {"ln"}, 17);
+  ln.attrs["epsilon"] = FloatA(1e-3f);
+  Node& rm = b.N("ReduceMean", {"x"}, {"mean"}, 13);
+  rm.attrs["axes"] = IntsA({0});
+  rm.attrs["keepdims"] = IntA(0);
+  for (const char* n : {"clip", "pow", "ln", "mean"}) b.Output(n);
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  auto out = Execute(c, {x});
+  std::vector<double> clip(x.size()), pw(x.size()), lnw(x.size()), mean(C, 0.0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    clip[i] = std::min(1.5, std::max(-0.5, double(x[i])));
+    pw[i] = double(x[i]) * x[i];
+    mean[i % C] += x[i] / double(R);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < C; ++j) m += x[r * C + j] / double(C);
+    for (int64_t j = 0; j < C; ++j) v += (x[r * C + j] - m) * (x[r * C + j] - m) / double(C);
+    for (int64_t j = 0; j < C; ++j) lnw[r * C + j] = (x[r * C + j] - m) / std::sqrt(v + 1e-3) * scale[j] + shift[j];
+  }
+  ExpectNear(out[0], clip);
+  ExpectNear(out[1], pw);
+  ExpectNear(out[2], lnw);
+  ExpectNear(out[3], mean);
+}
+
+TEST(OpsMath, SupportIsConservative) {
+  GraphBuilder b;
+  b.Input("x", {3, 4});
+  b.Input("y4", {4});
+  b.Input("e", {});
+  b.Input("a", {3, 1});
+  b.Out("o1", {3, 4});
+  b.Out("o2", {3, 4});
+  b.Out("o3", {3, 4});
+  b.Out("mean", {3, 4});
+  b.Out("inv", {3, 4});
+  std::string why;
+  // Pow with a runtime exponent.
+  EXPECT_FALSE(SupportBinary(b.g, b.N("Pow", {"x", "e"}, {"o1"}, 15), &why));
+  // Div with a broadcasting dividend.
+  EXPECT_FALSE(SupportBinary(b.g, b.N("Div", {"y4", "x"}, {"o2"}, 14), &why));
+  // Softmax before opset 13 on a non-last axis (2-D coercion differs).
+  Node& sm = b.N("Softmax", {"x"}, {"o3"}, 11);
+  sm.attrs["axis"] = IntA(0);
+  EXPECT_FALSE(SupportSoftmax(b.g, sm, &why));
+  sm.attrs["axis"] = IntA(1);
+  EXPECT_TRUE(SupportSoftmax(b.g, sm, &why)) << why;
+  // LayerNormalization with Mean requested.
+  b.Output("mean");
+  Node& ln = b.N("LayerNormalization", {"x", "y4"}, {"o3", "mean", "inv"}, 17);
+  EXPECT_FALSE(SupportLayerNorm(b.g, ln, &why));
+  // Broadcasting both ways ([3,1] + [4]).
+  Graph& g = b.g;
+  Node add;
+  add.op = "Add";
+  add.opset = 14;
+  add.inputs = {g.Find("a"), g.Find("y4")};
+  add.outputs = {g.Find("o1")};
+  EXPECT_FALSE(SupportBinary(g, add, &why));
+}
+
+}  // namespace
+}  // namespace aotcpu
+}  // namespace epctx
