@@ -63,12 +63,18 @@ struct Result {
   std::shared_ptr<std::string> bytes;
 };
 
-enum class R { kDone, kSkip, kError };
+// kShape: shape-only mode computed the output's dtype and dims (no data).
+enum class R { kDone, kSkip, kError, kShape };
 
+// One node's evaluation. In shape-only mode (inputs with static shapes, not all constant) the op functions run up
+// to Alloc, which records the output dtype and dims and returns kShape; parameter inputs they must read (shape,
+// axes, starts...) still have to be constant, else they return kSkip.
 struct Fold {
+  Fold(const Graph& graph, const Node& node, bool shapes) : g(graph), n(node), shape_only(shapes) {}
   const Graph& g;
   const Node& n;
-  std::vector<View> in;        // in[i].p == nullptr for an absent input (or a Shape/Size input without data)
+  bool shape_only = false;
+  std::vector<View> in;        // in[i].p == nullptr for an absent input or one without constant data
   std::vector<bool> present;
   Result out;
   std::string error;
@@ -77,12 +83,19 @@ struct Fold {
     error = why;
     return R::kError;
   }
+  // Reads input i (present) as int64s: kSkip when it has no constant data.
+  R Ints(size_t i, std::vector<int64_t>* out, const char* what);
   bool Has(size_t i) const { return i < present.size() && present[i]; }
   // Allocates the output; kSkip when too large.
   R Alloc(uint32_t dtype, std::vector<int64_t> dims, char** p) {
     const int64_t numel = Numel(dims);
     const size_t es = ElemSize(dtype);
     if (numel < 0 || es == 0) return R::kSkip;
+    if (shape_only) {
+      out.dtype = dtype;
+      out.dims = std::move(dims);
+      return R::kShape;
+    }
     if (static_cast<uint64_t>(numel) * es > kMaxFoldBytes) return R::kSkip;
     out.dtype = dtype;
     out.dims = std::move(dims);
@@ -198,6 +211,12 @@ bool ReadInts(const View& v, std::vector<int64_t>* out) {
     return false;
   }
   return true;
+}
+
+R Fold::Ints(size_t i, std::vector<int64_t>* v, const char* what) {
+  if (!Has(i) || !in[i].p) return R::kSkip;
+  if (!ReadInts(in[i], v)) return Bad(std::string(what) + " must be int64 or int32");
+  return R::kDone;
 }
 
 // Calls f(T{}) for the numeric types arithmetic folds handle.
@@ -319,7 +338,9 @@ R FoldConstant(Fold& f) {
 
 R FoldConstantOfShape(Fold& f) {
   std::vector<int64_t> dims;
-  if (!ReadInts(f.in[0], &dims) || f.in[0].dims.size() != 1) return f.Bad("input must be a 1-D int64 tensor");
+  R r = f.Ints(0, &dims, "input");
+  if (r != R::kDone) return r;
+  if (f.in[0].dims.size() != 1) return f.Bad("input must be a 1-D tensor");
   for (int64_t d : dims)
     if (d < 0) return f.Bad("shape " + DimsStr(dims) + " has a negative dim");
   uint32_t dt = kF32;
@@ -332,7 +353,7 @@ R FoldConstantOfShape(Fold& f) {
     if (Numel(vdims) != 1) return f.Bad("value must hold one element");
   }
   char* p;
-  R r = f.Alloc(dt, dims, &p);
+  r = f.Alloc(dt, dims, &p);
   if (r != R::kDone) return r;
   const size_t es = value->size();
   const size_t count = f.out.bytes->size() / es;
@@ -346,6 +367,7 @@ R FoldRange(Fold& f) {
     if (!f.Has(i)) return f.Bad("start, limit and delta are required");
     if (f.in[i].dtype != dt) return f.Bad("start, limit and delta must have one type");
     if (f.in[i].numel != 1) return f.Bad("start, limit and delta must be scalars, got " + DimsStr(f.in[i].dims));
+    if (!f.in[i].p) return R::kSkip;
   }
   return DispatchNumeric(dt, [&](auto tag) -> R {
     using T = decltype(tag);
@@ -597,7 +619,8 @@ R ReshapeDims(Fold& f, std::vector<int64_t>* out) {
   if (op == "Squeeze" || op == "Unsqueeze") {
     if (n.opset >= 13) {
       if (f.Has(1)) {
-        if (!ReadInts(f.in[1], &axes)) return f.Bad("axes must be int64");
+        R r = f.Ints(1, &axes, "axes");
+        if (r != R::kDone) return r;
         has_axes = true;
       }
     } else if (n.Has("axes")) {
@@ -643,8 +666,10 @@ R ReshapeDims(Fold& f, std::vector<int64_t>* out) {
   if (n.opset < 5) {
     shape = n.Ints("shape");
   } else {
-    if (!f.Has(1) || !ReadInts(f.in[1], &shape) || f.in[1].dims.size() != 1)
-      return f.Bad("shape must be a 1-D int64 tensor");
+    if (!f.Has(1)) return f.Bad("shape is required");
+    R r = f.Ints(1, &shape, "shape");
+    if (r != R::kDone) return r;
+    if (f.in[1].dims.size() != 1) return f.Bad("shape must be a 1-D tensor");
   }
   const bool allowzero = n.opset >= 14 && n.Int("allowzero", 0) != 0;
   int64_t infer = -1, known = 1;
@@ -731,8 +756,15 @@ R FoldGather(Fold& f) {
   if (rank == 0) return f.Bad("data must have rank >= 1");
   int64_t axis;
   if (!NormAxis(f.n.Int("axis", 0), rank, &axis)) return f.Bad("axis out of range for rank " + std::to_string(rank));
+  if (ind.dtype != kI64 && ind.dtype != kI32) return f.Bad("indices must be int64 or int32");
+  std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
+  dims.insert(dims.end(), ind.dims.begin(), ind.dims.end());
+  dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
+  char* p;
+  R r = f.Alloc(x.dtype, dims, &p);
+  if (r != R::kDone) return r;
   std::vector<int64_t> idx;
-  if (!ReadInts(ind, &idx)) return f.Bad("indices must be int64 or int32");
+  ReadInts(ind, &idx);
   const int64_t bound = x.dims[static_cast<size_t>(axis)];
   for (int64_t& i : idx) {
     if (i < -bound || i >= bound)
@@ -740,12 +772,6 @@ R FoldGather(Fold& f) {
                    std::to_string(bound) + ")");
     if (i < 0) i += bound;
   }
-  std::vector<int64_t> dims(x.dims.begin(), x.dims.begin() + axis);
-  dims.insert(dims.end(), ind.dims.begin(), ind.dims.end());
-  dims.insert(dims.end(), x.dims.begin() + axis + 1, x.dims.end());
-  char* p;
-  R r = f.Alloc(x.dtype, dims, &p);
-  if (r != R::kDone) return r;
   int64_t outer = 1, inner = static_cast<int64_t>(ElemSize(x.dtype));
   for (int64_t i = 0; i < axis; ++i) outer *= x.dims[static_cast<size_t>(i)];
   for (int64_t i = axis + 1; i < rank; ++i) inner *= x.dims[static_cast<size_t>(i)];
@@ -768,9 +794,10 @@ R FoldSlice(Fold& f) {
     axes = n.Ints("axes");
   } else {
     if (!f.Has(1) || !f.Has(2)) return f.Bad("starts and ends are required");
-    if (!ReadInts(f.in[1], &starts) || !ReadInts(f.in[2], &ends)) return f.Bad("starts/ends must be int64 or int32");
-    if (f.Has(3) && !ReadInts(f.in[3], &axes)) return f.Bad("axes must be int64 or int32");
-    if (f.Has(4) && !ReadInts(f.in[4], &steps)) return f.Bad("steps must be int64 or int32");
+    R r;
+    if ((r = f.Ints(1, &starts, "starts")) != R::kDone || (r = f.Ints(2, &ends, "ends")) != R::kDone) return r;
+    if (f.Has(3) && (r = f.Ints(3, &axes, "axes")) != R::kDone) return r;
+    if (f.Has(4) && (r = f.Ints(4, &steps, "steps")) != R::kDone) return r;
   }
   if (starts.size() != ends.size()) return f.Bad("starts and ends have different lengths");
   if (axes.empty() && !(n.opset < 10 ? n.Has("axes") : f.Has(3)))
@@ -850,14 +877,16 @@ R FoldExpand(Fold& f) {
   if (!f.Has(1)) return f.Bad("shape is required");
   const View& x = f.in[0];
   std::vector<int64_t> shape;
-  if (!ReadInts(f.in[1], &shape) || f.in[1].dims.size() != 1) return f.Bad("shape must be a 1-D int64 tensor");
+  R r = f.Ints(1, &shape, "shape");
+  if (r != R::kDone) return r;
+  if (f.in[1].dims.size() != 1) return f.Bad("shape must be a 1-D tensor");
   for (int64_t d : shape)
     if (d < 0) return f.Bad("shape " + DimsStr(shape) + " has a negative dim");
   std::vector<int64_t> dims;
   if (!BroadcastDims({&x.dims, &shape}, &dims))
     return f.Bad("cannot expand " + DimsStr(x.dims) + " to " + DimsStr(shape));
   char* p;
-  R r = f.Alloc(x.dtype, dims, &p);
+  r = f.Alloc(x.dtype, dims, &p);
   if (r != R::kDone) return r;
   StridedCopy(x.p, ElemSize(x.dtype), dims, BroadcastStrides(x.dims, dims), 0, p);
   return R::kDone;
@@ -901,6 +930,73 @@ R Evaluate(Fold& f) {
 
 bool NeedsOnlyShape(const std::string& op) { return op == "Shape" || op == "Size"; }
 
+bool OneOf(const std::string& op, std::initializer_list<const char*> ops) {
+  for (const char* k : ops)
+    if (op == k) return true;
+  return false;
+}
+
+// numpy matmul dims; false when the operands do not fit.
+bool MatMulDims(std::vector<int64_t> a, std::vector<int64_t> b, std::vector<int64_t>* out) {
+  if (a.empty() || b.empty()) return false;
+  const bool a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  if (a.back() != b[b.size() - 2]) return false;
+  const std::vector<int64_t> ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  if (!BroadcastDims({&ba, &bb}, out)) return false;
+  if (!a1) out->push_back(a[a.size() - 2]);
+  if (!b1) out->push_back(b.back());
+  return true;
+}
+
+// Output 0's dtype and dims from the inputs' static shapes (shape-only mode), for ops whose output shape does not
+// depend on data other than constant parameters. The runtime's own inference cannot see through values that only
+// folding made static (a mask sliced to the sequence length), so without this their consumers would stay
+// dynamic.
+R InferShape(Fold& f) {
+  const std::string& op = f.n.op;
+  if (!f.Has(0)) return R::kSkip;
+  const View& x = f.in[0];
+  if (OneOf(op, {"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Exp", "Log", "Sqrt", "Abs",
+                 "Neg", "Erf", "Elu", "Selu", "Softplus", "Softsign", "Clip", "Identity", "Softmax", "LogSoftmax",
+                 "Not", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Gelu", "Dropout", "PRelu",
+                 "LayerNormalization", "BatchNormalization", "InstanceNormalization", "LpNormalization", "Cast"})) {
+    f.out.dims = x.dims;
+    f.out.dtype = op == "Cast" ? static_cast<uint32_t>(f.n.Int("to", 0)) : op == "Not" ? kBool : x.dtype;
+    return R::kShape;
+  }
+  const bool compare = OneOf(op, {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"});
+  const bool variadic = OneOf(op, {"Max", "Min", "Sum", "Mean"});
+  if (compare || variadic || OneOf(op, {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Where"})) {
+    if (f.n.opset < (variadic ? 8 : 7)) return R::kSkip;  // legacy broadcast rules
+    std::vector<const std::vector<int64_t>*> shapes;
+    for (size_t i = 0; i < f.in.size(); ++i) {
+      if (!f.Has(i)) return R::kSkip;
+      shapes.push_back(&f.in[i].dims);
+    }
+    if (!BroadcastDims(shapes, &f.out.dims)) return R::kSkip;
+    f.out.dtype = compare ? kBool : op == "Where" ? (f.Has(1) ? f.in[1].dtype : 0) : x.dtype;
+    return R::kShape;
+  }
+  if (op == "MatMul") {
+    if (!f.Has(1) || !MatMulDims(x.dims, f.in[1].dims, &f.out.dims)) return R::kSkip;
+    f.out.dtype = x.dtype;
+    return R::kShape;
+  }
+  if (op == "Gemm") {
+    if (!f.Has(1) || x.dims.size() != 2 || f.in[1].dims.size() != 2) return R::kSkip;
+    const bool ta = f.n.Int("transA", 0) != 0, tb = f.n.Int("transB", 0) != 0;
+    const int64_t k1 = x.dims[ta ? 0 : 1], k2 = f.in[1].dims[tb ? 1 : 0];
+    if (k1 != k2) return R::kSkip;
+    f.out.dims = {x.dims[ta ? 1 : 0], f.in[1].dims[tb ? 0 : 1]};
+    f.out.dtype = x.dtype;
+    return R::kShape;
+  }
+  if (!Known(op) || NeedsOnlyShape(op)) return R::kSkip;
+  return Evaluate(f) == R::kShape ? R::kShape : R::kSkip;
+}
+
 }  // namespace
 
 CheckResult FoldConstants(Graph* g, std::vector<bool>* folded) {
@@ -908,11 +1004,9 @@ CheckResult FoldConstants(Graph* g, std::vector<bool>* folded) {
   for (size_t ni = 0; ni < g->nodes.size(); ++ni) {
     const Node& n = g->nodes[ni];
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;
-    if (n.has_subgraphs || n.outputs.size() != 1 || n.outputs[0] < 0 || !Known(n.op)) continue;
-    Fold f{*g, n, {}, {}, {}, {}};
-    bool ok = true;
-    const bool shape_only = NeedsOnlyShape(n.op);
-    if (shape_only && (n.inputs.empty() || n.inputs[0] < 0)) continue;
+    if (n.has_subgraphs || n.outputs.empty() || n.outputs[0] < 0) continue;
+    Fold f(*g, n, false);
+    bool all_const = true, all_shaped = true;
     for (int vi : n.inputs) {
       View v;
       if (vi < 0) {
@@ -921,39 +1015,50 @@ CheckResult FoldConstants(Graph* g, std::vector<bool>* folded) {
         continue;
       }
       const Value& val = g->v(vi);
-      if (!shape_only && (!val.is_const() || !val.has_shape || ElemSize(val.dtype) == 0)) {
-        ok = false;
-        break;
-      }
       v.dtype = val.dtype;
-      v.dims = val.dims;
-      v.p = static_cast<const char*>(val.data);
-      v.numel = val.has_shape ? Numel(val.dims) : -1;
-      if (!shape_only && v.numel < 0) {
-        ok = false;
-        break;
+      if (val.has_shape) {
+        v.dims = val.dims;
+        v.numel = Numel(val.dims);
       }
+      const bool shaped = val.has_shape && v.numel >= 0;
+      all_shaped &= shaped;
+      if (val.is_const() && shaped && ElemSize(val.dtype) != 0)
+        v.p = static_cast<const char*>(val.data);
+      else
+        all_const = false;
       f.in.push_back(std::move(v));
       f.present.push_back(true);
     }
-    if (!ok) continue;
-    const R r = Evaluate(f);
-    if (r == R::kSkip) continue;
-    if (r == R::kError)
-      return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): " + f.error);
     Value& out = g->v(n.outputs[0]);
-    if (out.has_shape && out.dims != f.out.dims)
-      return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): folded result has shape " +
-                               DimsStr(f.out.dims) + " but the graph says " + DimsStr(out.dims));
-    if (out.dtype != 0 && out.dtype != f.out.dtype)
-      return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): folded result has type " +
-                               std::to_string(f.out.dtype) + " but the graph says " + std::to_string(out.dtype));
-    out.dtype = f.out.dtype;
-    out.dims = f.out.dims;
+    const bool foldable = NeedsOnlyShape(n.op) ? (f.Has(0) && g->v(n.inputs[0]).has_shape) : all_const;
+    if (n.outputs.size() == 1 && Known(n.op) && foldable) {
+      const R r = Evaluate(f);
+      if (r == R::kError) return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): " + f.error);
+      if (r == R::kDone) {
+        if (out.has_shape && out.dims != f.out.dims)
+          return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): folded result has shape " +
+                                   DimsStr(f.out.dims) + " but the graph says " + DimsStr(out.dims));
+        if (out.dtype != 0 && out.dtype != f.out.dtype)
+          return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): folded result has type " +
+                                   std::to_string(f.out.dtype) + " but the graph says " +
+                                   std::to_string(out.dtype));
+        out.dtype = f.out.dtype;
+        out.dims = f.out.dims;
+        out.has_shape = true;
+        out.folded = std::move(f.out.bytes);
+        out.data = out.folded->data();
+        (*folded)[ni] = true;
+        continue;
+      }
+    }
+    if (out.has_shape || !all_shaped) continue;
+    Fold s(*g, n, /*shapes=*/true);
+    s.in = f.in;
+    s.present = f.present;
+    if (InferShape(s) != R::kShape || (out.dtype != 0 && s.out.dtype != out.dtype)) continue;
+    out.dtype = s.out.dtype;
+    out.dims = s.out.dims;
     out.has_shape = true;
-    out.folded = std::move(f.out.bytes);
-    out.data = out.folded->data();
-    (*folded)[ni] = true;
   }
   return CheckResult::Ok();
 }
