@@ -1,0 +1,602 @@
+// ops_nn.cc on small hand-built graphs: compiled (CompileGraph), serialized and parsed back, run by the Executor
+// and compared with float64 references; the step lists check the fusion (BatchNormalization folded, activations and
+// residual Adds as post-ops) and the support checks refuse what oneDNN would compute differently. The builders get
+// hostile steps (counts, ranges, operand shapes) and must fail with a message, never crash.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+int64_t Numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+class GraphBuilder {
+ public:
+  Graph g;
+
+  int Input(const std::string& name, Dims dims) {
+    const int i = Val(name, kF32, std::move(dims));
+    g.v(i).is_graph_input = true;
+    g.inputs.push_back(i);
+    return i;
+  }
+  int F32(const std::string& name, Dims dims, std::vector<float> data) {
+    const int i = Val(name, kF32, std::move(dims));
+    store_.emplace_back(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+    g.v(i).data = store_.back().data();
+    g.v(i).is_initializer = true;
+    return i;
+  }
+  int I64(const std::string& name, std::vector<int64_t> data) {
+    const int i = Val(name, kI64, {static_cast<int64_t>(data.size())});
+    store_.emplace_back(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(int64_t));
+    g.v(i).data = store_.back().data();
+    g.v(i).is_initializer = true;
+    return i;
+  }
+  int Out(const std::string& name, Dims dims) { return Val(name, kF32, std::move(dims)); }
+  Node& N(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, int64_t opset = 17) {
+    Node n;
+    n.name = op + "_" + std::to_string(g.nodes.size());
+    n.op = op;
+    n.opset = opset;
+    const int index = static_cast<int>(g.nodes.size());
+    for (const std::string& s : ins) {
+      const int v = s.empty() ? -1 : g.Find(s);
+      EXPECT_TRUE(s.empty() || v >= 0) << s;
+      n.inputs.push_back(v);
+      if (v >= 0) g.v(v).consumers.push_back(index);
+    }
+    for (const std::string& s : outs) {
+      const int v = g.Find(s);
+      EXPECT_GE(v, 0) << s;
+      n.outputs.push_back(v);
+      g.v(v).producer = index;
+    }
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+  void Output(const std::string& name) {
+    const int v = g.Find(name);
+    g.v(v).is_graph_output = true;
+    g.outputs.push_back(v);
+  }
+
+ private:
+  int Val(const std::string& name, uint32_t dtype, Dims dims) {
+    Value v;
+    v.name = name;
+    v.dtype = dtype;
+    v.dims = std::move(dims);
+    v.has_shape = true;
+    g.values.push_back(v);
+    const int i = static_cast<int>(g.values.size() - 1);
+    g.by_name[name] = i;
+    return i;
+  }
+  std::deque<std::string> store_;
+};
+
+Attr IntA(int64_t i) {
+  Attr a;
+  a.type = EPCTX_ATTR_INT;
+  a.i = i;
+  return a;
+}
+Attr FloatA(float f) {
+  Attr a;
+  a.type = EPCTX_ATTR_FLOAT;
+  a.f = f;
+  return a;
+}
+Attr IntsA(Dims v) {
+  Attr a;
+  a.type = EPCTX_ATTR_INTS;
+  a.ints = std::move(v);
+  return a;
+}
+Attr StrA(const std::string& s) {
+  Attr a;
+  a.type = EPCTX_ATTR_STRING;
+  a.s = s;
+  return a;
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+struct Compiled {
+  CompiledGraph cg;
+  Program parsed;
+  std::unique_ptr<Executor> exec;
+};
+
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c) {
+  for (const Node& n : b.g.nodes) {
+    std::string why;
+    if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
+  }
+  std::vector<std::string> ins, outs;
+  for (int v : b.g.inputs) ins.push_back(b.g.v(v).name);
+  for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
+  CheckResult r = CompileGraph(b.g, ins, outs, CompileOptions(), &c->cg);
+  if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
+  r = ParseProgram(SerializeProgram(c->cg.program), static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
+  if (!r.ok) return ::testing::AssertionFailure() << "parse: " << r.reason;
+  std::vector<WeightRef> w;
+  for (const TensorInput& t : c->cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
+  r = Executor::Create(c->parsed, std::move(w), 1, &c->exec);
+  if (!r.ok) return ::testing::AssertionFailure() << "executor: " << r.reason;
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<std::vector<float>> Execute(Compiled& c, const std::vector<std::vector<float>>& inputs) {
+  std::vector<const void*> in;
+  for (const auto& v : inputs) in.push_back(v.data());
+  std::vector<std::vector<float>> out;
+  for (const IoInfo& o : c.parsed.outputs) out.emplace_back(static_cast<size_t>(Numel(o.dims)));
+  std::vector<void*> outp;
+  for (auto& v : out) outp.push_back(v.data());
+  CheckResult r = c.exec->Run(in, outp);
+  EXPECT_TRUE(r.ok) << r.reason;
+  return out;
+}
+
+// Step kinds with post-op counts, skipping layout copies: "Conv(2),Pool".
+std::string Kinds(const Program& p) {
+  std::string s;
+  for (const Step& st : p.steps) {
+    if (st.kind == StepKind::kReorder) continue;
+    s += (s.empty() ? "" : ",") + std::string(StepKindName(static_cast<uint32_t>(st.kind)));
+    if (!st.post_ops.empty()) s += "(" + std::to_string(st.post_ops.size()) + ")";
+  }
+  return s;
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, double tol = 1e-4) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+bool Supported(const GraphBuilder& b, size_t node, std::string* why) {
+  return IsNodeSupported(b.g, b.g.nodes[node], why);
+}
+
+// 2-D convolution reference (NCHW, OIHW, groups, strides, dilations, pads begin/end).
+std::vector<double> RefConv2d(const std::vector<float>& x, Dims xd, const std::vector<float>& w, Dims wd,
+                              const std::vector<float>* bias, Dims strides, Dims dil, Dims pads, int64_t group) {
+  const int64_t N = xd[0], C = xd[1], H = xd[2], W = xd[3], M = wd[0], KH = wd[2], KW = wd[3];
+  const int64_t OH = (H + pads[0] + pads[2] - ((KH - 1) * dil[0] + 1)) / strides[0] + 1;
+  const int64_t OW = (W + pads[1] + pads[3] - ((KW - 1) * dil[1] + 1)) / strides[1] + 1;
+  const int64_t Cg = C / group, Mg = M / group;
+  std::vector<double> y(static_cast<size_t>(N * M * OH * OW));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = bias ? (*bias)[static_cast<size_t>(m)] : 0.0;
+          const int64_t g = m / Mg;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * strides[0] - pads[0] + kh * dil[0], iw = ow * strides[1] - pads[1] + kw * dil[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                s += double(x[static_cast<size_t>(((n * C + g * Cg + c) * H + ih) * W + iw)]) *
+                     w[static_cast<size_t>(((m * Cg + c) * KH + kh) * KW + kw)];
+              }
+          y[static_cast<size_t>(((n * M + m) * OH + oh) * OW + ow)] = s;
+        }
+  return y;
+}
+
+void AddBatchNorm(GraphBuilder& b, const std::string& in, const std::string& out, int64_t c, Dims dims,
+                  std::vector<std::vector<float>>* params) {
+  params->clear();
+  params->push_back(Random(c, 11, 0.5f, 1.5f));
+  params->push_back(Random(c, 12));
+  params->push_back(Random(c, 13));
+  params->push_back(Random(c, 14, 0.5f, 1.5f));
+  const char* names[] = {"_s", "_b", "_m", "_v"};
+  for (int i = 0; i < 4; ++i) b.F32(out + names[i], {c}, (*params)[static_cast<size_t>(i)]);
+  b.Out(out, std::move(dims));
+  b.N("BatchNormalization", {in, out + "_s", out + "_b", out + "_m", out + "_v"}, {out}, 15).attrs["epsilon"] =
+      FloatA(1e-3f);
+}
+
+void RefBatchNorm(std::vector<double>* y, int64_t c, int64_t plane, const std::vector<std::vector<float>>& p) {
+  for (size_t i = 0; i < y->size(); ++i) {
+    const size_t ch = (i / static_cast<size_t>(plane)) % static_cast<size_t>(c);
+    (*y)[i] = ((*y)[i] - p[2][ch]) / std::sqrt(double(p[3][ch]) + 1e-3) * p[0][ch] + p[1][ch];
+  }
+}
+
+// ---- fusion ------------------------------------------------------------------------------------------------------
+
+TEST(OpsNn, ConvBatchNormAddReluIsOneStep) {
+  const Dims xd = {1, 16, 9, 9}, wd = {16, 16, 3, 3};
+  const std::vector<float> x = Random(Numel(xd), 1), w = Random(Numel(wd), 2, -0.2f, 0.2f), bias = Random(16, 3);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.F32("bias", {16}, bias);
+  b.Out("c", xd);
+  Node& conv = b.N("Conv", {"x", "w", "bias"}, {"c"}, 11);
+  conv.attrs["pads"] = IntsA({1, 1, 1, 1});
+  std::vector<std::vector<float>> p;
+  AddBatchNorm(b, "c", "n", 16, xd, &p);
+  b.Out("a", xd);
+  b.N("Add", {"x", "n"}, {"a"}, 14);
+  b.Out("y", xd);
+  b.N("Relu", {"a"}, {"y"}, 14);
+  b.Output("y");
+  std::string why;
+  for (size_t i = 0; i < b.g.nodes.size(); ++i)
+    if (!Supported(b, i, &why)) GTEST_SKIP() << "needs ops_math (" << b.g.nodes[i].op << "): " << why;
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Conv(2)");
+  std::vector<double> want = RefConv2d(x, xd, w, wd, &bias, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  RefBatchNorm(&want, 16, 81, p);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + x[i]);
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
+TEST(OpsNn, ConvReadTwiceIsNotFused) {
+  const Dims xd = {1, 4, 5, 5}, wd = {4, 4, 3, 3}, yd = {1, 4, 3, 3};
+  const std::vector<float> x = Random(Numel(xd), 4), w = Random(Numel(wd), 5);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.Out("c", yd);
+  b.N("Conv", {"x", "w"}, {"c"}, 11);
+  std::vector<std::vector<float>> p;
+  AddBatchNorm(b, "c", "n", 4, yd, &p);
+  b.Output("n");
+  b.Output("c");  // a graph output too: BatchNormalization must not be folded into it
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Conv,BatchNorm");
+  std::vector<double> conv = RefConv2d(x, xd, w, wd, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1), bn = conv;
+  RefBatchNorm(&bn, 4, 9, p);
+  std::vector<std::vector<float>> out = Execute(c, {x});
+  ExpectNear(out[0], bn);
+  ExpectNear(out[1], conv);
+}
+
+TEST(OpsNn, GroupedDilatedStridedConvWithSameLower) {
+  const Dims xd = {2, 6, 11, 10}, wd = {9, 2, 3, 2};
+  const std::vector<float> x = Random(Numel(xd), 6), w = Random(Numel(wd), 7);
+  // SAME_LOWER, stride 2, dilation (2,1): out 6x5; H: total = 5*2 + 5 - 11 = 4 -> 2/2; W: total = 4*2 + 2 - 10 = 0.
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.Out("y", {2, 9, 6, 5});
+  Node& n = b.N("Conv", {"x", "w"}, {"y"}, 11);
+  n.attrs["group"] = IntA(3);
+  n.attrs["strides"] = IntsA({2, 2});
+  n.attrs["dilations"] = IntsA({2, 1});
+  n.attrs["auto_pad"] = StrA("SAME_LOWER");
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Conv");
+  ExpectNear(Execute(c, {x})[0], RefConv2d(x, xd, w, wd, nullptr, {2, 2}, {2, 1}, {2, 0, 2, 0}, 3));
+}
+
+TEST(OpsNn, ConvTransposeWithOutputPaddingAndGroups) {
+  // x [1,4,3,3], W [4, 3, 3, 3] (C, M/g, kh, kw), group 2 -> M = 6; stride 2, pads 1, output_padding 1 -> 6x6.
+  const Dims xd = {1, 4, 3, 3}, wd = {4, 3, 3, 3}, yd = {1, 6, 6, 6};
+  const std::vector<float> x = Random(Numel(xd), 8), w = Random(Numel(wd), 9), bias = Random(6, 10);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.F32("bias", {6}, bias);
+  b.Out("y", yd);
+  Node& n = b.N("ConvTranspose", {"x", "w", "bias"}, {"y"}, 11);
+  n.attrs["group"] = IntA(2);
+  n.attrs["strides"] = IntsA({2, 2});
+  n.attrs["pads"] = IntsA({1, 1, 1, 1});
+  n.attrs["output_padding"] = IntsA({1, 1});
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Deconv");
+  std::vector<double> want(static_cast<size_t>(Numel(yd)));
+  for (int64_t m = 0; m < 6; ++m)
+    for (size_t i = 0; i < 36; ++i) want[static_cast<size_t>(m) * 36 + i] = bias[static_cast<size_t>(m)];
+  for (int64_t ci = 0; ci < 4; ++ci)
+    for (int64_t ih = 0; ih < 3; ++ih)
+      for (int64_t iw = 0; iw < 3; ++iw)
+        for (int64_t mo = 0; mo < 3; ++mo)
+          for (int64_t kh = 0; kh < 3; ++kh)
+            for (int64_t kw = 0; kw < 3; ++kw) {
+              const int64_t oh = ih * 2 - 1 + kh, ow = iw * 2 - 1 + kw, m = (ci / 2) * 3 + mo;
+              if (oh < 0 || oh >= 6 || ow < 0 || ow >= 6) continue;
+              want[static_cast<size_t>((m * 6 + oh) * 6 + ow)] +=
+                  double(x[static_cast<size_t>((ci * 3 + ih) * 3 + iw)]) *
+                  w[static_cast<size_t>(((ci * 3 + mo) * 3 + kh) * 3 + kw)];
+            }
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
+TEST(OpsNn, NonConstantWeightsAreUnsupported) {
+  GraphBuilder b;
+  b.Input("x", {1, 2, 4, 4});
+  b.Input("w", {2, 2, 1, 1});
+  b.Out("y", {1, 2, 4, 4});
+  b.N("Conv", {"x", "w"}, {"y"}, 11);
+  std::string why;
+  EXPECT_FALSE(Supported(b, 0, &why));
+  EXPECT_NE(why.find("constant"), std::string::npos) << why;
+}
+
+// ---- pooling -----------------------------------------------------------------------------------------------------
+
+TEST(OpsNn, PoolingCeilModeAndPadding) {
+  const Dims xd = {1, 3, 7, 6};
+  const std::vector<float> x = Random(Numel(xd), 20);
+  GraphBuilder b;
+  b.Input("x", xd);
+  // MaxPool k3 s2 ceil: H (7-3)/2 -> 3 (floor 3), W ceil((6-3)/2)+1 = 3 (floor 2).
+  b.Out("mp", {1, 3, 3, 3});
+  Node& mp = b.N("MaxPool", {"x"}, {"mp"}, 12);
+  mp.attrs["kernel_shape"] = IntsA({3, 3});
+  mp.attrs["strides"] = IntsA({2, 2});
+  mp.attrs["ceil_mode"] = IntA(1);
+  // AveragePool k2 s1 pads 1, count_include_pad: 8x7.
+  b.Out("ap", {1, 3, 8, 7});
+  Node& ap = b.N("AveragePool", {"x"}, {"ap"}, 11);
+  ap.attrs["kernel_shape"] = IntsA({2, 2});
+  ap.attrs["pads"] = IntsA({1, 1, 1, 1});
+  ap.attrs["count_include_pad"] = IntA(1);
+  b.Out("gp", {1, 3, 1, 1});
+  b.N("GlobalAveragePool", {"x"}, {"gp"}, 1);
+  b.Output("mp");
+  b.Output("ap");
+  b.Output("gp");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Pool,Pool,Pool");
+  std::vector<std::vector<float>> out = Execute(c, {x});
+  auto at = [&](int64_t ch, int64_t h, int64_t w) { return double(x[static_cast<size_t>((ch * 7 + h) * 6 + w)]); };
+  std::vector<double> mpw, apw, gpw;
+  for (int64_t ch = 0; ch < 3; ++ch) {
+    for (int64_t oh = 0; oh < 3; ++oh)
+      for (int64_t ow = 0; ow < 3; ++ow) {
+        double m = -INFINITY;
+        for (int64_t h = oh * 2; h < std::min<int64_t>(oh * 2 + 3, 7); ++h)
+          for (int64_t w = ow * 2; w < std::min<int64_t>(ow * 2 + 3, 6); ++w) m = std::max(m, at(ch, h, w));
+        mpw.push_back(m);
+      }
+    for (int64_t oh = 0; oh < 8; ++oh)
+      for (int64_t ow = 0; ow < 7; ++ow) {
+        double s = 0;
+        for (int64_t h = oh - 1; h < oh + 1; ++h)
+          for (int64_t w = ow - 1; w < ow + 1; ++w)
+            if (h >= 0 && h < 7 && w >= 0 && w < 6) s += at(ch, h, w);
+        apw.push_back(s / 4);
+      }
+    double s = 0;
+    for (int64_t i = 0; i < 42; ++i) s += x[static_cast<size_t>(ch * 42 + i)];
+    gpw.push_back(s / 42);
+  }
+  ExpectNear(out[0], mpw);
+  ExpectNear(out[1], apw);
+  ExpectNear(out[2], gpw);
+}
+
+TEST(OpsNn, PoolingRefusals) {
+  GraphBuilder b;
+  b.Input("x", {1, 1, 5, 5});
+  // count_include_pad with a ceil_mode window past the explicit padding: oneDNN's divisor would differ.
+  b.Out("a", {1, 1, 3, 3});
+  Node& a = b.N("AveragePool", {"x"}, {"a"}, 11);
+  a.attrs["kernel_shape"] = IntsA({2, 2});
+  a.attrs["strides"] = IntsA({2, 2});
+  a.attrs["ceil_mode"] = IntA(1);
+  a.attrs["count_include_pad"] = IntA(1);
+  // MaxPool with Indices.
+  b.Out("m", {1, 1, 4, 4});
+  b.Out("i", {1, 1, 4, 4});
+  b.g.v(b.g.Find("i")).dtype = kI64;
+  b.N("MaxPool", {"x"}, {"m", "i"}, 12).attrs["kernel_shape"] = IntsA({2, 2});
+  std::string why;
+  EXPECT_FALSE(Supported(b, 0, &why));
+  EXPECT_FALSE(Supported(b, 1, &why));
+}
+
+// ---- resize ------------------------------------------------------------------------------------------------------
+
+TEST(OpsNn, ResizeSupportFollowsOnnxRounding) {
+  GraphBuilder b;
+  b.Input("x", {1, 2, 4, 6});
+  b.F32("up2", {4}, {1, 1, 2, 2});
+  b.F32("down", {4}, {1, 1, 0.6f, 0.6f});
+  b.Out("y0", {1, 2, 8, 12});
+  b.N("Resize", {"x", "", "up2"}, {"y0"}, 13);  // nearest, half_pixel, round_prefer_floor: no ties at 2x
+  b.Out("y1", {1, 2, 8, 12});
+  b.N("Resize", {"x", "", "up2"}, {"y1"}, 13).attrs["mode"] = StrA("linear");
+  b.Out("y2", {1, 2, 2, 3});
+  b.N("Resize", {"x", "", "down"}, {"y2"}, 13);  // scale 0.6 is not out/in: ONNX maps with 0.6
+  b.Out("y3", {1, 2, 8, 12});
+  Node& ac = b.N("Resize", {"x", "", "up2"}, {"y3"}, 13);
+  ac.attrs["mode"] = StrA("linear");
+  ac.attrs["coordinate_transformation_mode"] = StrA("align_corners");
+  b.I64("sz", {1, 2, 7, 6});
+  b.Out("y4", {1, 2, 7, 6});
+  b.N("Resize", {"x", "", "", "sz"}, {"y4"}, 13);  // 4 -> 7 at half_pixel hits an exact .5: floor vs oneDNN's round
+  b.Out("y5", {1, 2, 8, 12});
+  Node& asym = b.N("Resize", {"x", "", "up2"}, {"y5"}, 13);
+  asym.attrs["coordinate_transformation_mode"] = StrA("asymmetric");
+  asym.attrs["nearest_mode"] = StrA("floor");  // floor(y/2) equals oneDNN's mapping at 2x
+  std::string why;
+  EXPECT_TRUE(Supported(b, 0, &why)) << why;
+  EXPECT_TRUE(Supported(b, 1, &why)) << why;
+  EXPECT_FALSE(Supported(b, 2, &why));
+  EXPECT_FALSE(Supported(b, 3, &why));
+  EXPECT_FALSE(Supported(b, 4, &why));
+  EXPECT_TRUE(Supported(b, 5, &why)) << why;
+}
+
+TEST(OpsNn, ResizeNearestAndLinear) {
+  const Dims xd = {1, 2, 3, 4};
+  const std::vector<float> x = Random(Numel(xd), 30);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("sc", {4}, {1, 1, 2, 2});
+  b.Out("n", {1, 2, 6, 8});
+  b.N("Resize", {"x", "", "sc"}, {"n"}, 13);
+  b.Out("l", {1, 2, 6, 8});
+  b.N("Resize", {"x", "", "sc"}, {"l"}, 13).attrs["mode"] = StrA("linear");
+  b.Output("n");
+  b.Output("l");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Resample,Resample");
+  std::vector<std::vector<float>> out = Execute(c, {x});
+  std::vector<double> nw, lw;
+  auto src = [&](int64_t ch, int64_t h, int64_t w) { return double(x[static_cast<size_t>((ch * 3 + h) * 4 + w)]); };
+  auto coord = [](int64_t o, int64_t in) { return std::min(std::max((o + 0.5) / 2 - 0.5, 0.0), double(in - 1)); };
+  for (int64_t ch = 0; ch < 2; ++ch)
+    for (int64_t oh = 0; oh < 6; ++oh)
+      for (int64_t ow = 0; ow < 8; ++ow) {
+        nw.push_back(src(ch, oh / 2, ow / 2));  // half_pixel at 2x never ties
+        const double h = coord(oh, 3), w = coord(ow, 4);
+        const int64_t h0 = static_cast<int64_t>(h), w0 = static_cast<int64_t>(w);
+        const int64_t h1 = std::min<int64_t>(h0 + 1, 2), w1 = std::min<int64_t>(w0 + 1, 3);
+        const double th = h - h0, tw = w - w0;
+        lw.push_back((src(ch, h0, w0) * (1 - tw) + src(ch, h0, w1) * tw) * (1 - th) +
+                     (src(ch, h1, w0) * (1 - tw) + src(ch, h1, w1) * tw) * th);
+      }
+  ExpectNear(out[0], nw);
+  ExpectNear(out[1], lw);
+}
+
+// ---- gemm --------------------------------------------------------------------------------------------------------
+
+TEST(OpsNn, GemmConstantWeightsIsInnerProduct) {
+  const std::vector<float> a = Random(3 * 5, 40), bt = Random(4 * 5, 41), c = Random(4, 42);
+  GraphBuilder b;
+  b.Input("a", {3, 5});
+  b.F32("b", {4, 5}, bt);
+  b.F32("c", {4}, c);
+  b.Out("y", {3, 4});
+  Node& n = b.N("Gemm", {"a", "b", "c"}, {"y"}, 13);
+  n.attrs["transB"] = IntA(1);
+  n.attrs["alpha"] = FloatA(0.5f);
+  n.attrs["beta"] = FloatA(2.f);
+  b.Output("y");
+  Compiled comp;
+  ASSERT_TRUE(Compile(b, &comp));
+  EXPECT_EQ(Kinds(comp.parsed), "InnerProduct");
+  std::vector<double> want;
+  for (int m = 0; m < 3; ++m)
+    for (int j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int k = 0; k < 5; ++k) s += double(a[m * 5 + k]) * bt[j * 5 + k];
+      want.push_back(0.5 * s + 2.0 * c[j]);
+    }
+  ExpectNear(Execute(comp, {a})[0], want);
+}
+
+// ---- hostile steps -----------------------------------------------------------------------------------------------
+
+// Compiles a one-conv graph, then each mutation of its step must make Executor::Create fail (not crash).
+TEST(OpsNn, BuildersRejectHostileSteps) {
+  GraphBuilder b;
+  b.Input("x", {1, 4, 6, 6});
+  b.F32("w", {8, 4, 3, 3}, Random(8 * 4 * 9, 50));
+  b.F32("bias", {8}, Random(8, 51));
+  b.Out("y", {1, 8, 6, 6});
+  b.N("Conv", {"x", "w", "bias"}, {"y"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.Out("p", {1, 8, 3, 3});
+  Node& p = b.N("MaxPool", {"y"}, {"p"}, 12);
+  p.attrs["kernel_shape"] = IntsA({2, 2});
+  p.attrs["strides"] = IntsA({2, 2});
+  b.Output("p");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  size_t conv = 0, pool = 0;
+  for (size_t i = 0; i < c.parsed.steps.size(); ++i) {
+    if (c.parsed.steps[i].kind == StepKind::kConv) conv = i;
+    if (c.parsed.steps[i].kind == StepKind::kPool) pool = i;
+  }
+  auto expect_fail = [&](const char* what, const std::function<void(Program*)>& mutate) {
+    Program bad = c.parsed;
+    mutate(&bad);
+    std::vector<WeightRef> w;
+    for (const TensorInput& t : c.cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
+    std::unique_ptr<Executor> exec;
+    CheckResult r = Executor::Create(std::move(bad), std::move(w), 1, &exec);
+    EXPECT_FALSE(r.ok) << what;
+    EXPECT_FALSE(r.reason.empty()) << what;
+  };
+  expect_fail("conv: no ints", [&](Program* q) { q->steps[conv].ints.clear(); });
+  expect_fail("conv: spatial rank 4", [&](Program* q) { q->steps[conv].ints[1] = 4; });
+  expect_fail("conv: ints count", [&](Program* q) { q->steps[conv].ints.push_back(0); });
+  expect_fail("conv: stride 0", [&](Program* q) { q->steps[conv].ints[2] = 0; });
+  expect_fail("conv: negative pad", [&](Program* q) { q->steps[conv].ints[6] = -1; });
+  expect_fail("conv: groups 0", [&](Program* q) { q->steps[conv].ints[0] = 0; });
+  expect_fail("conv: groups 2", [&](Program* q) { q->steps[conv].ints[0] = 2; });
+  expect_fail("conv: pad changes the output size", [&](Program* q) { q->steps[conv].ints[8] = 3; });
+  expect_fail("conv: missing dst", [&](Program* q) { q->steps[conv].ops.resize(3); });
+  expect_fail("conv: stray operand", [&](Program* q) { q->steps[conv].ops.push_back(q->steps[conv].ops[0]); });
+  expect_fail("conv: weights of other dims", [&](Program* q) {
+    Operand& w = q->steps[conv].ops[1];
+    w.tag = 0;
+    w.dims = {8, 4, 2, 2};
+    w.strides = {16, 4, 2, 1};
+  });
+  expect_fail("conv: bias too long", [&](Program* q) {
+    Operand& bo = q->steps[conv].ops[2];
+    bo.tag = 0;
+    bo.dims = {9};
+    bo.strides = {1};
+  });
+  expect_fail("conv: binary post-op on src", [&](Program* q) {
+    PostOp po;
+    po.kind = PostOp::kBinary;
+    po.alg = dnnl_binary_add;
+    po.operand = 0;
+    q->steps[conv].post_ops.push_back(po);
+  });
+  expect_fail("pool: unknown alg", [&](Program* q) { q->steps[pool].ints[0] = 12345; });
+  expect_fail("pool: kernel 0", [&](Program* q) { q->steps[pool].ints[2] = 0; });
+  expect_fail("pool: floats", [&](Program* q) { q->steps[pool].floats.push_back(1.f); });
+  expect_fail("pool: post-op", [&](Program* q) { q->steps[pool].post_ops.push_back(PostOp()); });
+  expect_fail("pool: kernel larger than input", [&](Program* q) {
+    q->steps[pool].ints[2] = 100;
+    q->steps[pool].ints[3] = 100;
+  });
+  expect_fail("pool as resample", [&](Program* q) { q->steps[pool].kind = StepKind::kResample; });
+  expect_fail("pool as batch norm", [&](Program* q) { q->steps[pool].kind = StepKind::kBatchNorm; });
+  expect_fail("conv as inner product", [&](Program* q) {
+    q->steps[conv].kind = StepKind::kInnerProduct;
+    q->steps[conv].ints.clear();
+  });
+}
+
+}  // namespace
+}  // namespace aotcpu
+}  // namespace epctx
