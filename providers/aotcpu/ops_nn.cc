@@ -953,7 +953,6 @@ struct GemmSpec {
 
 bool ResolveGemm(const Graph& g, const Node& n, GemmSpec* s, std::string* why) {
   if (!IsOnnx(n)) return Reject(why, "not an ONNX op");
-  if (n.opset < 7) return Reject(why, "opset below 7 (broadcast attribute)");
   if (!SingleOutput(n)) return Reject(why, "expected one output");
   s->a = In(n, 0);
   s->b = In(n, 1);
@@ -984,6 +983,9 @@ bool ResolveGemm(const Graph& g, const Node& n, GemmSpec* s, std::string* why) {
     c2.insert(c2.end(), cd.begin(), cd.end());
     if ((c2[0] != 1 && c2[0] != s->m) || (c2[1] != 1 && c2[1] != s->n))
       return Reject(why, "C is not broadcastable to [M,N]");
+    // Before opset 7 C broadcasts only with broadcast=1.
+    if (n.opset < 7 && n.Int("broadcast", 0) == 0 && cd != std::vector<int64_t>{s->m, s->n})
+      return Reject(why, "C is not [M,N] and broadcast is 0");
     s->c_dims2 = c2;
     s->c_per_n = c2[0] == 1;
     s->const_c = ConstF32(g, s->c) != nullptr;

@@ -200,7 +200,8 @@ std::vector<double> RefConv2d(const std::vector<float>& x, Dims xd, const std::v
           for (int64_t c = 0; c < Cg; ++c)
             for (int64_t kh = 0; kh < KH; ++kh)
               for (int64_t kw = 0; kw < KW; ++kw) {
-                const int64_t ih = oh * strides[0] - pads[0] + kh * dil[0], iw = ow * strides[1] - pads[1] + kw * dil[1];
+                const int64_t ih = oh * strides[0] - pads[0] + kh * dil[0],
+                              iw = ow * strides[1] - pads[1] + kw * dil[1];
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                 s += double(x[static_cast<size_t>(((n * C + g * Cg + c) * H + ih) * W + iw)]) *
                      w[static_cast<size_t>(((m * Cg + c) * KH + kh) * KW + kw)];
