@@ -798,42 +798,61 @@ TEST(PluginPartitioning, DisabledCompileFailsWhenTheEpClaimsNodes) {
 
 // ---- 4. the AotCpu shell ----
 
-TEST(PluginAotCpu, RegistersReportsTheCpuAndClaimsNothing) {
+TEST(PluginAotCpu, RegistersReportsTheCpuAndCompilesTheWholeMixedModel) {
   const std::string model = Serialize(MixedModel());
   Env env;
   env.RegisterExecutionProviderLibrary("aotcpu", kAotCpuLib);
   EXPECT_EQ(EpNames(env), (std::vector<std::string>{kCpu, "AotCpuExecutionProvider"}));
   std::vector<ConstEpDevice> aot = DevicesOf(env, "AotCpuExecutionProvider");
-  ASSERT_EQ(aot.size(), 1u);
+  ASSERT_EQ(aot.size(), 1u);  // virtual devices only when allowed
   EXPECT_EQ(aot[0].Device().Type(), HardwareDeviceType::CPU);
   EXPECT_STREQ(aot[0].EpVendor(), "epctx");
-  EXPECT_NE(aot[0].Device().Metadata().GetValue("isa"), nullptr);
-  ASSERT_NE(aot[0].EpMetadata().GetValue("isa"), nullptr);
-  EXPECT_STREQ(aot[0].EpMetadata().GetValue("isa"), aot[0].Device().Metadata().GetValue("isa"));
+  ASSERT_NE(aot[0].Device().Metadata().GetValue("isa"), nullptr);  // the CPU's feature list
+  ASSERT_NE(aot[0].EpMetadata().GetValue("isa"), nullptr);         // the ISA level AotCpu compiles for
+  const std::string level = aot[0].EpMetadata().GetValue("isa");
+  EXPECT_TRUE(level == "avx2" || level.rfind("avx512_core", 0) == 0 || level == "avx" || level == "sse41") << level;
+  ASSERT_NE(aot[0].EpMetadata().GetValue("compatibility"), nullptr);
+  EXPECT_NE(std::string(aot[0].EpMetadata().GetValue("compatibility")).find("isa=" + level), std::string::npos);
   {
     SessionOptions opts;
     opts.AppendExecutionProvider_V2(env, aot);
     Session s(env, model.data(), model.size(), opts);
     EXPECT_EQ(s.GetExecutionProviders(), (std::vector<std::string>{"AotCpuExecutionProvider", kCpu}));
-    EXPECT_TRUE(s.GetPartitionAssignments().empty());
+    ExpectFusedNames(s.GetPartitionAssignments(), "AotCpuExecutionProvider", 1);  // all seven nodes, one partition
     EXPECT_TRUE(Near(RunMixed(s), CpuReference(model)));
   }
   env.UnregisterExecutionProviderLibrary("aotcpu");
   EXPECT_EQ(EpNames(env), std::vector<std::string>{kCpu});
 }
 
+TEST(PluginAotCpu, VirtualDevicesOnePerLowerIsaWhenAllowed) {
+  Env env;
+  env.RegisterExecutionProviderLibrary("aotcpu.virtual", kAotCpuLib);
+  std::vector<std::string> virtual_levels;
+  for (const ConstEpDevice& d : DevicesOf(env, "AotCpuExecutionProvider")) {
+    const char* v = d.Device().Metadata().GetValue("is_virtual");
+    if (v && std::string(v) == "1") virtual_levels.push_back(d.EpMetadata().GetValue("isa"));
+  }
+  // Levels below the host among avx2 and avx512_core (docs/aotcpu.md says why only these).
+  for (const std::string& l : virtual_levels) EXPECT_TRUE(l == "avx2" || l == "avx512_core") << l;
+  EXPECT_FALSE(virtual_levels.empty());
+}
+
 TEST(PluginAotCpu, NextToTheExampleEp) {
-  // AotCpu first claims nothing, so the example EP still gets its nodes.
+  // The example EP first takes its Add/Mul/Relu groups; AotCpu compiles what is left (Sigmoid, Softmax).
   const std::string model = Serialize(MixedModel());
   Env env;
   env.RegisterExecutionProviderLibrary("aotcpu", kAotCpuLib);
   env.RegisterExecutionProviderLibrary("example", kExampleLib);
   SessionOptions opts;
-  opts.AppendExecutionProvider_V2(env, DevicesOf(env, "AotCpuExecutionProvider"));
   opts.AppendExecutionProvider_V2(env, DevicesOf(env, kExample));
+  opts.AppendExecutionProvider_V2(env, DevicesOf(env, "AotCpuExecutionProvider"));
   Session s(env, model.data(), model.size(), opts);
-  EXPECT_EQ(s.GetExecutionProviders(), (std::vector<std::string>{"AotCpuExecutionProvider", kExample, kCpu}));
-  ExpectFusedNames(s.GetPartitionAssignments(), kExample, 2);
+  EXPECT_EQ(s.GetExecutionProviders(), (std::vector<std::string>{kExample, "AotCpuExecutionProvider", kCpu}));
+  std::map<std::string, std::string> example, aot;
+  for (const auto& [name, ep] : s.GetPartitionAssignments()) (ep == kExample ? example : aot)[name] = ep;
+  ExpectFusedNames(example, kExample, 2);
+  ExpectFusedNames(aot, "AotCpuExecutionProvider", 2);
   EXPECT_TRUE(Near(RunMixed(s), CpuReference(model)));
 }
 
