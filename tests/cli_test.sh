@@ -156,5 +156,108 @@ if [ -f "$MODELS/prefill.onnx" ]; then
   "$EPCTX" perf -e example -C "ep.context_enable|1" -x 1 -r 1 -I -f seq:4 "$gen/prefill.onnx" >/dev/null 2>&1; rc=$?
   check "full disk: the next run recovers" [ $rc -eq 0 ] && [ -f "$gen/prefill_ctx.onnx" ]
 fi
+# epctx inspect on AotCpu context binaries: the CNN compiled to a ctx model (embed 0 and 1), its .bin on its own,
+# --steps, --json, and truncated binaries (exit 1 with the validator's reason, never a signal).
+if [ -f "$MODELS/cnn.onnx" ]; then
+  aot="$tmp/aot"; mkdir -p "$aot"
+  "$EPCTX" perf -e aotcpu -r 1 -C "ep.context_enable|1 ep.context_file_path|$aot/cnn_ctx.onnx" "$MODELS/cnn.onnx" \
+    >/dev/null 2>&1; rc=$?
+  check "aotcpu inspect: the CNN compiles" [ $rc -eq 0 ]
+  check "aotcpu inspect: ctx model written" [ -f "$aot/cnn_ctx.onnx" ]
+  check "aotcpu inspect: binary written" [ -f "$aot/cnn_ctx_aotcpu.bin" ]
+  out=$("$EPCTX" inspect "$aot/cnn_ctx.onnx"); rc=$?
+  check "aotcpu inspect: ctx model exits 0" [ $rc -eq 0 ]
+  isa=$(sed -n 's/^        ISA: \(.*\)$/\1/p' <<<"$out")
+  check "aotcpu inspect: ctx model shows the binary's ISA" grep -qE '^[a-z0-9_]+$' <<<"$isa"
+  meta_isa=$(sed -n 's/^  ep_compatibility_info\.AotCpuExecutionProvider = .*isa=\([a-z0-9_]*\).*$/\1/p' <<<"$out")
+  check "aotcpu inspect: binary ISA equals the model's compatibility info" [ -z "$meta_isa" -o "$meta_isa" = "$isa" ]
+  check "aotcpu inspect: ctx model shows the binary" \
+    grep -q "^    AotCpu context binary ([1-9][0-9]* bytes):$" <<<"$out"
+  check "aotcpu inspect: ctx model shows the format version" grep -q "^      format: 1\.[0-9]*$" <<<"$out"
+  check "aotcpu inspect: ctx model shows the oneDNN version" grep -q "^        oneDNN: [0-9]" <<<"$out"
+  check "aotcpu inspect: ctx model shows the graph" grep -q "^        graph: AotCpuExecutionProvider_" <<<"$out"
+  check "aotcpu inspect: ctx model shows the step histogram with Conv" \
+    grep -qE "^          steps: [1-9][0-9]* \(.*Conv [1-9][0-9]*" <<<"$out"
+  size=$(stat -c %s "$aot/cnn_ctx_aotcpu.bin")
+  out=$("$EPCTX" inspect "$aot/cnn_ctx_aotcpu.bin"); rc=$?
+  check "aotcpu inspect: .bin exits 0" [ $rc -eq 0 ]
+  check "aotcpu inspect: .bin header line with its size" \
+    grep -qF "AotCpu context binary: $aot/cnn_ctx_aotcpu.bin ($size bytes)" <<<"$out"
+  check "aotcpu inspect: .bin shows the ISA" grep -qx "  ISA: $isa" <<<"$out"
+  check "aotcpu inspect: .bin shows the four sections" \
+    [ "$(grep -cE '^  (COMPAT|GRAPHS|TENSORS|WEIGHTS) +offset [0-9]+, length [0-9]+$' <<<"$out")" -eq 4 ]
+  check "aotcpu inspect: .bin shows tensor totals" \
+    grep -qE "^tensors: [1-9][0-9]*, [0-9]+ bytes \([0-9]+ bytes after de-duplication, [0-9]+ distinct\)$" <<<"$out"
+  check "aotcpu inspect: .bin shows the graph" grep -q "^  graph: AotCpuExecutionProvider_" <<<"$out"
+  check "aotcpu inspect: .bin shows the graph's weights" \
+    grep -qE "^    weights: [1-9][0-9]* tensors, [1-9][0-9]* bytes$" <<<"$out"
+  check "aotcpu inspect: .bin shows inputs with dims" grep -qE "^      [^ ].*: float\[[0-9,]+\]$" <<<"$out"
+  check "aotcpu inspect: .bin shows the arena" grep -qE "^    arena: [0-9]+ bytes$" <<<"$out"
+  check "aotcpu inspect: .bin shows the step histogram with Conv" \
+    grep -qE "^    steps: [1-9][0-9]* \(.*Conv [1-9][0-9]*" <<<"$out"
+  check "aotcpu inspect: no step list without --steps" [ "$(grep -cE "^      [0-9]+: " <<<"$out")" -eq 0 ]
+  out=$("$EPCTX" inspect --steps "$aot/cnn_ctx_aotcpu.bin"); rc=$?
+  check "aotcpu inspect: --steps exits 0" [ $rc -eq 0 ]
+  check "aotcpu inspect: --steps lists Conv steps" grep -qE "^      [0-9]+: Conv '" <<<"$out"
+  nsteps=$(sed -n 's/^    steps: \([0-9]*\).*/\1/p' <<<"$out" | awk '{ s += $1 } END { print s + 0 }')
+  check "aotcpu inspect: --steps lists every step" \
+    [ "$(grep -cE "^      [0-9]+: [A-Za-z]+ '" <<<"$out")" -eq "$nsteps" ]
+  json=$("$EPCTX" inspect --json --steps "$aot/cnn_ctx_aotcpu.bin"); rc=$?
+  ctxjson=$("$EPCTX" inspect --json --steps "$aot/cnn_ctx.onnx")
+  check "aotcpu inspect: --json exits 0" [ $rc -eq 0 ]
+  check "aotcpu inspect: --json holds the same facts" "$PY" -c '
+import json, sys
+b = json.loads(sys.argv[1]); m = json.loads(sys.argv[2]); isa = sys.argv[3]; size = int(sys.argv[4])
+assert b["valid"] and b["reason"] is None and b["size"] == size and b["format_version"].startswith("1."), b
+assert b["compatibility"]["isa"] == isa and b["compatibility"]["onednn_version"], b
+assert sorted(s["type"] for s in b["sections"]) == ["COMPAT", "GRAPHS", "TENSORS", "WEIGHTS"], b
+t = b["tensors"]
+assert t["count"] > 0 and 0 < t["distinct_bytes"] <= t["bytes"] and t["distinct"] <= t["count"], t
+assert b["graphs"], b
+for g in b["graphs"]:
+    assert g["name"].startswith("AotCpuExecutionProvider_") and g["inputs"] and g["outputs"], g
+    assert all(isinstance(d, int) for io in g["inputs"] + g["outputs"] for d in io["dims"]), g
+    assert g["step_count"] == len(g["steps"]) == sum(g["steps_by_kind"].values()), g
+assert sum(g["steps_by_kind"].get("Conv", 0) for g in b["graphs"]) > 0, b
+n = [c for c in m["ep_context_nodes"] if c["aotcpu"] is not None]
+assert len(n) == 1, m
+del b["file"]
+assert n[0]["aotcpu"] == b, (n[0]["aotcpu"], b)
+' "$json" "$ctxjson" "$isa" "$size"
+  # Embed mode 1: ep_cache_context holds the whole binary.
+  "$EPCTX" perf -e aotcpu -r 1 -C "ep.context_enable|1 ep.context_embed_mode|1 ep.context_file_path|$aot/e_ctx.onnx" \
+    "$MODELS/cnn.onnx" >/dev/null 2>&1
+  out=$("$EPCTX" inspect --steps "$aot/e_ctx.onnx"); rc=$?
+  check "aotcpu inspect: embedded binary exits 0" [ $rc -eq 0 ]
+  check "aotcpu inspect: embedded binary shows the ISA" grep -qx "        ISA: $isa" <<<"$out"
+  check "aotcpu inspect: embedded binary shows the graph" grep -q "^        graph: AotCpuExecutionProvider_" <<<"$out"
+  check "aotcpu inspect: embedded binary lists Conv steps" grep -qE "^            [0-9]+: Conv '" <<<"$out"
+  # A truncated binary, on its own and behind a ctx model.
+  head -c $((size / 2 + 1)) "$aot/cnn_ctx_aotcpu.bin" > "$aot/truncated.bin"
+  out=$("$EPCTX" inspect "$aot/truncated.bin" 2>"$aot/err"); rc=$?; err=$(cat "$aot/err")
+  check "aotcpu inspect: truncated .bin exits 1" [ $rc -eq 1 ]
+  check "aotcpu inspect: truncated .bin gives the reason on stderr" \
+    grep -q "^epctx: INVALID_GRAPH: '.*truncated.bin' is not a valid AotCpu context binary: .* $((size / 2 + 1)) bytes" \
+      <<<"$err"
+  check "aotcpu inspect: truncated .bin gives the reason in the report" grep -q "^invalid: " <<<"$out"
+  mkdir -p "$aot/t"
+  cp "$aot/cnn_ctx.onnx" "$aot/t/cnn_ctx.onnx"
+  cp "$aot/truncated.bin" "$aot/t/cnn_ctx_aotcpu.bin"
+  out=$("$EPCTX" inspect "$aot/t/cnn_ctx.onnx" 2>"$aot/err"); rc=$?; err=$(cat "$aot/err")
+  check "aotcpu inspect: ctx model with a truncated binary exits 1" [ $rc -eq 1 ]
+  check "aotcpu inspect: ctx model with a truncated binary gives the reason" \
+    grep -q "^epctx: INVALID_GRAPH: '.*cnn_ctx_aotcpu.bin' is not a valid AotCpu context binary: " <<<"$err"
+  check "aotcpu inspect: ctx model report marks the binary invalid" grep -q "^      invalid: " <<<"$out"
+  crashes=0; badfmt=0
+  for cut in 8 63 64 100 200 300 500 1000 4095 4096 $((size - 4096)) $((size - 1)); do
+    [ $cut -lt 1 ] || [ $cut -ge $size ] && continue
+    head -c $cut "$aot/cnn_ctx_aotcpu.bin" > "$aot/cut.bin"
+    err=$("$EPCTX" inspect --steps --json "$aot/cut.bin" 2>&1 >/dev/null); rc=$?
+    [ $rc -ne 1 ] && crashes=$((crashes + 1))
+    ! grep -q "^epctx: INVALID_GRAPH: " <<<"$err" && badfmt=$((badfmt + 1))
+  done
+  check "aotcpu inspect: every truncation exits 1" [ $crashes -eq 0 ]
+  check "aotcpu inspect: every truncation reports INVALID_GRAPH" [ $badfmt -eq 0 ]
+fi
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -9,21 +9,33 @@
 // (JSON); a binary path that is absolute, holds a '..' component or resolves (through symlinks) outside the model's
 // folder is reported with a note and never followed further (it is only ever stat'ed, never opened). Failures are
 // "epctx: <CODE>: <message>" on stderr with exit code 1.
+//
+// AotCpu context binaries (`epctx inspect FILE.bin`, a file starting with the magic EPCTXAOT, and the binary an
+// AotCpu EPContext node references or embeds): validated with ContextBinaryReader::Open, then the format version,
+// size, compatibility block, section table, tensor totals (with the bytes de-duplication saved) and per graph its
+// weights and program (ParseProgram: inputs/outputs, arena, steps by kind; `--steps`: DescribeStep per step). A
+// binary that fails validation (or whose program does not parse) is reported in the output, then as
+// "epctx: INVALID_GRAPH: <binary> is not a valid AotCpu context binary: <reason>" with exit code 1.
 #include <google/protobuf/io/coded_stream.h>
 #include <limits.h>
 #include <onnx/onnx_pb.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "providers/aotcpu/context_binary.h"
+#include "providers/aotcpu/program.h"
 #include "tools/tool_common.h"
 
 namespace epctx::tools {
@@ -189,8 +201,10 @@ bool HasDotDot(const std::string& rel) {
   return false;
 }
 
-// What an embed_mode=0 node's ep_cache_context points at, judged without opening it.
-json DescribeBinary(const std::string& model_folder, const std::string& rel) {
+// What an embed_mode=0 node's ep_cache_context points at, judged without opening it. `*open_path` gets the resolved
+// real path only when the file may be read: a regular file that provably (realpath) stays inside the model's folder.
+json DescribeBinary(const std::string& model_folder, const std::string& rel, std::string* open_path) {
+  open_path->clear();
   json b;
   b["path"] = rel;
   b["resolved"] = nullptr;
@@ -222,6 +236,7 @@ json DescribeBinary(const std::string& model_folder, const std::string& rel) {
   }
   b["exists"] = true;
   char real_folder[PATH_MAX], real_file[PATH_MAX];
+  std::string resolved;
   if (::realpath(model_folder.c_str(), real_folder) && ::realpath(joined.c_str(), real_file)) {
     std::string rf(real_folder), rp(real_file);
     if (rf != "/") rf += "/";
@@ -229,6 +244,7 @@ json DescribeBinary(const std::string& model_folder, const std::string& rel) {
       b["note"] = "resolves to '" + rp + "', outside the model's folder; refused";
       return b;
     }
+    resolved = rp;
   }
   if (!S_ISREG(st.st_mode)) {
     b["note"] = "is not a regular file";
@@ -236,10 +252,208 @@ json DescribeBinary(const std::string& model_folder, const std::string& rel) {
   }
   b["size"] = static_cast<uint64_t>(st.st_size);
   if (st.st_size == 0) b["note"] = "is empty";
+  *open_path = resolved;
   return b;
 }
 
-StatusOr<json> Inspect(const std::string& path) {
+// --- AotCpu context binaries -----------------------------------------------------------------------------------
+
+constexpr const char* kAotCpuEp = "AotCpuExecutionProvider";
+
+bool HasAotMagic(const void* data, uint64_t size) {
+  return size >= sizeof(aotcpu::kContextBinaryMagic) &&
+         std::memcmp(data, aotcpu::kContextBinaryMagic, sizeof(aotcpu::kContextBinaryMagic)) == 0;
+}
+
+uint64_t LoadU64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+std::string DtypeName(uint32_t dtype) {
+  const char* n = dtype <= static_cast<uint32_t>(INT_MAX) ? ElemTypeName(static_cast<int>(dtype)) : nullptr;
+  return n ? n : "dtype(" + std::to_string(dtype) + ")";
+}
+
+json IoJson(const std::vector<aotcpu::IoInfo>& ios) {
+  json a = json::array();
+  for (const aotcpu::IoInfo& io : ios)
+    a.push_back({{"name", io.name}, {"dtype", DtypeName(io.dtype)}, {"dims", io.dims}});
+  return a;
+}
+
+// The facts of one AotCpu context binary of `size` bytes at `data` (untrusted). Sets *failure to the validator's (or
+// ParseProgram's) reason when the binary is not valid; whatever was read before the failure stays in the result.
+json DescribeAotBinary(const uint8_t* data, uint64_t size, bool with_steps, std::string* failure) {
+  json j;
+  j["size"] = size;
+  j["valid"] = false;
+  j["reason"] = nullptr;
+  failure->clear();
+  aotcpu::ContextBinaryReader reader;
+  const aotcpu::CheckResult r = reader.Open(size ? data : nullptr, static_cast<size_t>(size));
+  if (!r.ok) {
+    *failure = r.reason;
+    j["reason"] = r.reason;
+    return j;
+  }
+  j["format_version"] = std::to_string(reader.major()) + "." + std::to_string(reader.minor());
+  const aotcpu::CompatInfo& c = reader.compat();
+  json options = json::array();
+  for (const auto& [k, v] : c.options) options.push_back({{"key", k}, {"value", v}});
+  j["compatibility"] = {{"epctx_version", c.epctx_version},
+                        {"onednn_version", c.onednn_version},
+                        {"isa", c.isa},
+                        {"options", options}};
+  // The section table, read from the validated header (the reader indexes sections but does not expose them).
+  json sections = json::array();
+  const uint32_t section_count = LoadU32(data + 20);
+  const uint64_t table = LoadU64(data + 24);
+  for (uint32_t i = 0; i < section_count; ++i) {
+    const uint8_t* e = data + table + uint64_t{32} * i;
+    const uint32_t type = LoadU32(e);
+    sections.push_back({{"type", aotcpu::SectionTypeName(type)},
+                        {"type_code", type},
+                        {"offset", LoadU64(e + 8)},
+                        {"length", LoadU64(e + 16)}});
+  }
+  j["sections"] = sections;
+  uint64_t total = 0, distinct_bytes = 0;
+  std::set<const unsigned char*> distinct;
+  for (const aotcpu::TensorView& t : reader.tensors()) {
+    total += t.length;
+    if (distinct.insert(t.data).second) distinct_bytes += t.length;
+  }
+  j["tensors"] = {{"count", reader.tensors().size()},
+                  {"bytes", total},
+                  {"distinct", distinct.size()},
+                  {"distinct_bytes", distinct_bytes}};
+  json graphs = json::array();
+  for (const aotcpu::GraphView& gv : reader.graphs()) {
+    json g;
+    g["name"] = std::string(gv.name);
+    uint64_t weight_bytes = 0;
+    for (uint32_t t : gv.tensor_indices) weight_bytes += reader.tensors()[t].length;
+    g["weights"] = {{"count", gv.tensor_indices.size()}, {"bytes", weight_bytes}};
+    g["records_bytes"] = gv.records.size();
+    aotcpu::Program p;
+    const aotcpu::CheckResult pr =
+        aotcpu::ParseProgram(gv.records, static_cast<uint32_t>(gv.tensor_indices.size()), &p);
+    if (!pr.ok) {
+      g["error"] = pr.reason;
+      if (failure->empty()) *failure = "graph '" + Printable(std::string(gv.name), 256) + "': " + pr.reason;
+      graphs.push_back(g);
+      continue;
+    }
+    g["inputs"] = IoJson(p.inputs);
+    g["outputs"] = IoJson(p.outputs);
+    g["arena_bytes"] = p.arena_bytes;
+    g["step_count"] = p.steps.size();
+    std::map<std::string, uint64_t> by_kind;
+    for (const aotcpu::Step& st : p.steps) ++by_kind[aotcpu::StepKindName(static_cast<uint32_t>(st.kind))];
+    g["steps_by_kind"] = by_kind;
+    if (with_steps) {
+      json steps = json::array();
+      for (const aotcpu::Step& st : p.steps) steps.push_back(aotcpu::DescribeStep(st));
+      g["steps"] = steps;
+    }
+    graphs.push_back(g);
+  }
+  j["graphs"] = graphs;
+  j["valid"] = failure->empty();
+  if (!failure->empty()) j["reason"] = *failure;
+  return j;
+}
+
+std::string DimsString(const json& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i].get<int64_t>());
+  return s + "]";
+}
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// Prints DescribeAotBinary's facts, every line prefixed by `in`.
+void PrintAotBinary(const json& b, const std::string& in) {
+  auto u = [](const json& v) { return static_cast<unsigned long long>(v.get<uint64_t>()); };
+  if (!b["valid"].get<bool>() && !b.contains("format_version")) {
+    std::printf("%sinvalid: %s\n", in.c_str(), Printable(b["reason"].get<std::string>()).c_str());
+    return;
+  }
+  std::printf("%sformat: %s\n", in.c_str(), b["format_version"].get<std::string>().c_str());
+  const json& c = b["compatibility"];
+  std::printf("%scompatibility:\n", in.c_str());
+  std::printf("%s  epctx: %s\n", in.c_str(), Printable(c["epctx_version"].get<std::string>()).c_str());
+  std::printf("%s  oneDNN: %s\n", in.c_str(), Printable(c["onednn_version"].get<std::string>()).c_str());
+  std::printf("%s  ISA: %s\n", in.c_str(), Printable(c["isa"].get<std::string>()).c_str());
+  std::string opts;
+  for (const auto& o : c["options"])
+    opts += (opts.empty() ? "" : ", ") + Printable(o["key"].get<std::string>()) + "=" +
+            Printable(o["value"].get<std::string>());
+  std::printf("%s  options: %s\n", in.c_str(), opts.empty() ? "(none)" : opts.c_str());
+  std::printf("%ssections: %zu\n", in.c_str(), b["sections"].size());
+  for (const auto& sec : b["sections"])
+    std::printf("%s  %-8s offset %llu, length %llu\n", in.c_str(), sec["type"].get<std::string>().c_str(),
+                u(sec["offset"]), u(sec["length"]));
+  const json& t = b["tensors"];
+  std::printf("%stensors: %llu, %s (%s after de-duplication, %llu distinct)\n", in.c_str(), u(t["count"]),
+              Bytes(t["bytes"].get<uint64_t>()).c_str(), Bytes(t["distinct_bytes"].get<uint64_t>()).c_str(),
+              u(t["distinct"]));
+  std::printf("%sgraphs: %zu\n", in.c_str(), b["graphs"].size());
+  for (const auto& g : b["graphs"]) {
+    std::printf("%s  graph: %s\n", in.c_str(), Printable(g["name"].get<std::string>()).c_str());
+    std::printf("%s    weights: %llu tensors, %s\n", in.c_str(), u(g["weights"]["count"]),
+                Bytes(g["weights"]["bytes"].get<uint64_t>()).c_str());
+    if (g.contains("error")) {
+      std::printf("%s    invalid program: %s\n", in.c_str(), Printable(g["error"].get<std::string>()).c_str());
+      continue;
+    }
+    for (const char* side : {"inputs", "outputs"}) {
+      std::printf("%s    %s: %zu\n", in.c_str(), side, g[side].size());
+      for (const auto& io : g[side])
+        std::printf("%s      %s: %s%s\n", in.c_str(), Printable(io["name"].get<std::string>()).c_str(),
+                    io["dtype"].get<std::string>().c_str(), DimsString(io["dims"]).c_str());
+    }
+    std::printf("%s    arena: %s\n", in.c_str(), Bytes(g["arena_bytes"].get<uint64_t>()).c_str());
+    // Most frequent kind first (ties by name): the histogram reads as "where the work is".
+    std::vector<std::pair<std::string, uint64_t>> order;
+    for (const auto& [kind, n] : g["steps_by_kind"].items()) order.emplace_back(kind, n.get<uint64_t>());
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string hist;
+    for (const auto& [kind, n] : order) hist += (hist.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+    if (!hist.empty()) hist = " (" + hist + ")";
+    std::printf("%s    steps: %llu%s\n", in.c_str(), u(g["step_count"]), hist.c_str());
+    if (g.contains("steps")) {
+      size_t i = 0;
+      for (const auto& st : g["steps"])
+        std::printf("%s      %zu: %s\n", in.c_str(), i++, Printable(st.get<std::string>()).c_str());
+    }
+  }
+  if (!b["valid"].get<bool>())
+    std::printf("%sinvalid: %s\n", in.c_str(), Printable(b["reason"].get<std::string>()).c_str());
+}
+
+// A binary that failed validation: where it came from and why. Reported after the output, exit code 1.
+struct Failure {
+  std::string from, reason;
+};
+
+// `epctx inspect FILE.bin`: a file that starts with the AotCpu magic.
+json InspectAotFile(const std::string& path, const MappedFile& file, bool steps, std::vector<Failure>* failures) {
+  std::string why;
+  json j = DescribeAotBinary(file.data(), file.size(), steps, &why);
+  j["file"] = path;
+  if (!why.empty()) failures->push_back({"'" + path + "'", why});
+  return j;
+}
+
+StatusOr<json> Inspect(const std::string& path, bool steps, std::vector<Failure>* failures) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     return MakeStatus(errno == ENOENT ? ErrorCode::NO_SUCHFILE : ErrorCode::FAIL, "cannot open '", path,
@@ -247,9 +461,10 @@ StatusOr<json> Inspect(const std::string& path) {
   RETURN_ERROR_IF(S_ISDIR(st.st_mode), INVALID_ARGUMENT, "'", path, "' is a folder, not a model file");
   RETURN_ERROR_IF(!S_ISREG(st.st_mode), INVALID_ARGUMENT, "'", path, "' is not a regular file");
   RETURN_ERROR_IF(st.st_size == 0, INVALID_PROTOBUF, "failed to load model '", path, "': the file is empty");
-  RETURN_ERROR_IF(static_cast<uint64_t>(st.st_size) > static_cast<uint64_t>(INT_MAX), INVALID_PROTOBUF,
-                  "failed to load model '", path, "': ", st.st_size, " bytes is above protobuf's 2 GiB limit");
   ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+  if (HasAotMagic(file->data(), file->size())) return InspectAotFile(path, *file, steps, failures);
+  RETURN_ERROR_IF(file->size() > static_cast<uint64_t>(INT_MAX), INVALID_PROTOBUF,
+                  "failed to load model '", path, "': ", file->size(), " bytes is above protobuf's 2 GiB limit");
   onnx::ModelProto m;
   {
     google::protobuf::io::CodedInputStream in(file->data(), static_cast<int>(file->size()));
@@ -329,13 +544,36 @@ StatusOr<json> Inspect(const std::string& path) {
     std::string cache = StrAttr(n, "ep_cache_context", &has_cache, &notes);
     c["binary"] = nullptr;
     c["payload_size"] = nullptr;
+    c["aotcpu"] = nullptr;
+    // An AotCpu node's binary (or any binary with the AotCpu magic) is validated and described.
+    const bool aot_source = source == kAotCpuEp;
+    auto describe_aot = [&](const uint8_t* data, uint64_t size, const std::string& from) {
+      if (!aot_source && !HasAotMagic(data, size)) return;
+      std::string why;
+      c["aotcpu"] = DescribeAotBinary(data, size, steps, &why);
+      if (!why.empty()) failures->push_back({from, why});
+    };
     if (embed == 1) {
       c["payload_size"] = has_cache ? json(static_cast<uint64_t>(cache.size())) : json(nullptr);
       if (!has_cache && main == 1) notes.push_back("main context without ep_cache_context");
+      if (has_cache)
+        describe_aot(reinterpret_cast<const uint8_t*>(cache.data()), cache.size(),
+                     "'" + path + "' node '" + Printable(n.name(), 256) + "' (embedded)");
     } else if (embed == 0) {
-      if (has_cache) c["binary"] = DescribeBinary(folder, cache);
+      std::string open_path;
+      if (has_cache) c["binary"] = DescribeBinary(folder, cache, &open_path);
       else if (main == 0) notes.push_back("main_context=0: its graph is in a binary named by a main_context=1 node");
       else notes.push_back("main context without ep_cache_context");
+      if (!open_path.empty()) {
+        const std::string from = "'" + c["binary"]["resolved"].get<std::string>() + "'";
+        if (c["binary"]["size"].get<uint64_t>() == 0) {
+          describe_aot(nullptr, 0, from);
+        } else {
+          StatusOr<std::shared_ptr<MappedFile>> bin = MappedFile::Open(open_path);
+          if (bin.ok()) describe_aot(bin.value()->data(), bin.value()->size(), from);
+          else notes.push_back("cannot read the binary: " + bin.status().message());
+        }
+      }
     } else {
       notes.push_back("embed_mode " + std::to_string(embed) + " is neither 0 nor 1");
     }
@@ -404,6 +642,11 @@ void PrintText(const json& j) {
       std::printf("%s\n", line.c_str());
     }
     for (const auto& note : c["notes"]) std::printf("    note: %s\n", Str(note).c_str());
+    if (!c["aotcpu"].is_null()) {
+      std::printf("    AotCpu context binary (%llu bytes):\n",
+                  static_cast<unsigned long long>(c["aotcpu"]["size"].get<uint64_t>()));
+      PrintAotBinary(c["aotcpu"], "      ");
+    }
   }
   std::string ops;
   for (const auto& [op, count] : j["cpu_nodes"]["by_op_type"].items())
@@ -417,9 +660,10 @@ void PrintText(const json& j) {
 }  // namespace
 
 int RunInspectCommand(const InspectOptions& opts) {
+  std::vector<Failure> failures;
   StatusOr<json> j = [&]() -> StatusOr<json> {
     try {
-      return Inspect(opts.model);
+      return Inspect(opts.model, opts.steps, &failures);
     } catch (const std::exception& e) {  // std::bad_alloc on an absurd model, and the like
       return MakeStatus(ErrorCode::FAIL, "cannot inspect '", opts.model, "': ", e.what());
     }
@@ -429,12 +673,23 @@ int RunInspectCommand(const InspectOptions& opts) {
     if (opts.json) {
       // Names and attribute strings come from the model: invalid UTF-8 is replaced, never a throw.
       std::printf("%s\n", j.value().dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    } else if (j.value().contains("file")) {  // an AotCpu context binary on its own
+      std::printf("AotCpu context binary: %s (%llu bytes)\n", Printable(j.value()["file"].get<std::string>()).c_str(),
+                  static_cast<unsigned long long>(j.value()["size"].get<uint64_t>()));
+      PrintAotBinary(j.value(), "");
     } else {
       PrintText(j.value());
     }
   } catch (const std::exception& e) {
     return Fail(MakeStatus(ErrorCode::FAIL, "cannot print '", opts.model, "': ", e.what()));
   }
+  std::fflush(stdout);
+  for (size_t i = 0; i + 1 < failures.size(); ++i)
+    std::fprintf(stderr, "epctx: INVALID_GRAPH: %s is not a valid AotCpu context binary: %s\n",
+                 Printable(failures[i].from).c_str(), Printable(failures[i].reason).c_str());
+  if (!failures.empty())
+    return Fail(MakeStatus(ErrorCode::INVALID_GRAPH, Printable(failures.back().from),
+                           " is not a valid AotCpu context binary: ", Printable(failures.back().reason)));
   return 0;
 }
 

@@ -60,9 +60,11 @@ int main(int argc, char** argv) {
   r->add_option("-r", run.repeat, "timed runs after the first");
 
   InspectOptions inspect;
-  auto* in = app.add_subcommand("inspect", "EPContext nodes, binaries, compatibility info, inputs/outputs of a model");
+  auto* in = app.add_subcommand(
+      "inspect", "EPContext nodes, binaries, compatibility info, inputs/outputs of a model; or an AotCpu binary");
   in->add_option("model", inspect.model, "model path")->required();
   in->add_flag("--json", inspect.json, "print one JSON object");
+  in->add_flag("--steps", inspect.steps, "list every step of each AotCpu graph");
 
   try {
     app.parse(argc, argv);

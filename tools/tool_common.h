@@ -79,11 +79,13 @@ struct RunOptions {
 };
 int RunRunCommand(const RunOptions& opts);
 
-// `epctx inspect MODEL [--json]` (inspect_command.cc): IR version, opsets, metadata, inputs/outputs, EPContext nodes
-// (source, main/embed mode, partition, binary path and size or payload size) and the other nodes by op type.
+// `epctx inspect MODEL [--json] [--steps]` (inspect_command.cc): IR version, opsets, metadata, inputs/outputs,
+// EPContext nodes (source, main/embed mode, partition, binary path and size or payload size) and the other nodes by op
+// type; AotCpu context binaries (a .bin file or one an AotCpu node references/embeds) validated and described.
 struct InspectOptions {
   std::string model;
   bool json = false;
+  bool steps = false;  // also list every step of each AotCpu graph
 };
 int RunInspectCommand(const InspectOptions& opts);
 
