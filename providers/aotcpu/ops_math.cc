@@ -817,7 +817,7 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
         Dims p = PadLeft(g.v(other).dims, g.v(y).dims.size());
         bool last_only = true;
         for (size_t i = 0; i + 1 < p.size(); ++i) last_only = last_only && p[i] == 1;
-        if (last_only) {
+        if (last_only && Numel(p) == s.c.back()) {  // a per-column bias (a scalar becomes an eltwise post-op)
           bias_node = c;
           bias_value = other;
         }

@@ -120,7 +120,7 @@ struct Compiled {
 };
 
 // Every node of the graph must be supported; compiles, round-trips the program and builds an executor.
-::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c) {
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c, bool portable = false) {
   for (const Node& n : b.g.nodes) {
     std::string why;
     if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
@@ -128,7 +128,9 @@ struct Compiled {
   std::vector<std::string> ins, outs;
   for (int v : b.g.inputs) ins.push_back(b.g.v(v).name);
   for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
-  CheckResult r = CompileGraph(b.g, ins, outs, CompileOptions(), &c->cg);
+  CompileOptions options;
+  options.portable_layouts = portable;
+  CheckResult r = CompileGraph(b.g, ins, outs, options, &c->cg);
   if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
   std::string records = SerializeProgram(c->cg.program);
   r = ParseProgram(records, static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
@@ -395,8 +397,9 @@ TEST(OpsMath, MatMulShapes) {
       {{1, 3, 6}, {2, 6, 4}, {2, 3, 4}},
   };
   for (const Case& cs : cases) {
-    for (bool const_b : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "a " << cs.a.size() << "-D, b " << cs.b.size() << "-D, const " << const_b);
+    for (int mode : {0, 1, 2}) {  // B: input, constant (packed), constant with portable (plain) layouts
+      const bool const_b = mode > 0;
+      SCOPED_TRACE(::testing::Message() << "a " << cs.a.size() << "-D, b " << cs.b.size() << "-D, mode " << mode);
       GraphBuilder b;
       std::vector<float> av = Random(Numel(cs.a), 11), bv = Random(Numel(cs.b), 12);
       b.Input("a", cs.a);
@@ -406,7 +409,7 @@ TEST(OpsMath, MatMulShapes) {
       b.N("MatMul", {"a", "b"}, {"y"}, 13);
       b.Output("y");
       Compiled c;
-      ASSERT_TRUE(Compile(b, &c));
+      ASSERT_TRUE(Compile(b, &c, mode == 2));
       Dims ad = cs.a.size() == 1 ? Dims{1, cs.a[0]} : cs.a;
       Dims bd = cs.b.size() == 1 ? Dims{cs.b[0], 1} : cs.b;
       std::vector<std::vector<float>> ins = {av};
@@ -519,6 +522,90 @@ TEST(OpsMath, ClipPowLayerNormReduceMean) {
   ExpectNear(out[1], pw);
   ExpectNear(out[2], lnw);
   ExpectNear(out[3], mean);
+}
+
+// Scalar and [1, N] biases: the scalar becomes an eltwise post-op, the [1, N] one the matmul's bias.
+TEST(OpsMath, MatMulBiasShapes) {
+  for (bool scalar : {false, true}) {
+    SCOPED_TRACE(scalar);
+    const int64_t M = 3, K = 8, N = 5;
+    GraphBuilder b;
+    std::vector<float> x = Random(M * K, 20), w = Random(K * N, 21), bias = Random(scalar ? 1 : N, 22);
+    b.Input("x", {M, K});
+    b.F32("w", {K, N}, w);
+    b.F32("bias", scalar ? Dims{} : Dims{1, N}, bias);
+    b.Out("mm", {M, N});
+    b.Out("y", {M, N});
+    b.N("MatMul", {"x", "w"}, {"mm"});
+    b.N("Add", {"bias", "mm"}, {"y"});
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    ASSERT_EQ(c.parsed.steps.size(), 1u);
+    EXPECT_EQ(c.parsed.steps[0].ops[2].present(), !scalar);
+    std::vector<double> want = RefMatMul(x, {M, K}, w, {K, N});
+    for (size_t i = 0; i < want.size(); ++i) want[i] += bias[scalar ? 0 : i % N];
+    ExpectNear(Execute(c, {x})[0], want);
+  }
+}
+
+// Builders read only the step: damaged parameters and operands are refused with a reason, never run.
+TEST(OpsMath, BuildersRefuseDamagedSteps) {
+  GraphBuilder b;
+  b.Input("q", {1, 2, 4, 8});
+  b.Input("kt", {1, 2, 8, 4});
+  b.Input("x", {3, 4});
+  b.F32("scale", {4}, {1, 2, 3, 4});
+  for (const char* n : {"s", "p"}) b.Out(n, {1, 2, 4, 4});
+  for (const char* n : {"e", "t", "ln", "r"}) b.Out(n, {3, 4});
+  b.Out("m", {3, 1});
+  b.N("MatMul", {"q", "kt"}, {"s"});
+  b.N("Softmax", {"s"}, {"p"});
+  b.N("Erf", {"x"}, {"e"});
+  b.N("Tanh", {"x"}, {"t"});
+  b.N("LayerNormalization", {"x", "scale"}, {"ln"});
+  b.N("Add", {"x", "scale"}, {"r"});
+  b.N("ReduceMean", {"x"}, {"m"}, 13).attrs["axes"] = IntsA({1});
+  for (const char* n : {"p", "e", "t", "ln", "r", "m"}) b.Output(n);
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  auto damaged = [&](const std::function<void(Program*)>& damage) {
+    Program p = c.parsed;
+    damage(&p);
+    std::vector<WeightRef> w;
+    for (const TensorInput& t : c.cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
+    std::unique_ptr<Executor> e;
+    CheckResult r = Executor::Create(p, std::move(w), 1, &e);
+    EXPECT_FALSE(r.ok);
+    EXPECT_FALSE(r.reason.empty());
+  };
+  auto step = [&](Program* p, StepKind k) -> Step& {
+    for (Step& s : p->steps)
+      if (s.kind == k) return s;
+    ADD_FAILURE() << "no step of kind " << static_cast<int>(k);
+    return p->steps[0];
+  };
+  damaged([&](Program* p) { step(p, StepKind::kSoftmax).ints[0] = 7; });
+  damaged([&](Program* p) { step(p, StepKind::kSoftmax).ints[1] = 2; });
+  damaged([&](Program* p) { step(p, StepKind::kSoftmax).ints.pop_back(); });
+  damaged([&](Program* p) { step(p, StepKind::kEltwise).ints[0] = 12345; });
+  damaged([&](Program* p) { step(p, StepKind::kEltwise).floats[0] = NAN; });
+  damaged([&](Program* p) { step(p, StepKind::kEltwise).ops[1].dims = {4, 3}; });
+  damaged([&](Program* p) { step(p, StepKind::kBinary).ints[0] = dnnl_eltwise_relu; });
+  damaged([&](Program* p) { step(p, StepKind::kMatMul).ops[1].dims = {1, 2, 4, 4}; });
+  damaged([&](Program* p) { step(p, StepKind::kMatMul).ops.resize(3); });
+  damaged([&](Program* p) { step(p, StepKind::kMatMul).ops[3].offset = 1ull << 40; });
+  damaged([&](Program* p) { step(p, StepKind::kErf).ops[1].dims = {4, 3}; });
+  damaged([&](Program* p) { step(p, StepKind::kErf).ops[0].strides = {1, 3}; });
+  damaged([&](Program* p) { step(p, StepKind::kLayerNorm).floats[0] = -1; });
+  damaged([&](Program* p) { step(p, StepKind::kLayerNorm).ops[1].dims = {3}; });
+  damaged([&](Program* p) { step(p, StepKind::kReduction).ints[0] = 0; });
+  damaged([&](Program* p) { step(p, StepKind::kReduction).ops[1].dims = {3, 4}; });
+  PostOp bad;
+  bad.kind = PostOp::kBinary;
+  bad.alg = dnnl_binary_add;
+  bad.operand = 9;
+  damaged([&](Program* p) { step(p, StepKind::kMatMul).post_ops.push_back(bad); });
 }
 
 TEST(OpsMath, SupportIsConservative) {
