@@ -1056,9 +1056,19 @@ CheckResult FoldConstants(Graph* g, std::vector<bool>* folded) {
     s.in = f.in;
     s.present = f.present;
     if (InferShape(s) != R::kShape || (out.dtype != 0 && s.out.dtype != out.dtype)) continue;
+    const uint32_t dtype = out.dtype;
     out.dtype = s.out.dtype;
     out.dims = s.out.dims;
     out.has_shape = true;
+    // Only through nodes this EP runs: a node left to the CPU EP cuts the partition, and the next partition's
+    // Compile sees its output with the runtime's (unknown) shape, so its consumers must not be claimed for a
+    // shape only this pass knew.
+    std::string why;
+    if (!IsNodeSupported(*g, n, &why)) {
+      out.dtype = dtype;
+      out.dims.clear();
+      out.has_shape = false;
+    }
   }
   return CheckResult::Ok();
 }
