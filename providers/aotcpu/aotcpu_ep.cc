@@ -73,6 +73,7 @@ std::string DimsText(const std::vector<int64_t>& d) {
 // The runnable form of one fused node: an executor over weights that live in `bytes` (an in-memory binary) or in
 // a mapping owned by `keep`.
 struct Partition {
+  std::vector<size_t> input_map;   // kernel-context input index of each program input (empty: identity)
   std::shared_ptr<const void> keep;
   std::unique_ptr<Executor> exec;  // null for a prepare-only session
   std::string run_error;           // why Compute refuses when exec is null
@@ -173,19 +174,25 @@ std::vector<std::string> IoNames(const EpctxNode* fused, bool inputs) {
   return names;
 }
 
-// Builds executors for every graph of a validated binary. `keep` owns the bytes `data` points into.
-CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const void> keep, int threads,
-                           const std::vector<std::string>& names, std::vector<std::shared_ptr<Partition>>* out) {
-  ContextBinaryReader reader;
-  CheckResult r = reader.Open(data, size);
+// Validates a binary once (every section checksum; tensors are not re-hashed one by one) and indexes it.
+CheckResult OpenBinary(const void* data, size_t size, std::shared_ptr<ContextBinaryReader>* out) {
+  auto reader = std::make_shared<ContextBinaryReader>();
+  CheckResult r = reader->Open(data, size, /*full_validation=*/false);
   if (!r.ok) return r;
+  *out = std::move(reader);
+  return CheckResult::Ok();
+}
+
+// Builds executors for the named graphs of an opened binary. `keep` owns the bytes the reader views.
+CheckResult LoadPartitions(const ContextBinaryReader& reader, std::shared_ptr<const void> keep, int threads,
+                           const std::vector<std::string>& names, std::vector<std::shared_ptr<Partition>>* out) {
   for (const std::string& name : names) {
     const GraphView* gv = nullptr;
     for (const GraphView& v : reader.graphs())
       if (v.name == name) gv = &v;
     if (!gv) return CheckResult::Fail("the context binary holds no graph named '" + name + "'");
     Program p;
-    r = ParseProgram(gv->records, static_cast<uint32_t>(gv->tensor_indices.size()), &p);
+    CheckResult r = ParseProgram(gv->records, static_cast<uint32_t>(gv->tensor_indices.size()), &p);
     if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
     std::vector<WeightRef> weights;
     for (uint32_t t : gv->tensor_indices) weights.push_back({reader.tensors()[t].data, reader.tensors()[t].length});
@@ -198,9 +205,26 @@ CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const 
   return CheckResult::Ok();
 }
 
+CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const void> keep, int threads,
+                           const std::vector<std::string>& names, std::vector<std::shared_ptr<Partition>>* out) {
+  std::shared_ptr<ContextBinaryReader> reader;
+  CheckResult r = OpenBinary(data, size, &reader);
+  if (!r.ok) return r;
+  return LoadPartitions(*reader, std::move(keep), threads, names, out);
+}
+
+// The inputs a compiled graph reads at run time: the fused node's inputs minus the constant initializers the
+// program bakes in (their packed copies live in the binary; the EPContext node does not list them, so the ctx model
+// does not carry them either).
+struct GraphIo {
+  std::vector<std::string> inputs, outputs;
+  std::vector<size_t> input_map;  // index of each input among the fused node's inputs
+};
+
 // Compiles the graphs (fused node names in *names).
 EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
-                           std::vector<std::string>* names, std::vector<CompiledGraph>* compiled) {
+                           std::vector<std::string>* names, std::vector<CompiledGraph>* compiled,
+                           std::vector<GraphIo>* io) {
   const auto t0 = std::chrono::steady_clock::now();
   size_t packed = 0;
   uint64_t packed_bytes = 0;
@@ -219,13 +243,23 @@ EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
                        packed + n, (packed_bytes + bytes) / 1e6, MsSince(t0) / 1000);
       };
     }
+    GraphIo gio;
+    const std::vector<std::string> fused_inputs = IoNames(fused_nodes[i], true);
+    for (size_t k = 0; k < fused_inputs.size(); ++k) {
+      const int v = g.Find(fused_inputs[k]);
+      if (v >= 0 && g.v(v).is_initializer) continue;
+      gio.inputs.push_back(fused_inputs[k]);
+      gio.input_map.push_back(k);
+    }
+    gio.outputs = IoNames(fused_nodes[i], false);
     CompiledGraph cg;
-    r = CompileGraph(g, IoNames(fused_nodes[i], true), IoNames(fused_nodes[i], false), options, &cg);
+    r = CompileGraph(g, gio.inputs, gio.outputs, options, &cg);
     if (!r.ok) return Error(EPCTX_EP_FAIL, "compiling '" + name + "': " + r.reason);
     packed += cg.weights.size();
     for (const TensorInput& t : cg.weights) packed_bytes += t.bytes.size();
     compiled->push_back(std::move(cg));
     names->push_back(name);
+    io->push_back(std::move(gio));
   }
   if (ep->progress)
     std::fprintf(stderr, "\r[aotcpu] %zu partition(s) compiled: %zu weights packed (%.1f MB), %.1f s            \n",
@@ -260,9 +294,9 @@ EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const 
 }
 
 EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
-                             std::vector<std::string>* names, std::string* binary) {
+                             std::vector<std::string>* names, std::string* binary, std::vector<GraphIo>* io) {
   std::vector<CompiledGraph> compiled;
-  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, names, &compiled));
+  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, names, &compiled, io));
   return BinaryOf(ep, &compiled, *names, binary);
 }
 
@@ -289,14 +323,17 @@ EpctxStatus* Compute(EpctxNodeComputeInfo* self, void*, EpctxKernelContext* kc) 
   return Guard([&]() -> EpctxStatus* {
     if (!part->exec) return g_api->CreateStatus(EPCTX_EP_FAIL, part->run_error.c_str());
     const Program& p = part->exec->program();
-    if (g_api->KernelContext_GetInputCount(kc) != p.inputs.size() ||
+    const size_t given = g_api->KernelContext_GetInputCount(kc);
+    if ((part->input_map.empty() ? given != p.inputs.size() : part->input_map.size() != p.inputs.size()) ||
         g_api->KernelContext_GetOutputCount(kc) != p.outputs.size())
       return Error(EPCTX_INVALID_ARGUMENT, "the fused node's input/output count does not match its compiled graph");
     std::vector<const void*> inputs(p.inputs.size());
     std::vector<void*> outputs(p.outputs.size());
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       const EpctxValue* v = nullptr;
-      AOT_RETURN_IF_ERROR(g_api->KernelContext_GetInput(kc, i, &v));
+      const size_t index = part->input_map.empty() ? i : part->input_map[i];
+      if (index >= given) return Error(EPCTX_INVALID_ARGUMENT, "the fused node has too few inputs");
+      AOT_RETURN_IF_ERROR(g_api->KernelContext_GetInput(kc, index, &v));
       std::vector<int64_t> dims(g_api->Value_GetRank(v));
       if (!dims.empty()) AOT_RETURN_IF_ERROR(g_api->Value_GetShape(v, dims.data(), dims.size()));
       if (dims != p.inputs[i].dims || static_cast<uint32_t>(g_api->Value_GetElementType(v)) != p.inputs[i].dtype)
@@ -336,8 +373,8 @@ ComputeInfo* MakeComputeInfo(std::shared_ptr<Partition> part) {
 // Writes the EPContext nodes for freshly compiled graphs. Embed 0: `binary` goes to "<ctx stem>_aotcpu.bin" beside
 // the ctx model; the first node (main_context=1) names it, the others (main_context=0) find their graph by
 // partition_name. Embed 1: each node carries its own binary (`per_graph[i]`).
-EpctxStatus* GenerateContext(AotCpuEp* ep, const EpctxNode** fused_nodes, size_t count,
-                             const std::vector<std::string>& names, const std::string& binary,
+EpctxStatus* GenerateContext(AotCpuEp* ep, size_t count, const std::vector<std::string>& names,
+                             const std::vector<GraphIo>& io, const std::string& binary,
                              const std::vector<std::string>& per_graph, EpctxNode** ep_context_nodes) {
   const ContextOptions& o = ep->context;
   std::string path;
@@ -353,8 +390,8 @@ EpctxStatus* GenerateContext(AotCpuEp* ep, const EpctxNode** fused_nodes, size_t
     spec.source = kEpName;
     spec.sdk_version = kVersion;
     spec.hardware_architecture = ep->isa;
-    spec.inputs = IoNames(fused_nodes[i], true);
-    spec.outputs = IoNames(fused_nodes[i], false);
+    spec.inputs = io[i].inputs;
+    spec.outputs = io[i].outputs;
     if (o.embed) {
       spec.embed_mode = 1;
       spec.cache = per_graph[i];
@@ -372,18 +409,26 @@ EpctxStatus* GenerateContext(AotCpuEp* ep, const EpctxNode** fused_nodes, size_t
   return nullptr;
 }
 
-EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const void* data, size_t size);
+EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const ContextBinaryReader& reader);
+EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data, size_t size,
+                         std::shared_ptr<ContextBinaryReader>* reader);
 EpctxStatus* LoadError(const std::string& message);
 
 EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                           std::vector<std::shared_ptr<Partition>>* parts, EpctxNode** ep_context_nodes) {
   const Mode mode = ep->options.mode();
   std::vector<std::string> names;
+  std::vector<GraphIo> io;
+  // Fresh partitions read only their non-constant inputs, found among the fused node's inputs by input_map.
+  auto attach_maps = [&](size_t first) {
+    for (size_t k = first; k < parts->size(); ++k) (*parts)[k]->input_map = io[k].input_map;
+  };
   if (mode == Mode::kJit) {
     std::vector<CompiledGraph> compiled;
-    AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled));
+    AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled, &io));
     CheckResult r = PartitionsFromCompiled(&compiled, ep->threads, parts);
     if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+    attach_maps(0);
     return nullptr;
   }
   if (ep->context.enable && ep->context.embed) {
@@ -392,7 +437,7 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
     for (size_t i = 0; i < count; ++i) {
       std::vector<std::string> one;
       auto bytes = std::make_shared<std::string>();
-      AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs + i, fused_nodes + i, 1, &one, bytes.get()));
+      AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs + i, fused_nodes + i, 1, &one, bytes.get(), &io));
       if (mode != Mode::kPrepareOnly) {
         CheckResult r = LoadPartitions(bytes->data(), bytes->size(), bytes, ep->threads, one, parts);
         if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
@@ -400,13 +445,14 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
       names.push_back(one[0]);
       per_graph[i] = *bytes;
     }
-    return GenerateContext(ep, fused_nodes, count, names, std::string(), per_graph, ep_context_nodes);
+    if (mode != Mode::kPrepareOnly) attach_maps(0);
+    return GenerateContext(ep, count, names, io, std::string(), per_graph, ep_context_nodes);
   }
   auto binary = std::make_shared<std::string>();
-  AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs, fused_nodes, count, &names, binary.get()));
+  AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs, fused_nodes, count, &names, binary.get(), &io));
   // Every compile-time structure is gone here; what follows sees only the binary.
   if (ep->context.enable)
-    AOT_RETURN_IF_ERROR(GenerateContext(ep, fused_nodes, count, names, *binary, {}, ep_context_nodes));
+    AOT_RETURN_IF_ERROR(GenerateContext(ep, count, names, io, *binary, {}, ep_context_nodes));
   if (mode == Mode::kPrepareOnly) return nullptr;
   if (mode == Mode::kPrepareAndLoadPersist) {
     // Path B: reload from the file just written, mapped like any ctx model's binary.
@@ -415,21 +461,34 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
     auto map = std::make_shared<plugin::MappedFile>();
     std::string why;
     if (!plugin::MapFile(path, map.get(), &why)) return Error(EPCTX_EP_FAIL, "reloading the context binary: " + why);
-    AOT_RETURN_IF_ERROR(CheckCompat(ep, path, map->data(), map->size()));
-    CheckResult r = LoadPartitions(map->data(), map->size(), map, ep->threads, names, parts);
+    std::shared_ptr<ContextBinaryReader> reader;
+    AOT_RETURN_IF_ERROR(OpenChecked(ep, path, map->data(), map->size(), &reader));
+    CheckResult r = LoadPartitions(*reader, map, ep->threads, names, parts);
     if (!r.ok) return LoadError(path + ": " + r.reason);
+    attach_maps(0);
     return nullptr;
   }
   // kGenerate and Path A (prepare_and_load without a file): load from the bytes as from a file.
-  AOT_RETURN_IF_ERROR(CheckCompat(ep, "the compiled binary", binary->data(), binary->size()));
-  CheckResult r = LoadPartitions(binary->data(), binary->size(), binary, ep->threads, names, parts);
+  std::shared_ptr<ContextBinaryReader> reader;
+  AOT_RETURN_IF_ERROR(OpenChecked(ep, "the compiled binary", binary->data(), binary->size(), &reader));
+  CheckResult r = LoadPartitions(*reader, binary, ep->threads, names, parts);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
+  attach_maps(0);
   return nullptr;
 }
 
 // ---- 5. EPContext loading ----
 
+// Validates the binary once and checks its compatibility block: INVALID_GRAPH naming `from` on any problem.
+EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data, size_t size,
+                         std::shared_ptr<ContextBinaryReader>* reader) {
+  CheckResult r = OpenBinary(data, size, reader);
+  if (!r.ok) return LoadError(from + ": " + r.reason);
+  return CheckCompat(ep, from, **reader);
+}
+
 struct LoadedBinary {
+  std::shared_ptr<ContextBinaryReader> reader;
   std::shared_ptr<const void> keep;
   const void* data = nullptr;
   size_t size = 0;
@@ -439,10 +498,7 @@ struct LoadedBinary {
 EpctxStatus* LoadError(const std::string& message) { return plugin::LoadError(g_api, kEpName, message); }
 
 // Refuses a binary made for another ISA (above the host's), oneDNN or format before anything else is used.
-EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const void* data, size_t size) {
-  ContextBinaryReader reader;
-  CheckResult r = reader.Open(data, size);
-  if (!r.ok) return LoadError(from + ": " + r.reason);
+EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const ContextBinaryReader& reader) {
   const CompatInfo& c = reader.compat();
   CompatibilityInfo info;
   info.format_major = reader.major();
@@ -492,9 +548,9 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
         return LoadError("node '" + name + "': attribute ep_cache_context is not a string");
       }
       b.from = "node '" + name + "'";
-      if (reinterpret_cast<uintptr_t>(data) % 64 == 0) {  // the model's bytes stay valid until release: no copy
+      if (reinterpret_cast<uintptr_t>(data) % 16 == 0) {  // the model's bytes stay valid until release: no copy
         b.data = data;
-      } else {  // tensors are 64-byte aligned relative to the binary's start: copy once to an aligned buffer
+      } else {  // oneDNN wants aligned weights (64-byte aligned relative to the binary's start): copy once
         auto copy = std::shared_ptr<unsigned char>(static_cast<unsigned char*>(std::aligned_alloc(64, (length + 63) / 64 * 64 + 64)), std::free);
         if (!copy) return Error(EPCTX_FAIL, "out of memory copying the payload of node '" + name + "'");
         std::memcpy(copy.get(), data, length);
@@ -518,9 +574,7 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
       b.from = path;
       mapped = map->size();
     }
-    AOT_RETURN_IF_ERROR(CheckCompat(ep, b.from, b.data, b.size));
-    const size_t first = parts->size();
-    (void)first;
+    AOT_RETURN_IF_ERROR(OpenChecked(ep, b.from, b.data, b.size, &b.reader));
     binaries.push_back(std::move(b));
     if (g_api->ReportEpContextLoad)
       AOT_RETURN_IF_ERROR(g_api->ReportEpContextLoad(fused_nodes[i], embed_mode == 1 ? "" : binaries.back().from.c_str(),
@@ -529,25 +583,22 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
   // Every node takes its graph by partition name from the binaries loaded above.
   for (const Pending& n : nodes) {
     const LoadedBinary* found = nullptr;
-    ContextBinaryReader reader;
     for (const LoadedBinary& b : binaries) {
-      if (!reader.Open(b.data, b.size).ok) continue;
-      for (const GraphView& gv : reader.graphs())
+      for (const GraphView& gv : b.reader->graphs())
         if (gv.name == n.partition) found = &b;
       if (found) break;
     }
-    if (!found && binaries.size() == 1 && reader.Open(binaries[0].data, binaries[0].size).ok &&
-        reader.graphs().size() == 1)
+    std::string graph_name = n.partition;
+    if (!found && binaries.size() == 1 && binaries[0].reader->graphs().size() == 1) {
       found = &binaries[0];  // a lone graph, whatever its name
+      graph_name = std::string(found->reader->graphs()[0].name);
+    }
     if (!found)
       return LoadError("node '" + n.name + "' refers to partition '" + n.partition +
                        "', which no context binary loaded by a main_context=1 node holds");
-    std::string graph_name = n.partition;
-    if (reader.graphs().size() == 1) graph_name = std::string(reader.graphs()[0].name);
     std::vector<std::shared_ptr<Partition>> one;
-    CheckResult r = LoadPartitions(found->data, found->size, found->keep, ep->threads, {graph_name}, &one);
+    CheckResult r = LoadPartitions(*found->reader, found->keep, ep->threads, {graph_name}, &one);
     if (!r.ok) return LoadError(found->from + ": " + r.reason);
-    // Parts are indexed like `loaded`; fill in order.
     parts->push_back(std::move(one[0]));
   }
   return nullptr;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <atomic>
+#include <thread>
 #include <unordered_map>
 
 namespace epctx {
@@ -44,13 +46,13 @@ std::string U(uint64_t v) { return std::to_string(v); }
 
 uint64_t HeaderChecksum(const unsigned char* p, size_t header_size) {
   static const unsigned char kZero[8] = {};
-  XXH64_state_t* st = XXH64_createState();
-  XXH64_reset(st, 0);
-  XXH64_update(st, p, kHeaderChecksumOffset);
-  XXH64_update(st, kZero, 8);
-  XXH64_update(st, p + kHeaderChecksumOffset + 8, header_size - kHeaderChecksumOffset - 8);
-  uint64_t h = XXH64_digest(st);
-  XXH64_freeState(st);
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, p, kHeaderChecksumOffset);
+  XXH3_64bits_update(st, kZero, 8);
+  XXH3_64bits_update(st, p + kHeaderChecksumOffset + 8, header_size - kHeaderChecksumOffset - 8);
+  uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
   return h;
 }
 
@@ -105,10 +107,55 @@ size_t DtypeSize(uint32_t dtype) {
   return 0;
 }
 
-uint64_t ContextBinaryHash(const void* data, size_t size) { return XXH64(data, size, 0); }
+// Hashes every distinct tensor range once, spread over the cores (the weights are most of a binary's bytes, and
+// reading them is most of a load), and compares with the stored content hashes.
+static CheckResult VerifyContentHashes(const std::vector<TensorView>& tensors) {
+  std::vector<size_t> order;  // one tensor per distinct (data, length)
+  {
+    std::unordered_map<const unsigned char*, uint64_t> seen;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      auto it = seen.find(tensors[i].data);
+      if (it != seen.end() && it->second == tensors[i].length) continue;
+      seen[tensors[i].data] = tensors[i].length;
+      order.push_back(i);
+    }
+  }
+  uint64_t total = 0;
+  for (size_t i : order) total += tensors[i].length;
+  const unsigned hw = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  const unsigned workers = total < (8u << 20) ? 1u : hw;
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> bad{SIZE_MAX};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
+      const TensorView& t = tensors[order[k]];
+      if (XXH3_64bits(t.data, t.length) != t.content_hash) {
+        size_t expected = SIZE_MAX;
+        bad.compare_exchange_strong(expected, order[k]);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::exception&) {
+      break;  // fewer threads; the calling thread still does all remaining work
+    }
+  }
+  work();
+  for (std::thread& th : threads) th.join();
+  if (bad.load() != SIZE_MAX) {
+    const TensorView& t = tensors[bad.load()];
+    return CheckResult::Fail("tensor " + U(bad.load()) + " [length " + U(t.length) + "] content hash mismatch");
+  }
+  return CheckResult::Ok();
+}
+
+uint64_t ContextBinaryHash(const void* data, size_t size) { return XXH3_64bits(data, size); }
 
 // Validates and, when `out` is non-null, fills it. The only parser: Validate and Open cannot disagree.
-CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReader* out) {
+CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReader* out, bool load_mode) {
   const auto* p = static_cast<const unsigned char*>(data);
   if (size < kHeaderSize) return CheckResult::Fail("file is " + U(size) + " bytes, smaller than the 64-byte header");
   if (std::memcmp(p, kContextBinaryMagic, 8) != 0) return CheckResult::Fail("bad magic (not an EPCTXAOT context binary)");
@@ -134,7 +181,7 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
   if (table_offset < header_size || table_offset % 8 != 0 || table_offset > size || size - table_offset < table_length)
     return CheckResult::Fail("section table [offset " + U(table_offset) + ", length " + U(table_length) +
                              "] is misaligned, overlaps the header or extends past the end of the file (" + U(size) + " bytes)");
-  if (kVerifyChecksums && XXH64(p + table_offset, table_length, 0) != table_checksum) return CheckResult::Fail("section table checksum mismatch");
+  if (kVerifyChecksums && XXH3_64bits(p + table_offset, table_length) != table_checksum) return CheckResult::Fail("section table checksum mismatch");
 
   std::vector<Section> sections;
   const Section* known[5] = {};
@@ -150,7 +197,10 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
       return CheckResult::Fail(Describe(s) + " overlaps the section table");
     if (s.type == static_cast<uint32_t>(SectionType::kWeights) && s.offset % kFileAlignment != 0)
       return CheckResult::Fail(Describe(s) + " is not 4096-byte aligned");
-    if (kVerifyChecksums && XXH64(p + s.offset, s.length, 0) != checksum) return CheckResult::Fail(Describe(s) + " checksum mismatch");
+    // Load mode verifies the weights through the tensors' content hashes instead (in parallel, below).
+    const bool deferred = load_mode && s.type == static_cast<uint32_t>(SectionType::kWeights);
+    if (kVerifyChecksums && !deferred && XXH3_64bits(p + s.offset, s.length) != checksum)
+      return CheckResult::Fail(Describe(s) + " checksum mismatch");
     sections.push_back(s);
   }
   for (const Section& s : sections) {
@@ -246,8 +296,13 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
       if (offset > weights.length || t.length > weights.length - offset)
         return CheckResult::Fail(where + " extends past the end of " + Describe(weights));
       t.data = p + weights.offset + offset;
-      if (kVerifyChecksums && XXH64(t.data, t.length, 0) != t.content_hash) return CheckResult::Fail(where + " content hash mismatch");
+      if (kVerifyChecksums && !load_mode && XXH3_64bits(t.data, t.length) != t.content_hash)
+        return CheckResult::Fail(where + " content hash mismatch");
       tensors.push_back(std::move(t));
+    }
+    if (kVerifyChecksums && load_mode) {
+      CheckResult r = VerifyContentHashes(tensors);
+      if (!r.ok) return r;
     }
     uint64_t used = kTensorTableHeader + uint64_t{n} * kTensorEntrySize;
     if (used != s.length && !newer_minor)
@@ -296,18 +351,18 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
   return CheckResult::Ok();
 }
 
-CheckResult ValidateContextBinary(const void* data, size_t size) { return ParseContextBinary(data, size, nullptr); }
+CheckResult ValidateContextBinary(const void* data, size_t size) { return ParseContextBinary(data, size, nullptr, false); }
 
-CheckResult ContextBinaryReader::Open(const void* data, size_t size) {
+CheckResult ContextBinaryReader::Open(const void* data, size_t size, bool full_validation) {
   *this = ContextBinaryReader();
   ContextBinaryReader tmp;
-  CheckResult r = ParseContextBinary(data, size, &tmp);
+  CheckResult r = ParseContextBinary(data, size, &tmp, !full_validation);
   if (r.ok) *this = std::move(tmp);
   return r;
 }
 
 const TensorView* ContextBinaryReader::FindTensor(std::string_view name) const {
-  const uint64_t h = XXH64(name.data(), name.size(), 0);
+  const uint64_t h = XXH3_64bits(name.data(), name.size());
   for (const TensorView& t : tensors_) if (t.name_hash == h) return &t;
   return nullptr;
 }
@@ -332,7 +387,7 @@ CheckResult WriteContextBinary(const ContextBinaryContents& in, std::string* out
     }
     if (bytes != t.bytes.size())
       return CheckResult::Fail("tensor " + t.name + " has " + U(t.bytes.size()) + " bytes, dims and dtype need " + U(bytes));
-    const uint64_t hash = XXH64(t.bytes.data(), t.bytes.size(), 0);
+    const uint64_t hash = XXH3_64bits(t.bytes.data(), t.bytes.size());
     uint64_t offset = UINT64_MAX;
     auto range = stored.equal_range(hash);
     for (auto it = range.first; it != range.second; ++it)
@@ -343,7 +398,7 @@ CheckResult WriteContextBinary(const ContextBinaryContents& in, std::string* out
       weights += t.bytes;
       stored.emplace(hash, offset);
     }
-    Put64(&table, XXH64(t.name.data(), t.name.size(), 0));
+    Put64(&table, XXH3_64bits(t.name.data(), t.name.size()));
     Put64(&table, hash);
     Put32(&table, t.dtype);
     Put32(&table, static_cast<uint32_t>(t.dims.size()));
@@ -407,13 +462,13 @@ CheckResult WriteContextBinary(const ContextBinaryContents& in, std::string* out
     Put32(&entries, 0);
     Put64(&entries, f.size());
     Put64(&entries, part.second->size());
-    Put64(&entries, XXH64(part.second->data(), part.second->size(), 0));
+    Put64(&entries, XXH3_64bits(part.second->data(), part.second->size()));
     f += *part.second;
   }
   PadTo(&f, kFileAlignment);
   std::memcpy(&f[kHeaderSize], entries.data(), entries.size());
   Store64(&f, 32, f.size());
-  Store64(&f, 48, XXH64(entries.data(), entries.size(), 0));
+  Store64(&f, 48, XXH3_64bits(entries.data(), entries.size()));
   Store64(&f, kHeaderChecksumOffset, HeaderChecksum(reinterpret_cast<const unsigned char*>(f.data()), kHeaderSize));
   *out = std::move(f);
   return CheckResult::Ok();

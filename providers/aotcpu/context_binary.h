@@ -63,7 +63,7 @@ struct CompatInfo {
 // --- Writing -------------------------------------------------------------------------------------------------
 
 struct TensorInput {
-  std::string name;           // only its xxh64 is stored
+  std::string name;           // only its hash is stored
   std::string bytes;          // raw contents; length must equal product(dims) * DtypeSize(dtype)
   uint32_t dtype = 1;         // ONNX TensorProto code
   std::vector<uint64_t> dims; // rank <= kMaxTensorRank
@@ -82,7 +82,7 @@ struct ContextBinaryContents {
   std::vector<TensorInput> tensors;
 };
 
-// Serializes `in` into `*out` (replacing its contents). Identical tensor bytes (same xxh64 and confirmed equal
+// Serializes `in` into `*out` (replacing its contents). Identical tensor bytes (same XXH3-64 and confirmed equal
 // byte-for-byte) are stored once in WEIGHTS; every input tensor still gets its own table entry, in input order.
 // A graph naming a tensor that is not in `in.tensors` references the first tensor of that name; if none, fails.
 // Fails (without touching *out's validity guarantees) on bad dims/dtype/length or unknown tensor names.
@@ -114,7 +114,11 @@ CheckResult ValidateContextBinary(const void* data, size_t size);
 class ContextBinaryReader {
  public:
   // Validates, then indexes. On failure the reader stays empty and the result carries the reason.
-  CheckResult Open(const void* data, size_t size);
+  // Full validation (the default) checks every section checksum and every tensor's content hash, one thread.
+  // Load mode (full_validation=false, what the EP uses) checks the same structure and every section checksum except
+  // WEIGHTS, whose bytes are instead verified through the tensors' content hashes, each distinct range once, spread
+  // over the cores: every weight byte a graph can reach is still checked before use, and read once, not twice.
+  CheckResult Open(const void* data, size_t size, bool full_validation = true);
 
   uint16_t major() const { return major_; }
   uint16_t minor() const { return minor_; }
@@ -125,14 +129,14 @@ class ContextBinaryReader {
   const TensorView* FindTensor(std::string_view name) const;
 
  private:
-  friend CheckResult ParseContextBinary(const void*, size_t, ContextBinaryReader*);
+  friend CheckResult ParseContextBinary(const void*, size_t, ContextBinaryReader*, bool);
   uint16_t major_ = 0, minor_ = 0;
   CompatInfo compat_;
   std::vector<GraphView> graphs_;
   std::vector<TensorView> tensors_;
 };
 
-// xxh64 (seed 0) as used for every hash in the format.
+// XXH3 64-bit (seed 0) as used for every hash in the format.
 uint64_t ContextBinaryHash(const void* data, size_t size);
 
 }  // namespace aotcpu

@@ -8,6 +8,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <climits>
+#include <set>
 
 #include "core/mapped_file.h"
 #include "model/ep_context_schema.h"
@@ -172,9 +173,60 @@ struct Converter {
 
 }  // namespace
 
+// True for a compiled model: every node of the top-level graph is an EPContext node. Such a model does not need
+// the ONNX checker or shape inference (the first use of either costs ~10 ms to build ONNX's schema registry, more
+// than everything else a session from a _ctx.onnx does); CheckCompiledGraph checks what they would.
+bool IsCompiledModel(const onnx::GraphProto& g) {
+  if (g.node_size() == 0) return false;
+  for (const auto& n : g.node())
+    if (n.op_type() != kEpContextOp || n.domain() != kMsDomain) return false;
+  return true;
+}
+
+// The structural rules the checker enforces, for an EPContext-only graph: typed graph inputs/outputs, unique
+// value names (SSA), every node input defined earlier (by a graph input, an initializer or a previous node), every
+// graph output produced, string/int/float attributes only.
+Status CheckCompiledGraph(const onnx::GraphProto& g, const std::string& what) {
+  std::set<std::string> defined;
+  auto typed = [&](const onnx::ValueInfoProto& vi, const char* kind) -> Status {
+    RETURN_ERROR_IF(vi.name().empty(), INVALID_GRAPH, "model ", what, ": a graph ", kind, " has no name");
+    RETURN_ERROR_IF(!vi.type().has_tensor_type() || vi.type().tensor_type().elem_type() == 0, INVALID_GRAPH,
+                    "model ", what, ": graph ", kind, " '", vi.name(), "' has no tensor element type");
+    return Status::OK();
+  };
+  for (const auto& i : g.initializer()) {
+    RETURN_ERROR_IF(i.name().empty() || !defined.insert(i.name()).second, INVALID_GRAPH, "model ", what,
+                    ": initializer name '", i.name(), "' is empty or duplicated");
+  }
+  for (const auto& in : g.input()) {
+    RETURN_IF_ERROR(typed(in, "input"));
+    defined.insert(in.name());
+  }
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input())
+      RETURN_ERROR_IF(!i.empty() && !defined.count(i), INVALID_GRAPH, "model ", what, ": node '", n.name(),
+                      "' reads '", i, "', which no graph input, initializer or earlier node defines");
+    for (const auto& a : n.attribute()) {
+      const auto t = a.type();
+      RETURN_ERROR_IF(t != onnx::AttributeProto::INT && t != onnx::AttributeProto::STRING &&
+                          t != onnx::AttributeProto::FLOAT,
+                      INVALID_GRAPH, "model ", what, ": EPContext node '", n.name(), "' attribute '", a.name(),
+                      "' has an unexpected type");
+    }
+    for (const auto& o : n.output())
+      RETURN_ERROR_IF(!o.empty() && !defined.insert(o).second, INVALID_GRAPH, "model ", what, ": value '", o,
+                      "' of node '", n.name(), "' is defined twice");
+  }
+  for (const auto& out : g.output()) {
+    RETURN_IF_ERROR(typed(out, "output"));
+    RETURN_ERROR_IF(!defined.count(out.name()), INVALID_GRAPH, "model ", what, ": graph output '", out.name(),
+                    "' is produced by no node");
+  }
+  return Status::OK();
+}
+
 StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelProto> proto, const std::string& path,
                                                     const ModelLoadOptions& options) {
-  RegisterEpContextSchema();  // context models are ordinary models to the checker
   const std::string what = path.empty() ? std::string("(from memory)") : "'" + path + "'";
   RETURN_ERROR_IF(!proto->has_graph(), INVALID_GRAPH, "model ", what, " has no graph");
   RETURN_ERROR_IF(proto->ir_version() < kMinIrVersion || proto->ir_version() > kMaxIrVersion, INVALID_GRAPH,
@@ -206,7 +258,11 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   // Our path rules for external data come before the ONNX checker, which only stats the files.
   RETURN_IF_ERROR(CheckExternalPaths(proto->graph(), model->folder));
 
-  if (options.run_checker) {
+  const bool compiled = IsCompiledModel(proto->graph());
+  if (compiled && (options.run_checker || options.run_shape_inference))
+    RETURN_IF_ERROR(CheckCompiledGraph(proto->graph(), what));
+  if (!compiled) RegisterEpContextSchema();  // context models are ordinary models to the checker
+  if (options.run_checker && !compiled) {
     try {
       onnx::checker::CheckerContext ctx;
       ctx.set_ir_version(static_cast<int>(proto->ir_version()));
@@ -220,7 +276,7 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
       return MakeStatus(ErrorCode::INVALID_GRAPH, "model ", what, " failed the ONNX checker: ", e.what());
     }
   }
-  if (options.run_shape_inference) {
+  if (options.run_shape_inference && !compiled) {
     try {
       onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};
       onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), sio);
