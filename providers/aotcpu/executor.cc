@@ -302,6 +302,25 @@ CheckResult BuildReorder(BuildContext& bc, std::unique_ptr<StepExec>* out) {
 
 // ---- Executor ----
 
+// The operand a step writes, by kind (the builders read the others). -1 for an unknown kind.
+int DstOperand(const Step& s) {
+  switch (s.kind) {
+    case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
+    case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf:
+      return 1;
+    case StepKind::kBinary: case StepKind::kGather:
+      return 2;
+    case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
+    case StepKind::kLayerNorm:
+      return 3;
+    case StepKind::kBatchNorm:
+      return 5;
+    case StepKind::kConcat:
+      return static_cast<int>(s.ops.size()) - 1;
+  }
+  return -1;
+}
+
 Executor::~Executor() = default;
 
 CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
@@ -328,6 +347,11 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
     bc.exec_ = e.get();
     StepBuilder build = FindStepBuilder(static_cast<uint32_t>(s.kind));
     if (!build) return bc.Fail("no builder for this step kind");
+    // Steps write only the arena and the outputs: never an input or a (read-only, mapped) weight.
+    const int dst = DstOperand(s);
+    if (dst < 0 || static_cast<size_t>(dst) >= s.ops.size() ||
+        (s.ops[dst].buf != Buf::kArena && s.ops[dst].buf != Buf::kOutput))
+      return bc.Fail("its destination (operand " + std::to_string(dst) + ") is not the arena or an output");
     std::unique_ptr<StepExec> x;
     CheckResult r;
     try {

@@ -1,0 +1,164 @@
+// Program records are read from files: every truncation is refused with a reason, and every single-bit flip either
+// is refused (by ParseProgram or by the executor's operand checks) or yields a program that runs without touching
+// memory outside its buffers (run this test under ASan to see the second half enforced).
+#include "program.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "executor.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+Operand Op(Buf buf, uint32_t index, uint64_t offset, std::vector<int64_t> dims, std::vector<int64_t> strides) {
+  Operand o;
+  o.buf = buf;
+  o.index = index;
+  o.offset = offset;
+  o.dims = std::move(dims);
+  o.strides = std::move(strides);
+  return o;
+}
+
+// Y[4,3,2] = Relu(Transpose(X[2,3,4])) + W[4,3,2]: a strided reorder into the arena, an eltwise step, a binary step
+// reading a weight.
+Program Sample() {
+  Program p;
+  p.inputs = {{"X", 1, {2, 3, 4}}};
+  p.outputs = {{"Y", 1, {4, 3, 2}}};
+  p.arena_bytes = 2 * 96;
+  p.num_weights = 1;
+  Step t;
+  t.kind = StepKind::kReorder;
+  t.name = "transpose";
+  t.ops = {Op(Buf::kInput, 0, 0, {4, 3, 2}, {1, 4, 12}), Op(Buf::kArena, 0, 0, {4, 3, 2}, {6, 2, 1})};
+  Step r;
+  r.kind = StepKind::kEltwise;
+  r.name = "relu";
+  r.ops = {Op(Buf::kArena, 0, 0, {4, 3, 2}, {6, 2, 1}), Op(Buf::kArena, 0, 96, {4, 3, 2}, {6, 2, 1})};
+  r.ints = {static_cast<int64_t>(dnnl::algorithm::eltwise_relu)};
+  r.floats = {0.f, 0.f};
+  Step a;
+  a.kind = StepKind::kBinary;
+  a.name = "add";
+  a.ops = {Op(Buf::kArena, 0, 96, {4, 3, 2}, {6, 2, 1}), Op(Buf::kWeight, 0, 0, {4, 3, 2}, {6, 2, 1}),
+           Op(Buf::kOutput, 0, 0, {4, 3, 2}, {6, 2, 1})};
+  a.ints = {static_cast<int64_t>(dnnl::algorithm::binary_add)};
+  p.steps = {t, r, a};
+  return p;
+}
+
+std::vector<float> Weight() {
+  std::vector<float> w(24);
+  for (int i = 0; i < 24; ++i) w[i] = 0.5f * static_cast<float>(i % 5);
+  return w;
+}
+
+TEST(AotCpuProgram, RoundTripsAndRuns) {
+  const std::string records = SerializeProgram(Sample());
+  Program p;
+  CheckResult r = ParseProgram(records, 1, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(SerializeProgram(p), records);
+  std::vector<float> w = Weight();
+  std::unique_ptr<Executor> exec;
+  r = Executor::Create(p, {{w.data(), w.size() * 4}}, 1, &exec);
+  ASSERT_TRUE(r.ok) << r.reason;
+  std::vector<float> x(24), y(24, -1.f);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>(i) - 10.f;
+  r = exec->Run({x.data()}, {y.data()});
+  ASSERT_TRUE(r.ok) << r.reason;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 2; ++c) {
+        const float in = x[c * 12 + b * 4 + a];
+        EXPECT_EQ(y[a * 6 + b * 2 + c], std::max(in, 0.f) + w[a * 6 + b * 2 + c]);
+      }
+}
+
+TEST(AotCpuProgram, EveryTruncationIsRefusedWithAReason) {
+  const std::string records = SerializeProgram(Sample());
+  for (size_t n = 0; n < records.size(); ++n) {
+    Program p;
+    CheckResult r = ParseProgram(std::string_view(records.data(), n), 1, &p);
+    EXPECT_FALSE(r.ok) << "cut at " << n;
+    EXPECT_FALSE(r.reason.empty()) << "cut at " << n;
+  }
+  Program p;
+  CheckResult r = ParseProgram(records + "x", 1, &p);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("trailing"), std::string::npos) << r.reason;
+}
+
+TEST(AotCpuProgram, WeightCountMustMatchTheGraph) {
+  Program p;
+  CheckResult r = ParseProgram(SerializeProgram(Sample()), 2, &p);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("weights"), std::string::npos) << r.reason;
+}
+
+TEST(AotCpuProgram, StepsMayNotWriteInputsOrWeights) {
+  std::vector<float> w = Weight();
+  for (Buf target : {Buf::kInput, Buf::kWeight}) {
+    Program p = Sample();
+    p.steps[1].ops[1].buf = target;  // relu's destination
+    p.steps[1].ops[1].offset = 0;
+    std::unique_ptr<Executor> exec;
+    CheckResult r = Executor::Create(p, {{w.data(), w.size() * 4}}, 1, &exec);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.reason.find("destination"), std::string::npos) << r.reason;
+  }
+}
+
+TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {
+  const std::string records = SerializeProgram(Sample());
+  std::vector<float> w = Weight();
+  size_t refused = 0, ran = 0;
+  for (size_t pos = 0; pos < records.size(); ++pos) {
+    for (int bit : {0, 3, 6, 7}) {
+      std::string g = records;
+      g[pos] = static_cast<char>(g[pos] ^ (1 << bit));
+      Program p;
+      CheckResult r = ParseProgram(g, 1, &p);
+      if (!r.ok) {
+        EXPECT_FALSE(r.reason.empty());
+        ++refused;
+        continue;
+      }
+      std::unique_ptr<Executor> exec;
+      r = Executor::Create(p, {{w.data(), w.size() * 4}}, 1, &exec);
+      if (!r.ok) {
+        EXPECT_FALSE(r.reason.empty());
+        ++refused;
+        continue;
+      }
+      // Inputs and outputs sized as the (possibly changed) program declares them.
+      std::vector<std::vector<unsigned char>> ins, outs;
+      std::vector<const void*> in_ptrs;
+      std::vector<void*> out_ptrs;
+      auto bytes = [](const IoInfo& io) {
+        size_t n = io.dtype == 7 ? 8 : (io.dtype == 1 || io.dtype == 6) ? 4 : 1;
+        for (int64_t d : io.dims) n *= static_cast<size_t>(d);
+        return n;
+      };
+      bool huge = false;
+      for (const IoInfo& io : p.inputs) huge |= bytes(io) > (1u << 20);
+      for (const IoInfo& io : p.outputs) huge |= bytes(io) > (1u << 20);
+      if (huge || p.arena_bytes > (1u << 20)) continue;  // a flipped size bit: would only allocate more
+      for (const IoInfo& io : p.inputs) ins.emplace_back(bytes(io), 0), in_ptrs.push_back(ins.back().data());
+      for (const IoInfo& io : p.outputs) outs.emplace_back(bytes(io), 0), out_ptrs.push_back(outs.back().data());
+      exec->Run(in_ptrs, out_ptrs);  // may fail; must not crash or read out of bounds
+      ++ran;
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(ran, 0u);  // flips in names, float parameters etc. still run
+}
+
+}  // namespace
+}  // namespace aotcpu
+}  // namespace epctx
