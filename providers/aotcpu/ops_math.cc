@@ -251,7 +251,8 @@ bool MatchGelu(const Graph& g, int x, bool private_root, GeluMatch* m) {
   for (int head : cons) {
     const Node& h = g.nodes[static_cast<size_t>(head)];
     bool is_head = false;
-    if (node_out(head, "Div") >= 0 && h.inputs.size() == 2 && h.inputs[0] == x && ConstNear(g, h.inputs[1], std::sqrt(2.0)))
+    if (node_out(head, "Div") >= 0 && h.inputs.size() == 2 && h.inputs[0] == x &&
+        ConstNear(g, h.inputs[1], std::sqrt(2.0)))
       is_head = true;
     if (node_out(head, "Mul") >= 0 && ConstNear(g, OtherInput(h, x), std::sqrt(0.5))) is_head = true;
     if (!is_head) continue;
@@ -484,7 +485,8 @@ CheckResult ApplyChain(LowerContext& ctx, int node, const std::vector<Fused>& ch
         Dims cd;
         map(g.v(f.operand_value).dims, &cd);
         Operand o = ctx.UsePlain(f.operand_value);
-        if (!IsRowMajor(o)) return ctx.Fail(node, "post-op operand '" + g.v(f.operand_value).name + "' is not row-major");
+        if (!IsRowMajor(o))
+          return ctx.Fail(node, "post-op operand '" + g.v(f.operand_value).name + "' is not row-major");
         p.operand = static_cast<uint32_t>(step->ops.size());
         step->ops.push_back(Reshaped(o, cd));
       }
@@ -838,7 +840,8 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
       if (pack) w_d = memory::desc(memory::dims(wd.begin(), wd.end()), memory::data_type::f32, memory::format_tag::any);
       else if (!OperandDesc(ops[1], &w_d).ok) return 0;
       std::unique_ptr<dnnl::matmul::desc> md;
-      if (bias_value >= 0) md.reset(new dnnl::matmul::desc(src_d, w_d, StridedDesc(bias_dims, RowMajorStrides(bias_dims)), dst_d));
+      if (bias_value >= 0)
+        md.reset(new dnnl::matmul::desc(src_d, w_d, StridedDesc(bias_dims, RowMajorStrides(bias_dims)), dst_d));
       else md.reset(new dnnl::matmul::desc(src_d, w_d, dst_d));
       dnnl::matmul::primitive_desc pd(*md, attr, eng);
       weights_chosen = pd.weights_desc();
@@ -948,7 +951,8 @@ CheckResult BuildMatMul(BuildContext& bc, std::unique_ptr<StepExec>* out) {
 // ---- unary ------------------------------------------------------------------------------------------------------
 
 bool SupportUnary(const Graph& g, const Node& n, std::string* why) {
-  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] < 0) return Reject(why, "needs one input and one output");
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] < 0)
+    return Reject(why, "needs one input and one output");
   if (n.op == "Clip") {
     // Bounds must be constant: only X and Y need to be float tensors.
     const Value& x = g.v(n.inputs[0]);
@@ -1069,7 +1073,8 @@ bool SupportBinary(const Graph& g, const Node& n, std::string* why) {
   }
   if (!StaticFloatTensors(g, n, why)) return false;
   Dims out;
-  if (!BroadcastShapes(a.dims, b.dims, &out) || out != y.dims) return Reject(why, "shapes do not broadcast to the output");
+  if (!BroadcastShapes(a.dims, b.dims, &out) || out != y.dims)
+    return Reject(why, "shapes do not broadcast to the output");
   int64_t since_broadcast = (n.op == "Max" || n.op == "Min") ? 8 : 7;
   if (n.opset < since_broadcast && a.dims != b.dims)
     return Reject(why, "opset " + std::to_string(n.opset) + " broadcasting (axis attribute) not supported");
