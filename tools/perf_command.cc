@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "tools/tool_common.h"
@@ -19,6 +21,18 @@ double PeakRssMb() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_maxrss / 1024.0;
+}
+
+// Current resident set (VmRSS), MB; 0 when /proc is unavailable.
+double RssMb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::atof(line + 6);
+  std::fclose(f);
+  return kb / 1024.0;
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -70,9 +84,11 @@ int RunPerfCommand(const PerfOptions& opts) {
     config.value().profile_prefix = opts.profile;
   }
 
+  const double rss_before = RssMb();
   auto t0 = Clock::now();
   auto session = InferenceSession::CreateFromFile(opts.model, config.value());
   auto t1 = Clock::now();
+  const double rss_created = RssMb(), peak_created = PeakRssMb();
   if (!session.ok()) return Fail(session.status());
   InferenceSession& s = *session.value();
   auto feeds = InputsFor(s, opts.inputs_dir);
@@ -100,8 +116,10 @@ int RunPerfCommand(const PerfOptions& opts) {
   double med = Percentile(times, 0.5), p90 = Percentile(times, 0.9);
   if (opts.json) {
     std::printf("{\"session_creation_ms\": %.3f, \"first_run_ms\": %.3f, \"run_ms_median\": %.3f, "
-                "\"run_ms_p90\": %.3f, \"peak_rss_mb\": %.1f, \"runs\": %d, \"threads\": %d}\n",
-                create, first, med, p90, PeakRssMb(), opts.repeat, s.num_threads());
+                "\"run_ms_p90\": %.3f, \"peak_rss_mb\": %.1f, \"runs\": %d, \"threads\": %d, "
+                "\"rss_before_session_mb\": %.1f, \"rss_after_creation_mb\": %.1f, \"peak_rss_creation_mb\": %.1f}\n",
+                create, first, med, p90, PeakRssMb(), opts.repeat, s.num_threads(), rss_before, rss_created,
+                peak_created);
   } else {
     std::printf("model:               %s\n", opts.model.c_str());
     std::printf("execution providers: %s (%zu partitions on plugin EPs)\n", eps.c_str(), s.partition_eps().size());
@@ -112,6 +130,8 @@ int RunPerfCommand(const PerfOptions& opts) {
     std::printf("first run:           %.3f ms\n", first);
     std::printf("steady state (%d runs): median %.3f ms, p90 %.3f ms\n", opts.repeat, med, p90);
     std::printf("peak RSS:            %.1f MB\n", PeakRssMb());
+    std::printf("resident memory:     %.1f MB before the session, %.1f MB after creating it (peak %.1f MB)\n",
+                rss_before, rss_created, peak_created);
   }
   if (opts.verbose) std::printf("session report: %s\n", s.ReportJson().c_str());
   return 0;
@@ -120,9 +140,11 @@ int RunPerfCommand(const PerfOptions& opts) {
 int RunRunCommand(const RunOptions& opts) {
   auto config = BuildConfig(opts.common);
   if (!config.ok()) return Fail(config.status());
+  const double rss_before = RssMb();
   auto t0 = Clock::now();
   auto session = InferenceSession::CreateFromFile(opts.model, config.value());
   auto t1 = Clock::now();
+  const double rss_created = RssMb(), peak_created = PeakRssMb();
   if (!session.ok()) return Fail(session.status());
   const InferenceSession& s = *session.value();
   auto feeds = InputsFor(s, opts.inputs_dir);

@@ -114,6 +114,27 @@ AotCpuEp* Self(EpctxEp* ep) { return reinterpret_cast<AotCpuEp*>(ep); }
 
 // ---- 3. GetCapability ----
 
+// `g` (before folding) cut down to `nodes` (ascending), as the fused graph of that partition shows it: values made by
+// other nodes become plain inputs (no constant data, the runtime's shape), consumers are the kept nodes only.
+Graph Restrict(const Graph& g, const std::vector<int>& nodes) {
+  Graph sub = g;
+  sub.nodes.clear();
+  for (Value& v : sub.values) {
+    v.producer = -1;
+    v.consumers.clear();
+  }
+  for (int i : nodes) {
+    const int k = static_cast<int>(sub.nodes.size());
+    const Node& n = g.nodes[static_cast<size_t>(i)];
+    sub.nodes.push_back(n);
+    for (int v : n.inputs)
+      if (v >= 0) sub.v(v).consumers.push_back(k);
+    for (int v : n.outputs)
+      if (v >= 0) sub.v(v).producer = k;
+  }
+  return sub;
+}
+
 EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
   {
     std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graph));
@@ -134,6 +155,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   Graph g;
   CheckResult r = BuildGraph(g_api, graph, &g);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "reading the graph: " + r.reason);
+  const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
   if (!r.ok) return nullptr;  // a malformed constant subgraph: claim nothing, the CPU EP reports the problem
@@ -148,6 +170,24 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     if (supported[i] && !folded[i]) ++compute_nodes;
   }
   if (compute_nodes == 0) return nullptr;  // only constants: nothing worth a partition
+  // Each partition's Compile sees only its own nodes: a value made by another partition (or the CPU EP) arrives
+  // without the data folding gave it and with the runtime's shape. Re-check every group that way and drop the
+  // nodes that would fail there (Reshape to a shape folded elsewhere, a mask shaped only by folding), until stable.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const std::vector<int>& group : GroupNodes(g, supported)) {
+      Graph sub = Restrict(original, group);
+      std::vector<bool> sub_folded;
+      const bool ok = FoldConstants(&sub, &sub_folded).ok;
+      sub_folded.resize(sub.nodes.size(), false);
+      for (size_t k = 0; k < group.size(); ++k) {
+        std::string why;
+        if (ok && (sub_folded[k] || IsNodeSupported(sub, sub.nodes[k], &why))) continue;
+        supported[static_cast<size_t>(group[k])] = false;
+        changed = true;
+      }
+    }
+  }
   for (const std::vector<int>& group : GroupNodes(g, supported)) {
     bool computes = false;
     for (int n : group) computes |= !folded[static_cast<size_t>(n)];
@@ -175,9 +215,10 @@ std::vector<std::string> IoNames(const EpctxNode* fused, bool inputs) {
 }
 
 // Validates a binary once (every section checksum; tensors are not re-hashed one by one) and indexes it.
-CheckResult OpenBinary(const void* data, size_t size, std::shared_ptr<ContextBinaryReader>* out) {
+CheckResult OpenBinary(const void* data, size_t size, std::shared_ptr<ContextBinaryReader>* out,
+                       bool verify_weights = true) {
   auto reader = std::make_shared<ContextBinaryReader>();
-  CheckResult r = reader->Open(data, size, /*full_validation=*/false);
+  CheckResult r = reader->Open(data, size, /*full_validation=*/false, verify_weights);
   if (!r.ok) return r;
   *out = std::move(reader);
   return CheckResult::Ok();
@@ -482,7 +523,7 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
 // Validates the binary once and checks its compatibility block: INVALID_GRAPH naming `from` on any problem.
 EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data, size_t size,
                          std::shared_ptr<ContextBinaryReader>* reader) {
-  CheckResult r = OpenBinary(data, size, reader);
+  CheckResult r = OpenBinary(data, size, reader, ep->options.verify_weights);
   if (!r.ok) return LoadError(from + ": " + r.reason);
   return CheckCompat(ep, from, **reader);
 }

@@ -155,7 +155,8 @@ static CheckResult VerifyContentHashes(const std::vector<TensorView>& tensors) {
 uint64_t ContextBinaryHash(const void* data, size_t size) { return XXH3_64bits(data, size); }
 
 // Validates and, when `out` is non-null, fills it. The only parser: Validate and Open cannot disagree.
-CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReader* out, bool load_mode) {
+CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReader* out, bool load_mode,
+                               bool verify_weights) {
   const auto* p = static_cast<const unsigned char*>(data);
   if (size < kHeaderSize) return CheckResult::Fail("file is " + U(size) + " bytes, smaller than the 64-byte header");
   if (std::memcmp(p, kContextBinaryMagic, 8) != 0) return CheckResult::Fail("bad magic (not an EPCTXAOT context binary)");
@@ -300,7 +301,7 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
         return CheckResult::Fail(where + " content hash mismatch");
       tensors.push_back(std::move(t));
     }
-    if (kVerifyChecksums && load_mode) {
+    if (kVerifyChecksums && load_mode && verify_weights) {
       CheckResult r = VerifyContentHashes(tensors);
       if (!r.ok) return r;
     }
@@ -351,12 +352,12 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
   return CheckResult::Ok();
 }
 
-CheckResult ValidateContextBinary(const void* data, size_t size) { return ParseContextBinary(data, size, nullptr, false); }
+CheckResult ValidateContextBinary(const void* data, size_t size) { return ParseContextBinary(data, size, nullptr, false, true); }
 
-CheckResult ContextBinaryReader::Open(const void* data, size_t size, bool full_validation) {
+CheckResult ContextBinaryReader::Open(const void* data, size_t size, bool full_validation, bool verify_weights) {
   *this = ContextBinaryReader();
   ContextBinaryReader tmp;
-  CheckResult r = ParseContextBinary(data, size, &tmp, !full_validation);
+  CheckResult r = ParseContextBinary(data, size, &tmp, !full_validation, verify_weights || full_validation);
   if (r.ok) *this = std::move(tmp);
   return r;
 }

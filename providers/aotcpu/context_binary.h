@@ -118,7 +118,8 @@ class ContextBinaryReader {
   // Load mode (full_validation=false, what the EP uses) checks the same structure and every section checksum except
   // WEIGHTS, whose bytes are instead verified through the tensors' content hashes, each distinct range once, spread
   // over the cores: every weight byte a graph can reach is still checked before use, and read once, not twice.
-  CheckResult Open(const void* data, size_t size, bool full_validation = true);
+  // verify_weights=false (load mode only) skips the weights' content hashes: for binaries whose storage is trusted.
+  CheckResult Open(const void* data, size_t size, bool full_validation = true, bool verify_weights = true);
 
   uint16_t major() const { return major_; }
   uint16_t minor() const { return minor_; }
@@ -129,7 +130,7 @@ class ContextBinaryReader {
   const TensorView* FindTensor(std::string_view name) const;
 
  private:
-  friend CheckResult ParseContextBinary(const void*, size_t, ContextBinaryReader*, bool);
+  friend CheckResult ParseContextBinary(const void*, size_t, ContextBinaryReader*, bool, bool);
   uint16_t major_ = 0, minor_ = 0;
   CompatInfo compat_;
   std::vector<GraphView> graphs_;

@@ -187,7 +187,22 @@ CheckResult BuildContext::Desc(size_t i, dnnl::memory::desc* out) {
     default:
       return Fail("operand " + std::to_string(i) + " has no buffer");
   }
-  const uint64_t need = DescBytes(*out);
+  uint64_t need = DescBytes(*out);
+  if (op.tag == 0 && op.strides.size() == op.dims.size() && !op.dims.empty()) {
+    // A strided view needs the bytes up to its last element. oneDNN's size, max(dims[k] * strides[k]), overstates
+    // that for a view that starts inside its buffer (a Slice of inner rows) and would refuse a correct step.
+    uint64_t last = 0;
+    bool overflow = false;
+    for (size_t k = 0; k < op.dims.size(); ++k) {
+      if (op.strides[k] < 0) return Fail("operand " + std::to_string(i) + " has a negative stride");
+      uint64_t term;
+      overflow |= __builtin_mul_overflow(static_cast<uint64_t>(op.dims[k] - 1), static_cast<uint64_t>(op.strides[k]), &term);
+      overflow |= __builtin_add_overflow(last, term, &last);
+    }
+    uint64_t exact;
+    overflow |= __builtin_mul_overflow(last + 1, static_cast<uint64_t>(ElementSize(op.dtype)), &exact);
+    if (!overflow && exact != 0 && exact < need) need = exact;
+  }
   if (op.offset > available || need > available - op.offset)
     return Fail("operand " + std::to_string(i) + " needs " + std::to_string(need) + " bytes at offset " +
                 std::to_string(op.offset) + " of " + where + ", which has " + std::to_string(available));

@@ -66,7 +66,8 @@ bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* erro
       !ReadFlag(get, kShareContextsKey, &o.share_ep_contexts, error) ||
       !ReadFlag(get, kStopShareContextsKey, &o.stop_share_ep_contexts, error) ||
       !ReadFlag(get, kPrepareAndLoadKey, &o.prepare_and_load, error) ||
-      !ReadFlag(get, kPrepareOnlyKey, &o.prepare_only, error))
+      !ReadFlag(get, kPrepareOnlyKey, &o.prepare_only, error) ||
+      !ReadFlag(get, kVerifyWeightsKey, &o.verify_weights, error))
     return false;
   o.embed_mode = embed ? 1 : 0;
   o.context_file_path = ReadString(get, kContextFilePathKey);

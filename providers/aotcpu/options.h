@@ -49,6 +49,10 @@ inline constexpr const char* kStopShareContextsKey = "ep.stop_share_ep_contexts"
 inline constexpr const char* kPrepareAndLoadKey = "ep.aotcpuexecutionprovider.enable_prepare_and_load";
 inline constexpr const char* kPrepareOnlyKey = "ep.aotcpuexecutionprovider.enable_prepare_only";
 inline constexpr const char* kTargetIsaKey = "ep.aotcpuexecutionprovider.target_isa";
+// "1" (default): a context binary's weights are hashed and compared before the session is created. "0": only the
+// structure and the other sections are checked; the weights are trusted (for binaries on verified storage, e.g.
+// fs-verity or a read-only image). Reading 100 MB of weights once is most of a load's cost (docs/aotcpu.md).
+inline constexpr const char* kVerifyWeightsKey = "ep.aotcpuexecutionprovider.verify_weights";
 // Not set by the runtime today (SessionConfig::intra_op_num_threads is not a config entry); read when present.
 inline constexpr const char* kIntraOpThreadsKey = "session.intra_op_num_threads";
 
@@ -77,6 +81,7 @@ struct AotCpuOptions {
   bool prepare_and_load = false;
   bool prepare_only = false;
   std::string target_isa;       // "" = the host's; a name checked by ResolveTargetIsa
+  bool verify_weights = true;   // kVerifyWeightsKey
   int intra_op_num_threads = 0;  // 0 = default
 
   // Mode of these options (meaningful once CheckPrepareAndLoad accepted them).
