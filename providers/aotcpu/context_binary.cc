@@ -120,6 +120,9 @@ static CheckResult VerifyContentHashes(const std::vector<TensorView>& tensors) {
       order.push_back(i);
     }
   }
+  // Largest first, so that the threads finish together (one tensor is one hash, not divisible).
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return tensors[a].length > tensors[b].length; });
   uint64_t total = 0;
   for (size_t i : order) total += tensors[i].length;
   const unsigned hw = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
