@@ -2,7 +2,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "ops.h"
 
@@ -213,6 +216,7 @@ CheckResult BuildContext::Desc(size_t i, dnnl::memory::desc* out) {
 
 int BuildContext::Slot(size_t i, const dnnl::memory::desc& desc) {
   const Operand& op = step_->ops[i];
+  std::lock_guard<std::mutex> lock(exec_->mu_);  // steps are built concurrently
   exec_->slots_.push_back({op.buf, op.index, op.offset, desc});
   return static_cast<int>(exec_->slots_.size() - 1);
 }
@@ -353,31 +357,57 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   } catch (const dnnl::error& err) {
     return CheckResult::Fail(std::string("oneDNN engine: ") + err.what());
   }
-  for (size_t i = 0; i < e->program_.steps.size(); ++i) {
-    const Step& s = e->program_.steps[i];
-    BuildContext bc;
-    bc.engine_ = &e->engine_;
-    bc.step_ = &s;
-    bc.step_index_ = i;
-    bc.exec_ = e.get();
-    StepBuilder build = FindStepBuilder(static_cast<uint32_t>(s.kind));
-    if (!build) return bc.Fail("no builder for this step kind");
-    // Steps write only the arena and the outputs: never an input or a (read-only, mapped) weight.
-    const int dst = DstOperand(s);
-    if (dst < 0 || static_cast<size_t>(dst) >= s.ops.size() ||
-        (s.ops[dst].buf != Buf::kArena && s.ops[dst].buf != Buf::kOutput))
-      return bc.Fail("its destination (operand " + std::to_string(dst) + ") is not the arena or an output");
-    std::unique_ptr<StepExec> x;
-    CheckResult r;
-    try {
-      r = build(bc, &x);
-    } catch (const std::exception& ex) {  // builders catch dnnl::error themselves; this is the last line
-      r = bc.Fail(ex.what());
+  // Steps are built on up to 4 threads: primitive creation (JIT code generation) is most of a load once the
+  // binary is verified, and oneDNN's primitive cache makes concurrent creation of equal primitives wait for one.
+  const size_t n = e->program_.steps.size();
+  std::vector<std::unique_ptr<StepExec>> execs(n);
+  std::vector<CheckResult> results(n);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  Executor* ex = e.get();
+  auto work = [&] {
+    if (threads > 0) omp_set_num_threads(threads);  // primitives size their parallelism from the creating thread
+    for (size_t i; !failed.load() && (i = next.fetch_add(1)) < n;) {
+      const Step& s = ex->program_.steps[i];
+      BuildContext bc;
+      bc.engine_ = &ex->engine_;
+      bc.step_ = &s;
+      bc.step_index_ = i;
+      bc.exec_ = ex;
+      CheckResult& r = results[i];
+      StepBuilder build = FindStepBuilder(static_cast<uint32_t>(s.kind));
+      // Steps write only the arena and the outputs: never an input or a (read-only, mapped) weight.
+      const int dst = DstOperand(s);
+      if (!build) {
+        r = bc.Fail("no builder for this step kind");
+      } else if (dst < 0 || static_cast<size_t>(dst) >= s.ops.size() ||
+                 (s.ops[dst].buf != Buf::kArena && s.ops[dst].buf != Buf::kOutput)) {
+        r = bc.Fail("its destination (operand " + std::to_string(dst) + ") is not the arena or an output");
+      } else {
+        try {
+          r = build(bc, &execs[i]);
+        } catch (const std::exception& err) {  // builders catch dnnl::error themselves; this is the last line
+          r = bc.Fail(err.what());
+        }
+        if (r.ok && !execs[i]) r = bc.Fail("builder produced nothing");
+      }
+      if (!r.ok) failed.store(true);
     }
-    if (!r.ok) return r;
-    if (!x) return bc.Fail("builder produced nothing");
-    e->execs_.push_back(std::move(x));
+  };
+  const unsigned hw = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; n >= 8 && t < hw; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::exception&) {
+      break;  // fewer threads
+    }
   }
+  work();
+  for (std::thread& t : helpers) t.join();
+  for (size_t i = 0; i < n; ++i)
+    if (!results[i].ok) return results[i];  // the first failing step (a later one may not have been tried)
+  e->execs_ = std::move(execs);
   *out = std::move(e);
   return CheckResult::Ok();
 }
