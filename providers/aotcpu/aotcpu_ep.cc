@@ -6,9 +6,12 @@
 // Sections: 1 helpers, 2 EP state, 3 GetCapability, 4 Compile (JIT + EPContext generation), 5 EPContext loading,
 // 6 Compute, 7 the EP, 8 the factory, 9 the exported entry points.
 #include <epctx/ep_api.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +29,7 @@
 #include "ops.h"
 #include "options.h"
 #include "program.h"
+#include "share.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -104,6 +108,12 @@ struct AotCpuEp {
   bool portable = false;   // compiling for an ISA below the host's: plain layouts
   bool progress = false;   // stderr is a terminal
   std::string compat;      // GetCompiledModelCompatibilityInfo's string
+  // Weight sharing (share.h): this session's id in the generation group, whether it joined one, whether its session
+  // was created (OnSessionInitializationEnd), and the group binary it wrote as the last session.
+  uint64_t session_id = 0;
+  bool group_member = false;
+  bool initialized = false;
+  std::string written_binary;
 };
 
 void LogWarning(const AotCpuEp* ep, const std::string& message) {
@@ -299,7 +309,7 @@ EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
     packed += cg.weights.size();
     for (const TensorInput& t : cg.weights) packed_bytes += t.bytes.size();
     compiled->push_back(std::move(cg));
-    names->push_back(name);
+    names->push_back(ep->context.prefix + name);  // graph name in the binary = EPContext node / partition name
     io->push_back(std::move(gio));
   }
   if (ep->progress)
@@ -416,10 +426,13 @@ ComputeInfo* MakeComputeInfo(std::shared_ptr<Partition> part) {
 // partition_name. Embed 1: each node carries its own binary (`per_graph[i]`).
 EpctxStatus* GenerateContext(AotCpuEp* ep, size_t count, const std::vector<std::string>& names,
                              const std::vector<GraphIo>& io, const std::string& binary,
-                             const std::vector<std::string>& per_graph, EpctxNode** ep_context_nodes) {
+                             const std::vector<std::string>& per_graph, EpctxNode** ep_context_nodes,
+                             const std::string& shared_reference = std::string()) {
   const ContextOptions& o = ep->context;
   std::string path;
-  if (!o.embed) {
+  if (!shared_reference.empty()) {
+    // A weight-sharing group: the group's binary, written by its last session.
+  } else if (!o.embed) {
     if (o.file_path.empty())
       return Error(EPCTX_EP_FAIL, "ep.context_file_path is not set, so there is no folder for the context binary");
     path = plugin::ContextBinaryPath(o.file_path, "_aotcpu.bin");
@@ -427,7 +440,7 @@ EpctxStatus* GenerateContext(AotCpuEp* ep, size_t count, const std::vector<std::
   }
   for (size_t i = 0; i < count; ++i) {
     plugin::EpContextNodeSpec spec;
-    spec.name = o.prefix + names[i];
+    spec.name = names[i];  // already carries ep.context_node_name_prefix
     spec.source = kEpName;
     spec.sdk_version = kVersion;
     spec.hardware_architecture = ep->isa;
@@ -440,7 +453,7 @@ EpctxStatus* GenerateContext(AotCpuEp* ep, size_t count, const std::vector<std::
       spec.embed_mode = 0;
       spec.main_context = i == 0 ? 1 : 0;
       spec.has_cache = i == 0;
-      if (i == 0) spec.cache = plugin::FileNameOf(path);
+      if (i == 0) spec.cache = shared_reference.empty() ? plugin::FileNameOf(path) : shared_reference;
     }
     if (EpctxStatus* st = plugin::MakeEpContextNode(g_api, spec, &ep_context_nodes[i])) {
       if (!path.empty()) unlink(path.c_str());  // no ctx model will reference it
@@ -455,9 +468,89 @@ EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data
                          std::shared_ptr<ContextBinaryReader>* reader);
 EpctxStatus* LoadError(const std::string& message);
 
+// The path of `target` relative to `folder` when it lies inside it (after resolving symlinks of both folders);
+// false otherwise (ep_cache_context may not leave the model's folder).
+bool RelativeInside(const std::string& folder, const std::string& target, std::string* rel) {
+  char a[PATH_MAX], b[PATH_MAX];
+  const std::string tf = plugin::FolderOf(target);
+  if (!realpath(folder.empty() ? "." : folder.c_str(), a) || !realpath(tf.empty() ? "." : tf.c_str(), b)) return false;
+  const std::string fa(a), fb(b);
+  if (fa == fb) return *rel = plugin::FileNameOf(target), true;
+  const std::string prefix = fa == "/" ? "/" : fa + "/";
+  if (fb.compare(0, prefix.size(), prefix) != 0) return false;
+  *rel = fb.substr(prefix.size()) + "/" + plugin::FileNameOf(target);
+  return true;
+}
+
+std::string StemOf(const std::string& path) {
+  const std::string name = plugin::FileNameOf(path);
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
+// Generation in a weight-sharing group (ep.share_ep_contexts=1, share.h): compile, stage the graphs in the group,
+// reference the group's binary from this session's EPContext nodes; the last session writes the binary.
+EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
+                           std::vector<std::shared_ptr<Partition>>* parts, EpctxNode** ep_context_nodes) {
+  GenerationGroup& group = GenerationGroup::Instance();
+  const std::string& ctx = ep->context.file_path;
+  if (ctx.empty()) return Error(EPCTX_EP_FAIL, "ep.context_file_path is not set, so there is no folder for the binary");
+  const std::string model_path = g_api->Graph_GetModelPath(graphs[0]);
+  const std::string stem = model_path.empty() ? StemOf(ctx) : StemOf(model_path);
+  bool started = false;
+  const std::string binary = group.Join(plugin::JoinPath(plugin::FolderOf(ctx), stem + "_aotcpu.bin"), &started);
+  ep->group_member = true;
+  std::string reference;
+  if (!RelativeInside(plugin::FolderOf(ctx), binary, &reference))
+    return Error(EPCTX_INVALID_ARGUMENT,
+                 "ep.share_ep_contexts=1: this session's context model '" + ctx + "' cannot reference the group's "
+                 "binary '" + binary + "', which is outside its folder (EPContext nodes may only reference files "
+                 "inside the model's folder). Write every context model of a group into the folder of the first one, "
+                 "or into a folder that contains it.");
+  std::vector<std::string> names;
+  std::vector<GraphIo> io;
+  std::vector<CompiledGraph> compiled;
+  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled, &io));
+  // The group keeps a copy of the graphs and weights until its binary is written; this session runs its own.
+  std::vector<GraphInput> group_graphs;
+  std::vector<TensorInput> group_tensors;
+  for (size_t i = 0; i < compiled.size(); ++i) {
+    GraphInput gi;
+    gi.name = names[i];
+    gi.records = SerializeProgram(compiled[i].program);
+    for (const TensorInput& t : compiled[i].weights) {
+      TensorInput copy = t;
+      copy.name = gi.name + "/" + t.name;
+      gi.tensor_names.push_back(copy.name);
+      group_tensors.push_back(std::move(copy));
+    }
+    group_graphs.push_back(std::move(gi));
+  }
+  CheckResult r = group.Stage(ep->session_id, std::move(group_graphs), std::move(group_tensors));
+  if (!r.ok) return Error(EPCTX_INVALID_ARGUMENT, r.reason);
+  r = PartitionsFromCompiled(&compiled, ep->threads, parts);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+  for (size_t k = 0; k < parts->size(); ++k) (*parts)[k]->input_map = io[k].input_map;
+  if (ep->options.stop_share_ep_contexts) {
+    ContextBinaryContents contents = group.Contents(ep->session_id);
+    contents.compat.epctx_version = kVersion;
+    contents.compat.onednn_version = OneDnnVersion();
+    contents.compat.isa = ep->isa;
+    if (ep->portable) contents.compat.options.push_back({"layouts", "plain"});
+    std::string bytes;
+    r = WriteContextBinary(contents, &bytes);
+    if (!r.ok) return Error(EPCTX_EP_FAIL, "writing the group's context binary: " + r.reason);
+    AOT_RETURN_IF_ERROR(plugin::WriteFileAtomically(g_api, kEpName, binary, bytes));
+    ep->written_binary = binary;
+  }
+  return GenerateContext(ep, count, names, io, std::string(), {}, ep_context_nodes, reference);
+}
+
 EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                           std::vector<std::shared_ptr<Partition>>* parts, EpctxNode** ep_context_nodes) {
   const Mode mode = ep->options.mode();
+  if (ep->options.share_ep_contexts && ep->context.enable)
+    return CompileShared(ep, graphs, fused_nodes, count, parts, ep_context_nodes);
   std::vector<std::string> names;
   std::vector<GraphIo> io;
   // Fresh partitions read only their non-constant inputs, found among the fused node's inputs by input_map.
@@ -529,6 +622,7 @@ EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data
 }
 
 struct LoadedBinary {
+  bool embedded = false;  // bytes borrowed from the model (valid for this session only)
   std::shared_ptr<ContextBinaryReader> reader;
   std::shared_ptr<const void> keep;
   const void* data = nullptr;
@@ -563,6 +657,30 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
   };
   std::vector<LoadedBinary> binaries;
   std::vector<Pending> nodes;
+  if (ep->options.share_ep_contexts) {
+    // Weight sharing: when every graph this session needs waits in the workspace, take them; the file is not opened.
+    std::vector<std::string> wanted;
+    for (size_t i : loaded) {
+      const EpctxNode* node = nullptr;
+      AOT_RETURN_IF_ERROR(g_api->Graph_GetNodes(graphs[i], &node, 1));
+      bool has_partition = false;
+      std::string partition;
+      AOT_RETURN_IF_ERROR(plugin::StringAttr(g_api, kEpName, node, "partition_name", &has_partition, &partition));
+      wanted.push_back(has_partition && !partition.empty() ? partition : g_api->Node_GetName(node));
+    }
+    std::vector<std::shared_ptr<SharedBinary>> shared;
+    if (InferenceWorkspace::Instance().TakeAll(wanted, &shared)) {
+      for (size_t k = 0; k < loaded.size(); ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CheckResult r = LoadPartitions(*shared[k]->reader, shared[k]->keep, ep->threads, {wanted[k]}, parts);
+        if (!r.ok) return LoadError(shared[k]->from + ": " + r.reason);
+        if (g_api->ReportEpContextLoad)  // nothing mapped or read: the graph came from the shared workspace
+          AOT_RETURN_IF_ERROR(g_api->ReportEpContextLoad(fused_nodes[loaded[k]], shared[k]->from.c_str(), 0, 0,
+                                                         MsSince(t0)));
+      }
+      return nullptr;
+    }
+  }
   for (size_t i : loaded) {
     const EpctxNode* node = nullptr;
     AOT_RETURN_IF_ERROR(g_api->Graph_GetNodes(graphs[i], &node, 1));
@@ -589,6 +707,7 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
         return LoadError("node '" + name + "': attribute ep_cache_context is not a string");
       }
       b.from = "node '" + name + "'";
+      b.embedded = true;
       if (reinterpret_cast<uintptr_t>(data) % 16 == 0) {  // the model's bytes stay valid until release: no copy
         b.data = data;
       } else {  // oneDNN wants aligned weights (64-byte aligned relative to the binary's start): copy once
@@ -641,6 +760,19 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
     CheckResult r = LoadPartitions(*found->reader, found->keep, ep->threads, {graph_name}, &one);
     if (!r.ok) return LoadError(found->from + ": " + r.reason);
     parts->push_back(std::move(one[0]));
+  }
+  if (ep->options.share_ep_contexts) {
+    // The graphs of the mapped binaries that this session does not run wait for later sessions.
+    std::vector<std::string> used;
+    for (const Pending& n : nodes) used.push_back(n.partition);
+    for (const LoadedBinary& b : binaries) {
+      if (b.embedded) continue;
+      auto shared = std::make_shared<SharedBinary>();
+      shared->keep = b.keep;
+      shared->reader = b.reader;
+      shared->from = b.from;
+      InferenceWorkspace::Instance().Offer(shared, used);
+    }
   }
   return nullptr;
 }
@@ -772,6 +904,10 @@ EpctxStatus* FactoryCreateEp(EpctxEpFactory* self, const EpctxHardwareDevice* co
     if (!ReadOptions(SessionConfigGetter(g_api, options), &requested, &err)) return Error(err.code, err.message);
     PrepareAndLoadResult checked = CheckPrepareAndLoad(requested);
     if (!checked.ok) return Error(checked.error.code, checked.error.message);
+    if (checked.effective.share_ep_contexts && checked.effective.context_enable && checked.effective.embed_mode == 1)
+      return Error(EPCTX_INVALID_ARGUMENT,
+                   "ep.share_ep_contexts=1 cannot work with ep.context_embed_mode=1: the sessions of a group share one "
+                   "context binary file, which an embedded payload cannot be. Set ep.context_embed_mode=0.");
     // Target ISA: a virtual device's, else ep.aotcpuexecutionprovider.target_isa, else the host's.
     Isa target = f->host.isa;
     for (size_t i = 0; i < num_devices; ++i) {
@@ -791,6 +927,17 @@ EpctxStatus* FactoryCreateEp(EpctxEpFactory* self, const EpctxHardwareDevice* co
     e->base.GetCompiledModelCompatibilityInfo = [](EpctxEp* ep, const EpctxGraph*) -> const char* {
       return Self(ep)->compat.c_str();
     };
+    e->base.OnSessionInitializationEnd = [](EpctxEp* ep) -> EpctxStatus* {
+      AotCpuEp* self = Self(ep);
+      self->initialized = true;
+      if (self->group_member) {
+        if (self->options.stop_share_ep_contexts) GenerationGroup::Instance().Clear();  // the binary is written
+        else GenerationGroup::Instance().Commit(self->session_id);
+      }
+      return nullptr;
+    };
+    static std::atomic<uint64_t> next_session{1};
+    e->session_id = next_session.fetch_add(1);
     e->logger = logger;
     for (const std::string& w : checked.warnings) LogWarning(e.get(), w);
     e->options = checked.effective;
@@ -810,7 +957,16 @@ EpctxStatus* FactoryCreateEp(EpctxEpFactory* self, const EpctxHardwareDevice* co
   });
 }
 
-void FactoryReleaseEp(EpctxEpFactory*, EpctxEp* ep) { delete Self(ep); }
+void FactoryReleaseEp(EpctxEpFactory*, EpctxEp* ep) {
+  AotCpuEp* e = Self(ep);
+  if (e->group_member && !e->initialized) {
+    // This session failed after joining a weight-sharing group: the group is aborted, so that no context model
+    // references a binary that will never hold its graphs; the next sharing session starts a new group.
+    GenerationGroup::Instance().Clear();
+    if (!e->written_binary.empty()) unlink(e->written_binary.c_str());
+  }
+  delete e;
+}
 
 EpctxStatus* FactoryValidateCompatibility(EpctxEpFactory* self, const EpctxHardwareDevice* const*, size_t,
                                           const char* info, EpctxCompiledModelCompatibility* out) {

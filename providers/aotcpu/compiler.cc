@@ -5,6 +5,8 @@
 #include <set>
 #include <unordered_map>
 
+#include <xxhash.h>
+
 #include "ops.h"
 
 namespace epctx {
@@ -262,8 +264,23 @@ CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, 
   return CheckResult::Ok();
 }
 
+namespace {
+uint64_t SourceHash(const void* data, const dnnl::memory::desc& plain) {
+  // The bytes and their logical shape: equal bytes under another shape pack differently.
+  uint64_t h = XXH3_64bits(data, plain.get_size());
+  const dnnl_memory_desc_t& md = plain.data;
+  return XXH3_64bits_withSeed(md.dims, sizeof(md.dims[0]) * static_cast<size_t>(md.ndims), h);
+}
+}  // namespace
+
+bool LowerContext::PreferredLayout(const void* data, const dnnl::memory::desc& plain, dnnl::memory::desc* out) const {
+  if (!options_.find_layout || !data) return false;
+  return options_.find_layout(SourceHash(data, plain), out);
+}
+
 CheckResult LowerContext::PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
                                      const dnnl::memory::desc& target, Operand* out) {
+  if (options_.record_layout && data) options_.record_layout(SourceHash(data, plain), target);
   std::string bytes(target.get_size(), '\0');
   try {
     dnnl::memory src(plain, engine_, const_cast<void*>(data));

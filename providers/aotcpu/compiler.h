@@ -34,6 +34,11 @@ struct CompileOptions {
   std::string isa;  // the target ISA name, recorded in the binary
   // Called after each weight is packed (count so far, bytes so far); may be empty.
   std::function<void(size_t weights, uint64_t bytes)> on_weight;
+  // Weight layouts shared across the graphs of a weight-sharing group (may be empty): before packing a constant
+  // weight, lowering asks which layout an earlier graph packed the same source bytes into and tries it first, so that
+  // equal weights pack into equal bytes and the binary stores them once; it records its own choice after packing.
+  std::function<bool(uint64_t source_hash, dnnl::memory::desc* layout)> find_layout;
+  std::function<void(uint64_t source_hash, const dnnl::memory::desc& layout)> record_layout;
 };
 
 struct CompiledGraph {
@@ -84,6 +89,8 @@ class LowerContext {
   // with format_tag::any) and adds the result as a weight.
   CheckResult PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
                          const dnnl::memory::desc& target, Operand* out);
+  // The layout a group's earlier graph packed these source bytes into (CompileOptions::find_layout); false if none.
+  bool PreferredLayout(const void* data, const dnnl::memory::desc& plain, dnnl::memory::desc* out) const;
 
   // Defines `value` as produced by the step being built, in layout `desc`. Returns the dst operand. Graph outputs
   // in plain layout are written straight into the output buffer.

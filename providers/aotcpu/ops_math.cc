@@ -831,13 +831,20 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
   Dims bias_dims;
   dnnl::engine& eng = ctx.engine();
   memory::desc weights_chosen;
+  // In a weight-sharing group, the layout another graph packed this weight into comes first (equal packed bytes
+  // are stored once); it is kept only where oneDNN runs it with an optimized kernel.
+  memory::desc preferred;
+  bool use_preferred = pack && ctx.PreferredLayout(g.v(b).data, PlainDesc(wd, kF32), &preferred);
   auto make_pd = [&](const std::vector<PostOp>& post_ops, const std::vector<Operand>& ops) -> int {
     try {
       dnnl::primitive_attr attr;
       if (!TrialAttr(post_ops, ops, &attr)) return 0;
       memory::desc src_d, w_d, dst_d;
       if (!OperandDesc(ops[0], &src_d).ok || !OperandDesc(ops[3], &dst_d).ok) return 0;
-      if (pack) w_d = memory::desc(memory::dims(wd.begin(), wd.end()), memory::data_type::f32, memory::format_tag::any);
+      if (pack)
+        w_d = use_preferred ? preferred
+                            : memory::desc(memory::dims(wd.begin(), wd.end()), memory::data_type::f32,
+                                           memory::format_tag::any);
       else if (!OperandDesc(ops[1], &w_d).ok) return 0;
       std::unique_ptr<dnnl::matmul::desc> md;
       if (bias_value >= 0)
@@ -857,6 +864,7 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
   set_bias_dims();
   std::vector<Operand> base = {av, bv, Operand(), FakePlain(cd)};
   // Strided views the optimized kernels cannot read are copied to plain first.
+  if (use_preferred && make_pd({}, base) != 2) use_preferred = false;  // not fast with that layout here: choose anew
   if (make_pd({}, base) <= 1 && (!IsRowMajor(a_op) || (!pack && !IsRowMajor(b_op)))) {
     if (!IsRowMajor(a_op)) a_op = ctx.UsePlain(a);
     if (!pack && !IsRowMajor(b_op)) b_op = ctx.UsePlain(b);

@@ -426,7 +426,7 @@ CheckResult LowerConcat(LowerContext& ctx, int node) {
   const Node& n = ctx.node(node);
   const Graph& g = ctx.graph();
   const Value& y = g.v(n.outputs[0]);
-  int64_t axis;
+  int64_t axis = 0;  // the support check validated it
   NormAxis(n.Int("axis", 0), static_cast<int64_t>(y.dims.size()), &axis);
   std::vector<int> srcs;  // empty inputs contribute nothing (and oneDNN refuses zero-size sources)
   for (int vi : n.inputs)
@@ -545,7 +545,7 @@ CheckResult LowerGather(LowerContext& ctx, int node) {
   const Node& n = ctx.node(node);
   const Graph& g = ctx.graph();
   const Value& x = g.v(n.inputs[0]);
-  int64_t axis;
+  int64_t axis = 0;  // the support check validated it
   NormAxis(n.Int("axis", 0), static_cast<int64_t>(x.dims.size()), &axis);
   Step s;
   s.kind = StepKind::kGather;
