@@ -8,6 +8,11 @@
 
 using namespace epctx::tools;
 
+namespace epctx::tools {
+// share_compile_command.cc: `epctx share-compile` (models comma-separated).
+int RunShareCompileCommand(const CommonFlags& flags, const std::string& models, bool verbose);
+}  // namespace epctx::tools
+
 namespace {
 void AddCommon(CLI::App* cmd, CommonFlags* f) {
   // Repeatable options take one value per occurrence, so `-e example DIR` leaves DIR to the positionals.
@@ -66,6 +71,16 @@ int main(int argc, char** argv) {
   in->add_flag("--json", inspect.json, "print one JSON object");
   in->add_flag("--steps", inspect.steps, "list every step of each AotCpu graph");
 
+  CommonFlags share;
+  std::string share_models;
+  bool share_verbose = false;
+  auto* sc = app.add_subcommand(
+      "share-compile", "compile models as one weight-sharing group (ONNX Runtime's ep_weight_sharing_ctx_gen): "
+                       "<model>_ctx.onnx beside each model plus one context binary");
+  AddCommon(sc, &share);
+  sc->add_option("models", share_models, "model1.onnx,model2.onnx[,...] (comma-separated, no spaces)")->required();
+  sc->add_flag("-v,--verbose", share_verbose, "print each session's report");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -77,5 +92,6 @@ int main(int argc, char** argv) {
   if (p->parsed()) return RunPerfCommand(perf);
   if (r->parsed()) return RunRunCommand(run);
   if (in->parsed()) return RunInspectCommand(inspect);
+  if (sc->parsed()) return RunShareCompileCommand(share, share_models, share_verbose);
   return 2;
 }

@@ -2,7 +2,7 @@
 """GPT-style decoder as two graphs (prefill + decode) sharing one external weights file.
 
     /usr/bin/python3 tests/models/make_decoder.py --out DIR [--preset small|bench]
-        [--layers L --d-model D --heads H --vocab V --ffn F --max-seq S --seed N]
+        [--layers L --d-model D --heads H --vocab V --ffn F --max-seq S --seed N] [--head-seed N]
 
 Writes
     DIR/decoder.weights  all float weights (ONNX external data: location/offset/length), written once
@@ -12,6 +12,12 @@ Writes
                          -> logits [1,1,V], present_key_i / present_value_i [1,H,"total",D/H] ("total" = past+1)
 
 Both graphs use the same initializer names and point at the same bytes of decoder.weights.
+
+With --head-seed N (a variant for partial weight sharing) it also writes
+    DIR/headN.weights       only lm_head.weight, drawn with seed N (same shape and scale)
+    DIR/prefill_headN.onnx  prefill whose lm_head.weight points into headN.weights and every other weight into
+                            decoder.weights; graph name decoder_prefill_headN (so its partition names differ)
+The other files are byte-identical to a run without the option.
 Default domain, opset 17, IR version 8. Ops: Shape/Add/Squeeze/Range (position ids), Gather (token and position
 embeddings), LayerNormalization, MatMul + Add (Q, K, V, output projection, MLP), Reshape, Transpose, Mul (1/sqrt(d)),
 Slice + Add (constant causal mask sliced to the sequence), Softmax, Concat (past + new KV, decode) or Identity
@@ -73,7 +79,27 @@ def make_weights(cfg, seed):
     return w
 
 
-def build_graph(cfg, weights, decode):
+def make_head(cfg, seed):
+    """lm_head.weight alone, drawn like the original (std D^-0.5) from its own generator."""
+    rng = np.random.default_rng(seed)
+    D, V = cfg["d_model"], cfg["vocab"]
+    w = ExternalWeights(f"head{seed}.weights")
+    w.add("lm_head.weight", (rng.standard_normal((D, V)) * D ** -0.5).astype(np.float32))
+    return w
+
+
+class HeadVariant:
+    """The decoder's initializers with lm_head.weight taken from another ExternalWeights."""
+
+    def __init__(self, weights, head):
+        self.weights, self.head = weights, head
+
+    def all_initializers(self):
+        return [self.head.initializer(n) if n in self.head.tensors else self.weights.initializer(n)
+                for n in self.weights.tensors]
+
+
+def build_graph(cfg, weights, decode, name=None):
     L, D, H, V = cfg["layers"], cfg["d_model"], cfg["heads"], cfg["vocab"]
     hd = D // H
     nodes = []
@@ -183,7 +209,7 @@ def build_graph(cfg, weights, decode):
     # Drop inline constants this graph does not use (prefill has no past_len Shape, etc.).
     used = {i for n in nodes for i in n.input}
     inline = [t for t in inline if t.name in used]
-    graph = helper.make_graph(nodes, "decoder_decode" if decode else "decoder_prefill", inputs, outputs,
+    graph = helper.make_graph(nodes, name or ("decoder_decode" if decode else "decoder_prefill"), inputs, outputs,
                               initializer=weights.all_initializers() + inline)
     return graph
 
@@ -195,6 +221,8 @@ def parse_args(argv=None):
     for k in ("layers", "d-model", "heads", "vocab", "ffn", "max-seq"):
         ap.add_argument("--" + k, type=int)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--head-seed", type=int,
+                    help="also write prefill_headN.onnx + headN.weights: lm_head.weight drawn with this seed")
     ap.add_argument("--no-check", action="store_true", help="skip onnx.checker (faster for huge models)")
     return ap.parse_args(argv)
 
@@ -216,6 +244,18 @@ def main(argv=None):
         model = make_model(build_graph(cfg, weights, decode))
         helper.set_model_props(model, {"epctx.test.decoder_config": repr(sorted(cfg.items()))})
         path = os.path.join(args.out, name + ".onnx")
+        save_model(model, path)
+        if not args.no_check:
+            check_model_full(path)
+        made.append(path)
+    if args.head_seed is not None:
+        head = make_head(cfg, args.head_seed)
+        made.append(head.write(args.out))
+        model = make_model(build_graph(cfg, HeadVariant(weights, head), False,
+                                       name=f"decoder_prefill_head{args.head_seed}"))
+        helper.set_model_props(model, {"epctx.test.decoder_config": repr(sorted(cfg.items())),
+                                       "epctx.test.head_seed": str(args.head_seed)})
+        path = os.path.join(args.out, f"prefill_head{args.head_seed}.onnx")
         save_model(model, path)
         if not args.no_check:
             check_model_full(path)
