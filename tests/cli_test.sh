@@ -259,5 +259,108 @@ assert n[0]["aotcpu"] == b, (n[0]["aotcpu"], b)
   check "aotcpu inspect: every truncation exits 1" [ $crashes -eq 0 ]
   check "aotcpu inspect: every truncation reports INVALID_GRAPH" [ $badfmt -eq 0 ]
 fi
+# epctx share-compile (ONNX Runtime's ep_weight_sharing_ctx_gen) with the AotCpu EP: prefill + decode of the test
+# decoder compiled as one weight-sharing group into a copy of the models folder; the context models pass the decoder
+# cases (loaded alone and with ep.share_ep_contexts=1); options it forces are reported; failures leave no file.
+if [ -f "$MODELS/prefill.onnx" ] && [ -d "$MODELS/cases/decoder_prefill" ]; then
+  OPY=/usr/bin/python3  # Debian's, with numpy and onnx
+  sh="$tmp/share"; mkdir -p "$sh/m"
+  cp "$MODELS/prefill.onnx" "$MODELS/decode.onnx" "$MODELS/decoder.weights" "$sh/m/"
+  ls "$sh/m" > "$sh/before"
+  out=$("$EPCTX" share-compile -f seq:16 -f past:16 -x 2 \
+        -C "ep.context_enable|0 ep.context_embed_mode|1 ep.context_file_path|$sh/x_ctx.onnx ep.share_ep_contexts|1" \
+        "$sh/m/prefill.onnx,$sh/m/decode.onnx" 2>"$sh/err"); rc=$?; err=$(cat "$sh/err")
+  check "share-compile: exits 0" [ $rc -eq 0 ]
+  check "share-compile: exactly 3 new files" [ "$(ls "$sh/m" | grep -vxF -f "$sh/before" | sort | tr '\n' ' ')" = \
+    "decode_ctx.onnx prefill_aotcpu.bin prefill_ctx.onnx " ]
+  check "share-compile: ep.context_enable|0 reported" \
+    grep -qx "epctx share-compile: -C ep.context_enable|0 ignored: Need to enable ep context cache." <<<"$err"
+  check "share-compile: ep.context_embed_mode|1 reported" \
+    grep -qx "epctx share-compile: -C ep.context_embed_mode|1 ignored: Only support non-embed model for weight sharing." \
+      <<<"$err"
+  check "share-compile: ep.context_file_path reported" grep -qx "epctx share-compile: -C ep.context_file_path|.* ignored: \
+Not support to specify the generated Onnx context cache file name." <<<"$err"
+  check "share-compile: a forced value given as forced is not reported" [ "$(grep -c ignored <<<"$err")" -eq 3 ]
+  check "share-compile: ep.context_file_path had no effect" [ ! -e "$sh/x_ctx.onnx" ]
+  bsize=$(stat -c %s "$sh/m/prefill_aotcpu.bin" 2>/dev/null || echo 0)
+  check "share-compile: lists the binary with its size" \
+    grep -qE "^  $sh/m/prefill_aotcpu.bin +$bsize bytes  \(referenced by 2 of the 2 context models\)$" <<<"$out"
+  check "share-compile: lists both context models" \
+    [ "$(grep -cE "^  $sh/m/(prefill|decode)_ctx.onnx +[0-9]+ bytes  \(1 EPContext node\)$" <<<"$out")" -eq 2 ]
+  check "share-compile: both context models reference the same binary, embed mode 0" "$OPY" -c '
+import sys, onnx
+for f in sys.argv[1:]:
+    m = onnx.load(f, load_external_data=False)
+    nodes = [n for n in m.graph.node if n.op_type == "EPContext"]
+    assert len(nodes) == len(m.graph.node) == 1, f
+    a = {x.name: onnx.helper.get_attribute_value(x) for x in nodes[0].attribute}
+    assert a["embed_mode"] == 0 and a["ep_cache_context"] == b"prefill_aotcpu.bin", (f, a)
+' "$sh/m/prefill_ctx.onnx" "$sh/m/decode_ctx.onnx"
+  wsize=$(stat -c %s "$sh/m/decoder.weights")
+  check "share-compile: binary no larger than the weights file (weights stored once)" [ "$bsize" -le "$wsize" ]
+  # Case folders from the context models (seq 16 / past 16 data sets only: the shapes are compiled in).
+  for m in prefill decode; do
+    c="$sh/cases/decoder_$m"; mkdir -p "$c"
+    cp "$sh/m/${m}_ctx.onnx" "$c/model.onnx"
+    ln "$sh/m/prefill_aotcpu.bin" "$c/prefill_aotcpu.bin" 2>/dev/null || cp "$sh/m/prefill_aotcpu.bin" "$c/"
+    cp -r "$MODELS/cases/decoder_$m/test_data_set_0" "$c/"
+  done
+  out=$("$EPCTX" test -e aotcpu "$sh/cases"); rc=$?
+  check "share-compile: context models pass the decoder cases" [ "$(tail -n1 <<<"$out")" = "2 passed, 0 failed" ]
+  out=$("$EPCTX" test -e aotcpu -C "ep.share_ep_contexts|1" "$sh/cases"); rc=$?
+  check "share-compile: ... and with ep.share_ep_contexts=1" [ "$(tail -n1 <<<"$out")" = "2 passed, 0 failed" ]
+  # Again into the same folder: refused before anything is compiled.
+  ls "$sh/m" > "$sh/before"
+  err=$("$EPCTX" share-compile -f seq:16 -f past:16 "$sh/m/prefill.onnx,$sh/m/decode.onnx" 2>&1 >/dev/null); rc=$?
+  check "share-compile: existing context model refused" [ $rc -eq 1 ]
+  check "share-compile: ... with a reason" grep -q "^epctx: FAIL: '.*prefill_ctx.onnx' exists already; remove it" <<<"$err"
+  check "share-compile: ... nothing changed" [ "$(ls "$sh/m")" = "$(cat "$sh/before")" ]
+  err=$("$EPCTX" share-compile -C "a|1" -C "a|2" "$sh/m/prefill.onnx" 2>&1 >/dev/null); rc=$?
+  check "share-compile: duplicate -C key exits 1" [ $rc -eq 1 ]
+  check "share-compile: duplicate -C key named" grep -q "^epctx: INVALID_ARGUMENT: -C gives session config 'a' more than once" <<<"$err"
+  err=$("$EPCTX" share-compile "$sh/m/prefill.onnx,$sh/m/missing.onnx" 2>&1 >/dev/null); rc=$?
+  check "share-compile: missing model exits 1" [ $rc -eq 1 ]
+  check "share-compile: missing model is NO_SUCHFILE" grep -q "^epctx: NO_SUCHFILE: .*missing.onnx" <<<"$err"
+  # Failures half-way through a group: an unreadable 2nd model (the runtime fails the session before any EP sees it)
+  # and a 3rd model whose partition names repeat the 1st's (the EP refuses it). Exit 1 naming the model, and no file
+  # of the group may be visible: the runtime must not publish the context models of an unfinished group.
+  f="$sh/f"; mkdir -p "$f"
+  cp "$MODELS/prefill.onnx" "$MODELS/decode.onnx" "$MODELS/decoder.weights" "$f/"
+  echo "not an onnx model" > "$f/bad.onnx"
+  cp "$f/prefill.onnx" "$f/prefill_copy.onnx"
+  ls "$f" > "$sh/before"
+  err=$("$EPCTX" share-compile -f seq:16 -f past:16 "$f/prefill.onnx,$f/bad.onnx,$f/decode.onnx" 2>&1 >/dev/null); rc=$?
+  check "share-compile: bad model exits 1" [ $rc -eq 1 ]
+  check "share-compile: bad model named" grep -q "^epctx: INVALID_PROTOBUF: model 2/3 '$f/bad.onnx': " <<<"$err"
+  check "share-compile: bad model leaves no file" [ "$(ls "$f")" = "$(cat "$sh/before")" ]
+  check "share-compile: bad model: the runtime published nothing" \
+    grep -qx "epctx share-compile: no file of the failed group is left visible" <<<"$err"
+  err=$("$EPCTX" share-compile -f seq:16 -f past:16 "$f/prefill.onnx,$f/decode.onnx,$f/prefill_copy.onnx" 2>&1 \
+        >/dev/null); rc=$?
+  check "share-compile: EP-refused model exits 1" [ $rc -eq 1 ]
+  check "share-compile: EP-refused model named" grep -q "^epctx: [A-Z_]*: model 3/3 '$f/prefill_copy.onnx': .*already in this weight-sharing group" <<<"$err"
+  check "share-compile: EP-refused model leaves no file" [ "$(ls "$f")" = "$(cat "$sh/before")" ]
+  check "share-compile: EP-refused model: the runtime published nothing" \
+    grep -qx "epctx share-compile: no file of the failed group is left visible" <<<"$err"
+  # Partial sharing: a prefill variant differing only in lm_head.weight; the 3-model binary grows by about that
+  # tensor only (make_decoder.py --head-seed).
+  gen=$(dirname "$0")/models/make_decoder.py
+  if "$OPY" "$gen" --out "$sh/p" --head-seed 2 >/dev/null; then
+    out=$("$EPCTX" share-compile -f seq:16 -f past:16 "$sh/p/prefill.onnx,$sh/p/decode.onnx,$sh/p/prefill_head2.onnx" \
+          2>/dev/null); rc=$?
+    check "share-compile: 3 models with a different head exit 0" [ $rc -eq 0 ]
+    # inspect's "tensors: N, B bytes (...)": the group binary stores one more tensor, about the head's size (packed,
+    # the 1000 columns padded), and nothing else.
+    t2=$("$EPCTX" inspect "$sh/m/prefill_aotcpu.bin" | sed -n 's/^tensors: \([0-9]*\), \([0-9]*\) bytes.*/\1 \2/p')
+    t3=$("$EPCTX" inspect "$sh/p/prefill_aotcpu.bin" | sed -n 's/^tensors: \([0-9]*\), \([0-9]*\) bytes.*/\1 \2/p')
+    hsize=$(stat -c %s "$sh/p/head2.weights")
+    grow=$(( ${t3#* } - ${t2#* } ))
+    check "share-compile: 3 models store one more tensor (${t2% *} -> ${t3% *})" [ $(( ${t3% *} - ${t2% *} )) -eq 1 ]
+    check "share-compile: ... of about the head's size ($grow bytes, head $hsize)" \
+      [ $grow -ge $hsize -a $grow -le $((hsize * 21 / 20)) ]
+  else
+    check "share-compile: make_decoder.py --head-seed runs" false
+  fi
+fi
 echo "$fails failed"
 [ $fails -eq 0 ]
