@@ -318,6 +318,9 @@ for f in sys.argv[1:]:
   err=$("$EPCTX" share-compile -C "a|1" -C "a|2" "$sh/m/prefill.onnx" 2>&1 >/dev/null); rc=$?
   check "share-compile: duplicate -C key exits 1" [ $rc -eq 1 ]
   check "share-compile: duplicate -C key named" grep -q "^epctx: INVALID_ARGUMENT: -C gives session config 'a' more than once" <<<"$err"
+  err=$("$EPCTX" share-compile -e cpu "$sh/m/prefill.onnx" 2>&1 >/dev/null); rc=$?
+  check "share-compile: -e cpu refused" [ $rc -eq 1 ]
+  check "share-compile: -e cpu says why" grep -q "^epctx: INVALID_ARGUMENT: -e cpu: the CPU EP compiles nothing" <<<"$err"
   err=$("$EPCTX" share-compile "$sh/m/prefill.onnx,$sh/m/missing.onnx" 2>&1 >/dev/null); rc=$?
   check "share-compile: missing model exits 1" [ $rc -eq 1 ]
   check "share-compile: missing model is NO_SUCHFILE" grep -q "^epctx: NO_SUCHFILE: .*missing.onnx" <<<"$err"
