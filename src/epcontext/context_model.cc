@@ -194,8 +194,24 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     RETURN_ERROR_IF(spec.external_initializers_file[0] == '/', INVALID_ARGUMENT,
                     "ep.context_model_external_initializers_file_name must be a relative path, got '",
                     spec.external_initializers_file, "'");
-    ext_path = folder + "/" + spec.external_initializers_file;
+    ext_path = spec.stage_external_path.empty() ? folder + "/" + spec.external_initializers_file
+                                                : spec.stage_external_path;
     if (!ext_bytes.empty()) RETURN_IF_ERROR(WriteFileAtomically(ext_path, ext_bytes));
+  }
+  // A pending external file is checked under its pending name (the checker opens it beside the model).
+  auto set_location = [&](const std::string& from, const std::string& to) {
+    for (auto& tp : *g->mutable_initializer())
+      for (auto& e : *tp.mutable_external_data())
+        if (e.key() == "location" && e.value() == from) e.set_value(to);
+  };
+  std::string checked_location;
+  if (!spec.stage_external_path.empty() && !ext_bytes.empty()) {
+    const std::string& rel = spec.external_initializers_file;
+    const size_t slash = rel.find_last_of('/');
+    const size_t stage_slash = spec.stage_external_path.find_last_of('/');
+    checked_location = (slash == std::string::npos ? std::string() : rel.substr(0, slash + 1)) +
+                       spec.stage_external_path.substr(stage_slash == std::string::npos ? 0 : stage_slash + 1);
+    set_location(rel, checked_location);
   }
   try {
     onnx::checker::CheckerContext ctx;
@@ -207,6 +223,7 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     onnx::checker::LexicalScopeContext lex;
     ctx.set_model_dir(folder);  // the external initializers file, if any, is already in place
     onnx::checker::check_graph(*g, ctx, lex);
+    if (!checked_location.empty()) set_location(checked_location, spec.external_initializers_file);
   } catch (const std::exception& e) {
     if (!ext_path.empty()) ::unlink(ext_path.c_str());
     return MakeStatus(ErrorCode::FAIL, "the generated context model '", spec.output_path,
@@ -217,7 +234,8 @@ Status WriteContextModel(const ContextModelSpec& spec) {
                   "Cannot serialize ONNX ModelProto larger than 2GB");
   RETURN_ERROR_IF(!out.SerializeToString(&bytes), INVALID_PROTOBUF,
                   "Protobuf serialization failed when generating EPContext model ", spec.output_path);
-  Status st = WriteFileAtomically(spec.output_path, bytes, /*no_replace=*/true);
+  Status st = WriteFileAtomically(spec.stage_model_path.empty() ? spec.output_path : spec.stage_model_path, bytes,
+                                  /*no_replace=*/true);
   if (!st.ok() && !ext_path.empty()) ::unlink(ext_path.c_str());
   return st;
 }

@@ -1,7 +1,8 @@
 // Writing a context model: the partitioned main graph with every fused node replaced by the EPContext node its EP
 // returned, the source's inputs/outputs in order, referenced initializers (embedded, or all in one external file
 // beside the model), source metadata plus ep_compatibility_info.<EP>. Checked with the ONNX checker, then written
-// through a temporary file and a rename so no partial model is ever visible under the final name.
+// through a temporary file and a rename so no partial model is ever visible under the final name (or, for a
+// weight-sharing group, under pending names the group publishes).
 #pragma once
 
 #include <map>
@@ -22,6 +23,11 @@ struct ContextModelSpec {
   std::map<std::string, std::string> compatibility;  // EP name -> compatibility string ("" = none)
   std::string output_path;
   std::string external_initializers_file;  // relative file name beside the model; "" = embed all
+  // Weight-sharing groups write under pending names (shared_group.h) and publish later: when set, the model is
+  // written to `stage_model_path` instead of `output_path`, and the external initializers file to
+  // `stage_external_path` (same folder as its final name) while the model still names the final file.
+  std::string stage_model_path;
+  std::string stage_external_path;
 };
 
 Status WriteContextModel(const ContextModelSpec& spec);

@@ -16,6 +16,7 @@
 #include "core/parallel.h"
 #include "epcontext/context_model.h"
 #include "epcontext/paths.h"
+#include "epcontext/shared_group.h"
 
 namespace epctx {
 
@@ -23,6 +24,41 @@ namespace {
 double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// Session config entry through which a weight-sharing group's sessions learn their group (shared_group.h): the
+// runtime's group id, so an EP can tell a new group from the one it has open (a session may fail before any EP
+// sees it, and the runtime then ends the group).
+constexpr const char* kShareGroupKey = "ep.share_ep_contexts_group";
+
+bool GeneratesInGroup(const SessionConfig& config) {
+  return config.Get("ep.context_enable") == "1" && config.Get("ep.share_ep_contexts") == "1";
+}
+
+// A session meant for a weight-sharing group that fails before it joins (model load, options) ends the group too,
+// so the next sharing session starts clean.
+Status AbortGroupOnError(Status st, const SessionConfig& config) {
+  if (!st.ok() && GeneratesInGroup(config)) {
+    SharedContextGroup& group = SharedContextGroup::Instance();
+    group.Abort(group.current());
+  }
+  return st;
+}
+
+// Aborts the open weight-sharing group when the session creation that holds it fails (destroyed without Keep()).
+class GroupFailureGuard {
+ public:
+  GroupFailureGuard() = default;
+  GroupFailureGuard(const GroupFailureGuard&) = delete;
+  GroupFailureGuard& operator=(const GroupFailureGuard&) = delete;
+  ~GroupFailureGuard() {
+    if (id_) SharedContextGroup::Instance().Abort(id_);
+  }
+  void Arm(uint64_t id) { id_ = id; }
+  void Keep() { id_ = 0; }
+
+ private:
+  uint64_t id_ = 0;
+};
 
 ModelLoadOptions LoadOptionsFor(const SessionConfig& config) {
   ModelLoadOptions o;
@@ -35,27 +71,36 @@ ModelLoadOptions LoadOptionsFor(const SessionConfig& config) {
 StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromFile(const std::string& path,
                                                                              const SessionConfig& config) {
   auto t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::shared_ptr<Model> model, LoadModelFromFile(path, LoadOptionsFor(config)));
-  return Finish(std::move(model), config, MsSince(t0));
+  StatusOr<std::shared_ptr<Model>> model = LoadModelFromFile(path, LoadOptionsFor(config));
+  if (!model.ok()) return AbortGroupOnError(model.status(), config);
+  return Finish(std::move(model).value(), config, MsSince(t0));
 }
 
 StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromBytes(const void* data, size_t size,
                                                                               const SessionConfig& config) {
   // Checked before loading, as ONNX Runtime does.
-  RETURN_ERROR_IF(config.Get("ep.context_enable") == "1" && config.Get("ep.context_file_path").empty(), FAIL,
-                  "Inference session with a model loaded from bytes was configured with EPContext model generation "
-                  "enabled but without a valid location (e.g., file or buffer) for the output model. Please specify a "
-                  "valid ep.context_file_path via SessionOption configs or use the OrtCompileApi to compile a model "
-                  "to a file or buffer.");
+  if (config.Get("ep.context_enable") == "1" && config.Get("ep.context_file_path").empty())
+    return AbortGroupOnError(
+        MakeStatus(ErrorCode::FAIL,
+                   "Inference session with a model loaded from bytes was configured with EPContext model generation "
+                   "enabled but without a valid location (e.g., file or buffer) for the output model. Please specify "
+                   "a valid ep.context_file_path via SessionOption configs or use the OrtCompileApi to compile a "
+                   "model to a file or buffer."),
+        config);
   auto t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::shared_ptr<Model> model, LoadModelFromBytes(data, size, LoadOptionsFor(config)));
-  return Finish(std::move(model), config, MsSince(t0));
+  StatusOr<std::shared_ptr<Model>> model = LoadModelFromBytes(data, size, LoadOptionsFor(config));
+  if (!model.ok()) return AbortGroupOnError(model.status(), config);
+  return Finish(std::move(model).value(), config, MsSince(t0));
 }
 
 StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared_ptr<Model> model,
                                                                      const SessionConfig& config, double load_ms) {
+  // Declared before the session, so a failed member of a weight-sharing group ends the group after its EPs were
+  // released (an EP released without OnSessionInitializationEnd ends its own side of the group).
+  GroupFailureGuard group_guard;
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->config_ = config;
+  s->config_.entries.erase(kShareGroupKey);  // set by the runtime only
   s->model_ = std::move(model);
   s->timings_.load_ms = load_ms;
   RETURN_ERROR_IF(config.intra_op_num_threads < 0, INVALID_ARGUMENT, "intra_op_num_threads must be >= 0, got ",
@@ -68,6 +113,16 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   bool already_compiled = false;
   for (const auto& n : s->model_->graph->nodes) already_compiled |= n.op_type == "EPContext";
   if (generating && already_compiled) s->config_.entries.erase("ep.context_enable");  // load as is; EPs see no request
+  // Weight sharing (shared_group.h): a generating session with ep.share_ep_contexts=1 joins the open group (or starts
+  // one); everything it writes stays pending until the group's last session (ep.stop_share_ep_contexts=1) succeeds.
+  const bool in_group = generating && !already_compiled && GeneratesInGroup(config);
+  const bool last_of_group = in_group && config.Get("ep.stop_share_ep_contexts") == "1";
+  uint64_t group_id = 0;
+  if (in_group) {
+    group_id = SharedContextGroup::Instance().Join();
+    group_guard.Arm(group_id);
+    s->config_.entries[kShareGroupKey] = std::to_string(group_id);
+  }
   if (generating && !already_compiled) {
     // Validated before any EP compiles; EPs read the final path from ep.context_file_path.
     ASSIGN_OR_RETURN(std::string ctx_path,
@@ -82,6 +137,7 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
     while (::flock(s->generation_lock_, LOCK_EX) != 0 && errno == EINTR) {
     }
     ASSIGN_OR_RETURN(ctx_path, ValidatedEpContextPath(ctx_path, s->model_->path, true));
+    if (in_group) RETURN_IF_ERROR(SharedContextGroup::Instance().CheckFree(ctx_path));
     s->config_.entries["ep.context_file_path"] = ctx_path;
   }
   auto tp = std::chrono::steady_clock::now();
@@ -98,13 +154,21 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   po.profiler = s->profiler_.get();
   po.node_ep = &s->partition_.node_ep;
   ASSIGN_OR_RETURN(s->plan_, GraphPlan::Create(g, nullptr, po));
-  for (auto& ep : s->plugin_eps_) RETURN_IF_ERROR(ep->OnSessionInitializationEnd());
   s->timings_.plan_ms = MsSince(t0);
+  // The context model is written before OnSessionInitializationEnd (as in ONNX Runtime), so an EP learns that its
+  // session failed (it is released without that call) when writing the model fails too.
   if (generating) {
     auto tg = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(s->GenerateContextModel(already_compiled));
     s->timings_.generate_ms = MsSince(tg);
   }
+  for (auto& ep : s->plugin_eps_) RETURN_IF_ERROR(ep->OnSessionInitializationEnd());
+  if (last_of_group) {
+    auto tg = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(SharedContextGroup::Instance().Publish(group_id));  // aborts the group itself on failure
+    s->timings_.generate_ms += MsSince(tg);
+  }
+  group_guard.Keep();
   s->ReleaseGenerationLock();
   return s;
 }
@@ -128,19 +192,35 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
   spec.external_initializers_file = config_.Get("ep.context_model_external_initializers_file_name");
   for (auto& ep : plugin_eps_)
     spec.compatibility[ep->name()] = ep->CompatibilityInfo(*model_->graph, model_->path, model_->ir_version);
+  const std::string folder = FolderOfPath(spec.output_path);
+  // The context binaries this model names as its own (embed_mode=0, main_context=1, a plain relative name).
+  std::vector<std::string> binaries;
+  for (const auto& [fused, node] : spec.ep_context_nodes) {
+    const Attribute* embed = node.attr("embed_mode");
+    const Attribute* main = node.attr("main_context");
+    const Attribute* cache = node.attr("ep_cache_context");
+    if (embed && embed->i == 0 && (!main || main->i == 1) && cache && !cache->s.empty() && cache->s[0] != '/' &&
+        cache->s.find("..") == std::string::npos)
+      binaries.push_back(folder + "/" + cache->s);
+  }
+  const std::string group_key = config_.Get(kShareGroupKey);
+  if (!group_key.empty()) {
+    // A weight-sharing group member: write under pending names; the group's last session publishes them.
+    SharedContextGroup& group = SharedContextGroup::Instance();
+    const uint64_t id = std::stoull(group_key);
+    for (const std::string& b : binaries) group.Own(id, b);  // removed if the group fails
+    ASSIGN_OR_RETURN(spec.stage_model_path, group.Stage(id, spec.output_path, /*no_replace=*/true));
+    if (!spec.external_initializers_file.empty() && spec.external_initializers_file[0] != '/') {
+      ASSIGN_OR_RETURN(spec.stage_external_path,
+                       group.Stage(id, folder + "/" + spec.external_initializers_file, /*no_replace=*/false));
+    }
+  }
   Status st = WriteContextModel(spec);
   if (st.ok()) generated_model_ = spec.output_path;
-  if (!st.ok()) {
-    // No context binary may outlive a failed generation: remove those the EPs wrote for this model.
-    const std::string folder = FolderOfPath(spec.output_path);
-    for (const auto& [fused, node] : spec.ep_context_nodes) {
-      const Attribute* embed = node.attr("embed_mode");
-      const Attribute* main = node.attr("main_context");
-      const Attribute* cache = node.attr("ep_cache_context");
-      if (embed && embed->i == 0 && (!main || main->i == 1) && cache && !cache->s.empty() && cache->s[0] != '/' &&
-          cache->s.find("..") == std::string::npos)
-        std::remove((folder + "/" + cache->s).c_str());
-    }
+  if (!st.ok() && group_key.empty()) {
+    // No context binary may outlive a failed generation: remove those the EPs wrote for this model. (A group's
+    // sessions own theirs through the group, which removes them only if this session wrote them.)
+    for (const std::string& b : binaries) std::remove(b.c_str());
   }
   return st;
 }
