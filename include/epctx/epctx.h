@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "epctx/status.h"
 #include "epctx/status_codes.h"
 
 namespace epctx {
@@ -38,7 +39,9 @@ enum class ElementType : int32_t {
   FLOAT16 = 10, DOUBLE = 11, UINT32 = 12, UINT64 = 13, COMPLEX64 = 14, COMPLEX128 = 15, BFLOAT16 = 16,
 };
 
-enum class GraphOptimizationLevel : int { ORT_DISABLE_ALL = 0, ORT_ENABLE_BASIC = 1, ORT_ENABLE_EXTENDED = 2, ORT_ENABLE_ALL = 99 };
+enum class GraphOptimizationLevel : int {
+  ORT_DISABLE_ALL = 0, ORT_ENABLE_BASIC = 1, ORT_ENABLE_EXTENDED = 2, ORT_ENABLE_LAYOUT = 3, ORT_ENABLE_ALL = 99
+};
 enum class LoggingLevel : int { VERBOSE = 0, INFO = 1, WARNING = 2, ERROR = 3, FATAL = 4 };
 
 // Key-value pairs (EP metadata, EP options, device metadata). Copies are independent.
@@ -346,5 +349,118 @@ class Session {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+
+// ---- Compile API (ONNX Runtime's OrtCompileApi / Ort::ModelCompilationOptions / Ort::CompileModel) ----
+// Compiling = creating a session with EPContext generation on and writing its context model to the chosen output;
+// docs/compile-api.md has the rules and where epctx differs from ONNX Runtime.
+
+// ONNX Runtime's OrtCompileApiFlags. Unknown bits are ignored.
+enum OrtCompileApiFlags : uint32_t {
+  OrtCompileApiFlags_NONE = 0,
+  OrtCompileApiFlags_ERROR_IF_NO_NODES_COMPILED = 1 << 0,   // FAIL "Unable to compile any nodes..." and no output
+  OrtCompileApiFlags_ERROR_IF_OUTPUT_FILE_EXISTS = 1 << 1,  // FAIL "...exists already..." instead of overwriting
+};
+
+// OrtExternalInitializerInfo: where an initializer's bytes are: a file path relative to the model's folder, the
+// byte offset in it and the byte size.
+class ExternalInitializerInfo {
+ public:
+  ExternalInitializerInfo(std::string file_path, int64_t file_offset, size_t byte_size)
+      : file_path_(std::move(file_path)), file_offset_(file_offset), byte_size_(byte_size) {}
+  const std::string& GetFilePath() const { return file_path_; }
+  int64_t GetFileOffset() const { return file_offset_; }
+  size_t GetByteSize() const { return byte_size_; }
+  bool operator==(const ExternalInitializerInfo& o) const {
+    return file_path_ == o.file_path_ && file_offset_ == o.file_offset_ && byte_size_ == o.byte_size_;
+  }
+
+ private:
+  std::string file_path_;
+  int64_t file_offset_;
+  size_t byte_size_;
+};
+
+// Receives consecutive chunks (each at most 64 KiB) of the serialized output model, in order. Throwing
+// epctx::Exception fails the compile with that code and message; any other std::exception fails it with FAIL
+// "Caught exception while calling user's OrtOutStreamWriteFunc callback: <what>". Nothing the compile wrote
+// (external initializer file, context binaries) remains after a failure.
+using WriteBufferFunc = std::function<void(const void* data, size_t num_bytes)>;
+
+// Called once per initializer of the output model (ONNX Runtime's order: subgraphs' initializers first, then the
+// main graph's, each in ascending name order) with its data as a tensor Value (valid during the call only) and,
+// when it lived in an external file of the source model, that location (file path relative to the source model's
+// folder; else nullptr; valid during the call only). Return std::nullopt to embed the initializer, or where its bytes
+// are, relative to the output model's folder: a file the callback wrote, or a copy of *external_info to reuse the
+// source's data (returning by value cannot alias ONNX Runtime's external_info object, so reuse is always allowed).
+// The location must hold GetByteSize() == the tensor's byte size (FAIL otherwise). Throwing fails the compile like
+// WriteBufferFunc; files the callback wrote are the caller's and are not removed.
+using GetInitializerLocationFunc = std::function<std::optional<ExternalInitializerInfo>(
+    const std::string& initializer_name, const Value& initializer_value, const ExternalInitializerInfo* external_info)>;
+
+// Ort::AllocatorWithDefaultOptions: malloc/free. The output buffer of SetOutputModelBuffer is allocated with it and
+// belongs to the caller (release it with Free).
+class AllocatorWithDefaultOptions {
+ public:
+  void* Alloc(size_t size);
+  void Free(void* p);
+};
+
+// Options of one compile. Setters validate their arguments and throw epctx::Exception(INVALID_ARGUMENT, <ONNX
+// Runtime's message>); CompileModel checks the combination. Not thread-safe; may be reused for several compiles.
+// Defaults (ONNX Runtime's): input none; output `<input stem>_ctx.onnx` beside the input model (or the session's
+// ep.context_file_path), an existing output overwritten; initializers embedded (or the session's
+// ep.context_model_external_initializers_file_name, threshold 0); embed mode from ep.context_embed_mode ("0");
+// flags NONE (a model is written even when no node was compiled); optimization level ORT_DISABLE_ALL.
+class ModelCompilationOptions {
+ public:
+  // Copies the options (EPs, selection policy, config entries); the caller's object is untouched. The copy gets
+  // ep.context_enable=1 and session.disable_model_compile=0.
+  ModelCompilationOptions(const Env& env, const SessionOptions& session_options);
+  ~ModelCompilationOptions();
+  ModelCompilationOptions(ModelCompilationOptions&&) noexcept;
+  ModelCompilationOptions& operator=(ModelCompilationOptions&&) noexcept;
+
+  // The model to compile; the last of SetInputModelPath / SetInputModelFromBuffer wins.
+  ModelCompilationOptions& SetInputModelPath(const std::string& path);
+  // `data` is borrowed, not copied: it must stay valid until CompileModel returns.
+  ModelCompilationOptions& SetInputModelFromBuffer(const void* data, size_t size);
+  // Output destinations; the last of SetOutputModelPath / SetOutputModelBuffer / SetOutputModelWriteFunc wins.
+  // SetOutputModelPath also sets ep.context_file_path (EPs put their binaries beside it).
+  ModelCompilationOptions& SetOutputModelPath(const std::string& path);
+  // Initializers of at least `size_threshold` bytes go to `path` (relative to the output model's folder; an
+  // absolute path is INVALID_ARGUMENT at CompileModel), smaller ones stay in the model. Replaces an initializer
+  // location function.
+  ModelCompilationOptions& SetOutputModelExternalInitializersFile(const std::string& path, size_t size_threshold);
+  // On success *output_model_buffer_ptr = the model (allocated with `allocator`), *output_model_buffer_size_ptr =
+  // its size. The pointers must stay valid until CompileModel returns.
+  ModelCompilationOptions& SetOutputModelBuffer(AllocatorWithDefaultOptions& allocator, void** output_model_buffer_ptr,
+                                                size_t* output_model_buffer_size_ptr);
+  ModelCompilationOptions& SetOutputModelWriteFunc(WriteBufferFunc write_func);
+  // Replaces an external initializers file setting.
+  ModelCompilationOptions& SetOutputModelGetInitializerLocationFunc(GetInitializerLocationFunc func);
+  // Sets ep.context_embed_mode ("1"/"0").
+  ModelCompilationOptions& SetEpContextEmbedMode(bool embed);
+  // Sets ep.context_file_path = output_directory/model_name, which EPs use to name and place their context
+  // binaries ([model_name stem]_[ep].bin in output_directory); the output model's location is unchanged.
+  // output_directory must end with '/' or name an existing directory ("output_dir is not a valid directory.").
+  ModelCompilationOptions& SetEpContextBinaryInformation(const std::string& output_directory,
+                                                         const std::string& model_name);
+  // OrtCompileApiFlags bits; replaces both flags.
+  ModelCompilationOptions& SetFlags(uint32_t flags);
+  // INVALID_ARGUMENT for a value that is not one of the enumerators.
+  ModelCompilationOptions& SetGraphOptimizationLevel(GraphOptimizationLevel level);
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Compiles the model: creates a session with the options and writes its context model (and the EPs' binaries) to
+// the output. Returns the failure as a Status (never throws): INVALID_ARGUMENT for a bad combination of options
+// (ONNX Runtime's Check() messages), else the session's or the output's error. On failure no output remains.
+Status CompileModel(const Env& env, const ModelCompilationOptions& options);
 
 }  // namespace epctx

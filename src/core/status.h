@@ -1,4 +1,5 @@
-// The one Status type of the runtime: a code (ONNX Runtime's names) and a message. No exceptions cross the
+// The one Status type of the runtime (the class is in the public include/epctx/status.h, because CompileModel
+// returns it): a code (ONNX Runtime's names) and a message. No exceptions cross the
 // library internally; the public C++ wrapper turns a non-OK Status into epctx::Exception once, at the boundary.
 #pragma once
 
@@ -7,32 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "epctx/status.h"
 #include "epctx/status_codes.h"
 
 namespace epctx {
-
-class [[nodiscard]] Status {
- public:
-  Status() = default;  // OK
-  Status(ErrorCode code, std::string message);
-
-  static Status OK() { return Status(); }
-  bool ok() const { return state_ == nullptr; }
-  ErrorCode code() const { return state_ ? state_->code : ErrorCode::OK; }
-  const std::string& message() const;
-  // "INVALID_ARGUMENT: message" (or "OK").
-  std::string ToString() const;
-  // Returns a copy whose message is "<context>: <old message>". OK stays OK.
-  Status WithContext(const std::string& context) const;
-  void IgnoreError() const {}
-
- private:
-  struct State {
-    ErrorCode code;
-    std::string message;
-  };
-  std::shared_ptr<const State> state_;  // null = OK; shared so copies are cheap
-};
 
 // Value or error. Accessing value() of an error is an internal invariant violation (asserts).
 template <typename T>
