@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "api/api_internal.h"
 #include "epctx/epctx.h"
 #include "epcontext/compatibility.h"
 #include "plugin/ep_library.h"
@@ -199,9 +200,6 @@ int64_t TensorTypeAndShapeInfo::GetElementCount() const {
 }
 
 // ---- Value ----
-struct Value::Impl {
-  IValue value;
-};
 Value::Value() : impl_(new Impl()) {}
 Value::Value(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Value::~Value() = default;
@@ -325,13 +323,11 @@ struct Session::Impl {
   std::unique_ptr<InferenceSession> session;
 };
 
-namespace {
 SessionConfig ConfigFor(const Env& env, const SessionOptions& options) {
   SessionConfig c = options.impl()->config;
   if (!c.registry) c.registry = env.impl()->registry;
   return c;
 }
-}  // namespace
 
 Session::Session(const Env& env, const char* model_path, const SessionOptions& options) : impl_(new Impl()) {
   if (!model_path) Throw(Status(ErrorCode::INVALID_ARGUMENT, "model path is null"));

@@ -9,15 +9,21 @@
 #include <cstdio>
 #include <climits>
 #include <cstring>
+#include <algorithm>
+#include <optional>
 #include <set>
+#include <sys/stat.h>
 
 #include "epcontext/paths.h"
+#include "epcontext/stale_temporaries.h"
+#include "model/external_data.h"
 #include "model/ep_context_schema.h"
 #include "model/tensor_proto.h"
 
 namespace epctx {
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes, bool no_replace) {
+  RemoveStaleTemporaries(path);  // what a killed writer of this file left behind
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   RETURN_ERROR_IF(fd < 0, FAIL, "cannot write '", path, "': ", std::strerror(errno));
@@ -83,6 +89,86 @@ void CollectUsedNames(const onnx::GraphProto& g, std::set<std::string>* used) {
       for (const auto& sg : a.graphs()) CollectUsedNames(sg, used);
     }
   }
+}
+
+
+// Where a source initializer's bytes are, when it is stored in an external file.
+std::optional<ExternalDataLocation> ExternalLocationOf(const onnx::TensorProto& tp) {
+  if (tp.data_location() != onnx::TensorProto::EXTERNAL) return std::nullopt;
+  ExternalDataLocation loc;
+  int64_t length = -1;
+  for (const auto& e : tp.external_data()) {
+    if (e.key() == "location") loc.path = e.value();
+    if (e.key() == "offset") loc.offset = std::strtoll(e.value().c_str(), nullptr, 10);
+    if (e.key() == "length") length = std::strtoll(e.value().c_str(), nullptr, 10);
+  }
+  if (loc.path.empty()) return std::nullopt;
+  if (length < 0) {  // up to the end of the file: the tensor's byte size
+    int64_t n = 1;
+    for (int64_t d : tp.dims()) n *= d;
+    length = n * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(tp.data_type())));
+  }
+  loc.size = static_cast<size_t>(length);
+  return loc;
+}
+
+void SetExternal(onnx::TensorProto* tp, const std::string& location, int64_t offset, size_t size) {
+  tp->clear_raw_data();
+  tp->clear_external_data();
+  tp->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto kv = [&](const char* k, const std::string& v) {
+    auto* e = tp->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", location);
+  kv("offset", std::to_string(offset));
+  kv("length", std::to_string(size));
+}
+
+// One initializer of the output model: its proto (in the output graph), its data (main graph: the loaded tensor;
+// subgraphs: decoded when needed) and its location in the source model if that was an external file.
+struct InitializerSlot {
+  onnx::TensorProto* proto;
+  Tensor tensor;
+  std::optional<ExternalDataLocation> source;
+};
+
+// Subgraph initializers under `node`, innermost graphs first, each graph's in ascending name order.
+void CollectSubgraphInitializers(onnx::NodeProto* node, std::vector<InitializerSlot>* slots) {
+  auto visit = [&](onnx::GraphProto* g) {
+    for (auto& n : *g->mutable_node()) CollectSubgraphInitializers(&n, slots);
+    std::vector<onnx::TensorProto*> inits;
+    for (auto& tp : *g->mutable_initializer()) inits.push_back(&tp);
+    std::sort(inits.begin(), inits.end(),
+              [](const onnx::TensorProto* a, const onnx::TensorProto* b) { return a->name() < b->name(); });
+    for (onnx::TensorProto* tp : inits) slots->push_back(InitializerSlot{tp, Tensor(), ExternalLocationOf(*tp)});
+  };
+  for (auto& a : *node->mutable_attribute()) {
+    if (a.has_g()) visit(a.mutable_g());
+    for (auto& sub : *a.mutable_graphs()) visit(&sub);
+  }
+}
+
+// A location returned by an initializer-location function must hold exactly the tensor's bytes, inside the output
+// model's folder (the rules every model load applies), in a file long enough.
+Status CheckReturnedLocation(const ExternalDataLocation& loc, const Tensor& tensor, const std::string& folder,
+                             const std::string& what) {
+  RETURN_ERROR_IF(loc.size != tensor.SizeInBytes() || loc.offset < 0, FAIL, "the initializer location function returned '",
+                  loc.path, "' offset ", loc.offset, " size ", loc.size, " for ", what, ", which has ",
+                  tensor.SizeInBytes(), " bytes");
+  StatusOr<std::string> path = ResolveExternalPath(folder, loc.path, what);
+  if (!path.ok())
+    return MakeStatus(ErrorCode::FAIL, "the initializer location function returned an unusable location for ", what,
+                      ": ", path.status().message());
+  struct stat st;
+  RETURN_ERROR_IF(::stat(path.value().c_str(), &st) != 0 || !S_ISREG(st.st_mode), FAIL,
+                  "the initializer location function returned '", loc.path, "' for ", what,
+                  ", but no such file exists in the output model's folder '", folder, "'");
+  RETURN_ERROR_IF(static_cast<uint64_t>(st.st_size) < static_cast<uint64_t>(loc.offset) + loc.size, FAIL,
+                  "the initializer location function returned '", loc.path, "' offset ", loc.offset, " size ",
+                  loc.size, " for ", what, ", but the file has only ", st.st_size, " bytes");
+  return Status::OK();
 }
 
 }  // namespace
@@ -166,27 +252,52 @@ Status WriteContextModel(const ContextModelSpec& spec) {
   for (const auto& vi : sg.value_info())
     if (used.count(vi.name())) *g->add_value_info() = vi;
 
-  // Initializers: embedded from the loaded tensors (mapped external data is read here), or all in one file.
+  // Initializers: embedded from the loaded tensors (mapped external data is read here), in one external file, or
+  // where the caller's function says. Visited in ONNX Runtime's order: subgraphs (innermost first), then the main
+  // graph, each in ascending name order.
+  const GenerationOptions kLegacy;
+  const GenerationOptions& gen = spec.options ? *spec.options : kLegacy;
   std::string ext_bytes;
   const std::string folder = FolderOfPath(spec.output_path);
+  std::map<std::string, ExternalDataLocation> source_external;
+  for (const auto& tp : sg.initializer())
+    if (auto loc = ExternalLocationOf(tp)) source_external[tp.name()] = *loc;
+  std::vector<InitializerSlot> slots;
+  for (auto& n : *g->mutable_node()) CollectSubgraphInitializers(&n, &slots);
   for (const auto& [name, tensor] : spec.partitioned->initializers) {
     if (!used.count(name)) continue;
     auto* tp = g->add_initializer();
     TensorToProto(tensor, name, tp);
-    if (!spec.external_initializers_file.empty() && tensor.dtype() != DataType::kString) {
+    auto it = source_external.find(name);
+    InitializerSlot slot{tp, tensor, std::nullopt};
+    if (it != source_external.end() && it->second.size == tensor.SizeInBytes()) slot.source = it->second;
+    slots.push_back(std::move(slot));
+  }
+  for (InitializerSlot& slot : slots) {
+    onnx::TensorProto* tp = slot.proto;
+    const std::string what = "initializer '" + tp->name() + "'";
+    const bool needs_tensor = !slot.tensor.defined() &&
+                              (gen.initializer_location || !spec.external_initializers_file.empty() || slot.source);
+    if (needs_tensor) {  // a subgraph initializer, still as the source wrote it
+      ASSIGN_OR_RETURN(slot.tensor, TensorFromProto(*tp, what, spec.source->external_data.get()));
+      const std::string name = tp->name();
+      tp->Clear();
+      TensorToProto(slot.tensor, name, tp);  // embedded; the source's external file is never referenced
+    }
+    if (!slot.tensor.defined() || slot.tensor.dtype() == DataType::kString) continue;  // strings stay inline
+    if (gen.initializer_location) {
+      StatusOr<std::optional<ExternalDataLocation>> where =
+          gen.initializer_location(tp->name(), slot.tensor, slot.source ? &*slot.source : nullptr);
+      if (!where.ok()) return where.status();
+      if (!where.value()) continue;
+      const ExternalDataLocation& loc = *where.value();
+      RETURN_IF_ERROR(CheckReturnedLocation(loc, slot.tensor, folder, what));
+      SetExternal(tp, loc.path, loc.offset, loc.size);
+    } else if (!spec.external_initializers_file.empty() && slot.tensor.SizeInBytes() >= gen.external_threshold) {
       size_t offset = (ext_bytes.size() + 63) / 64 * 64;
       ext_bytes.resize(offset);
       ext_bytes.append(tp->raw_data());
-      tp->clear_raw_data();
-      tp->set_data_location(onnx::TensorProto::EXTERNAL);
-      auto kv = [&](const char* k, const std::string& v) {
-        auto* e = tp->add_external_data();
-        e->set_key(k);
-        e->set_value(v);
-      };
-      kv("location", spec.external_initializers_file);
-      kv("offset", std::to_string(offset));
-      kv("length", std::to_string(tensor.SizeInBytes()));
+      SetExternal(tp, spec.external_initializers_file, static_cast<int64_t>(offset), slot.tensor.SizeInBytes());
     }
   }
   std::string ext_path;
@@ -194,14 +305,24 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     RETURN_ERROR_IF(spec.external_initializers_file[0] == '/', INVALID_ARGUMENT,
                     "ep.context_model_external_initializers_file_name must be a relative path, got '",
                     spec.external_initializers_file, "'");
-    ext_path = spec.stage_external_path.empty() ? folder + "/" + spec.external_initializers_file
-                                                : spec.stage_external_path;
-    if (!ext_bytes.empty()) RETURN_IF_ERROR(WriteFileAtomically(ext_path, ext_bytes));
+    if (!ext_bytes.empty()) {  // an empty file is not written (nor is an older file of that name touched)
+      ext_path = spec.stage_external_path.empty() ? folder + "/" + spec.external_initializers_file
+                                                  : spec.stage_external_path;
+      RETURN_IF_ERROR(WriteFileAtomically(ext_path, ext_bytes));
+    }
   }
+  // From here on a failure removes the external file written above: no partial output remains.
+  struct RemoveOnFailure {
+    const std::string& path;
+    bool keep = false;
+    ~RemoveOnFailure() {
+      if (!keep && !path.empty()) ::unlink(path.c_str());
+    }
+  } ext_guard{ext_path};
   // A pending external file is checked under its pending name (the checker opens it beside the model).
   auto set_location = [&](const std::string& from, const std::string& to) {
-    for (auto& tp : *g->mutable_initializer())
-      for (auto& e : *tp.mutable_external_data())
+    for (InitializerSlot& slot : slots)
+      for (auto& e : *slot.proto->mutable_external_data())
         if (e.key() == "location" && e.value() == from) e.set_value(to);
   };
   std::string checked_location;
@@ -225,7 +346,6 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     onnx::checker::check_graph(*g, ctx, lex);
     if (!checked_location.empty()) set_location(checked_location, spec.external_initializers_file);
   } catch (const std::exception& e) {
-    if (!ext_path.empty()) ::unlink(ext_path.c_str());
     return MakeStatus(ErrorCode::FAIL, "the generated context model '", spec.output_path,
                       "' fails the ONNX checker: ", e.what());
   }
@@ -234,9 +354,22 @@ Status WriteContextModel(const ContextModelSpec& spec) {
                   "Cannot serialize ONNX ModelProto larger than 2GB");
   RETURN_ERROR_IF(!out.SerializeToString(&bytes), INVALID_PROTOBUF,
                   "Protobuf serialization failed when generating EPContext model ", spec.output_path);
-  Status st = WriteFileAtomically(spec.stage_model_path.empty() ? spec.output_path : spec.stage_model_path, bytes,
-                                  /*no_replace=*/true);
-  if (!st.ok() && !ext_path.empty()) ::unlink(ext_path.c_str());
+  Status st;
+  switch (gen.output) {
+    case GenerationOptions::Output::kFile:
+      // A staged (weight-sharing) model goes to its unique pending name; the group applies the rule at publishing.
+      st = WriteFileAtomically(spec.stage_model_path.empty() ? spec.output_path : spec.stage_model_path, bytes,
+                               /*no_replace=*/gen.error_if_output_file_exists || !spec.stage_model_path.empty());
+      break;
+    case GenerationOptions::Output::kBuffer:
+      st = gen.to_buffer(bytes);
+      break;
+    case GenerationOptions::Output::kWriteFunc:
+      for (size_t done = 0; done < bytes.size() && st.ok(); done += kModelWriteChunkBytes)
+        st = gen.write_func(bytes.data() + done, std::min(kModelWriteChunkBytes, bytes.size() - done));
+      break;
+  }
+  ext_guard.keep = st.ok();
   return st;
 }
 

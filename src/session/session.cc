@@ -78,8 +78,8 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromFile(con
 
 StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromBytes(const void* data, size_t size,
                                                                               const SessionConfig& config) {
-  // Checked before loading, as ONNX Runtime does.
-  if (config.Get("ep.context_enable") == "1" && config.Get("ep.context_file_path").empty())
+  // Checked before loading, as ONNX Runtime does (the compile API checked its output location itself).
+  if (config.Get("ep.context_enable") == "1" && config.Get("ep.context_file_path").empty() && !config.generation)
     return AbortGroupOnError(
         MakeStatus(ErrorCode::FAIL,
                    "Inference session with a model loaded from bytes was configured with EPContext model generation "
@@ -110,8 +110,14 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   s->config_.entries["session.intra_op_num_threads"] = std::to_string(s->num_threads_);
   if (config.profiling) s->profiler_ = std::make_unique<SessionProfiler>();
   const bool generating = config.Get("ep.context_enable") == "1";
+  s->generation_ = config.generation ? *config.generation : GenerationOptions::FromConfig(config.entries);
+  const GenerationOptions& gen = s->generation_;
   bool already_compiled = false;
   for (const auto& n : s->model_->graph->nodes) already_compiled |= n.op_type == "EPContext";
+  // The compile API refuses a compiled model before any EP sees it (ONNX Runtime finds out after partitioning).
+  RETURN_ERROR_IF(generating && already_compiled && gen.compile_api, INVALID_GRAPH,
+                  "Encountered an invalid node while compiling a model. Please ensure the input model is not already "
+                  "compiled.");
   if (generating && already_compiled) s->config_.entries.erase("ep.context_enable");  // load as is; EPs see no request
   // Weight sharing (shared_group.h): a generating session with ep.share_ep_contexts=1 joins the open group (or starts
   // one); everything it writes stays pending until the group's last session (ep.stop_share_ep_contexts=1) succeeds.
@@ -124,21 +130,47 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
     s->config_.entries[kShareGroupKey] = std::to_string(group_id);
   }
   if (generating && !already_compiled) {
-    // Validated before any EP compiles; EPs read the final path from ep.context_file_path.
-    ASSIGN_OR_RETURN(std::string ctx_path,
-                     ValidatedEpContextPath(config.Get("ep.context_file_path"), s->model_->path, false));
-    // Generations into one folder are serialized across processes (an flock on the folder, held until the context
-    // model is written), so a model and the binary it names always come from the same session. The "exists
-    // already" check is repeated under the lock.
-    const std::string folder = FolderOfPath(ctx_path);
-    s->generation_lock_ = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    RETURN_ERROR_IF(s->generation_lock_ < 0, FAIL, "cannot generate '", ctx_path, "': folder '", folder,
-                    "' cannot be opened: ", std::strerror(errno));
-    while (::flock(s->generation_lock_, LOCK_EX) != 0 && errno == EINTR) {
+    // An absolute external initializers file is refused before any EP compiles (ONNX Runtime: a late exception).
+    RETURN_ERROR_IF(!gen.initializer_location && !gen.external_initializers_file.empty() &&
+                        gen.external_initializers_file[0] == '/',
+                    INVALID_ARGUMENT, "ep.context_model_external_initializers_file_name must be a relative path, got '",
+                    gen.external_initializers_file, "'");
+    if (gen.writes_file()) {
+      // Validated before any EP compiles; EPs read the final path from ep.context_file_path.
+      ASSIGN_OR_RETURN(std::string ctx_path, ValidatedEpContextPath(gen.output_path, s->model_->path, false));
+      // Generations into one folder are serialized across processes (an flock on the folder, held until the context
+      // model is written), so a model and the binary it names always come from the same session. The "exists
+      // already" check is repeated under the lock.
+      const std::string folder = FolderOfPath(ctx_path);
+      s->generation_lock_ = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      RETURN_ERROR_IF(s->generation_lock_ < 0, FAIL, "cannot generate '", ctx_path, "': folder '", folder,
+                      "' cannot be opened: ", std::strerror(errno));
+      while (::flock(s->generation_lock_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+      ASSIGN_OR_RETURN(ctx_path, ValidatedEpContextPath(ctx_path, s->model_->path, gen.error_if_output_file_exists));
+      if (in_group) RETURN_IF_ERROR(SharedContextGroup::Instance().CheckFree(ctx_path));
+      s->output_path_ = ctx_path;
+      // The compile API keeps an ep.context_file_path of its own (SetEpContextBinaryInformation): EPs place their
+      // binaries by it, as in ONNX Runtime.
+      if (!gen.compile_api || config.Get("ep.context_file_path").empty())
+        s->config_.entries["ep.context_file_path"] = ctx_path;
+    } else {
+      // A buffer or write-function output: no file is written under a model path, so none is checked for existence
+      // (ONNX Runtime checks <model>_ctx.onnx even then: trap S7). The path still places the external initializers
+      // file and, when ep.context_file_path is unset, the EPs' binaries: <model stem>_ctx.onnx beside the source
+      // model, else ep.context_file_path, else the compile API's fallback in the working directory.
+      std::string base;
+      if (!s->model_->path.empty()) {
+        ASSIGN_OR_RETURN(base, ValidatedEpContextPath("", s->model_->path, false));
+      } else if (!config.Get("ep.context_file_path").empty()) {
+        base = config.Get("ep.context_file_path");
+      } else {
+        base = gen.fallback_context_path;
+      }
+      RETURN_ERROR_IF(base.empty(), INVALID_ARGUMENT, "Both ep_context_path and model_path are empty.");
+      s->output_path_ = base;
+      if (config.Get("ep.context_file_path").empty()) s->config_.entries["ep.context_file_path"] = base;
     }
-    ASSIGN_OR_RETURN(ctx_path, ValidatedEpContextPath(ctx_path, s->model_->path, true));
-    if (in_group) RETURN_IF_ERROR(SharedContextGroup::Instance().CheckFree(ctx_path));
-    s->config_.entries["ep.context_file_path"] = ctx_path;
   }
   auto tp = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(s->SetUpExecutionProviders());
@@ -179,21 +211,33 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
                          "loaded as is and no context model was written.\n");
     return Status::OK();
   }
+  const GenerationOptions& gen = generation_;
   if (partition_.ep_context_nodes.empty()) {
-    std::fprintf(stderr, "[epctx WARNING] Unable to compile any nodes. epctx will not generate a compiled model. "
-                         "Either the session EPs do not support compilation or the model is already compiled.\n");
-    return Status::OK();
+    switch (gen.if_no_compiled_nodes) {
+      case GenerationOptions::IfNoCompiledNodes::kDontGenerateModel:
+        std::fprintf(stderr, "[epctx WARNING] Unable to compile any nodes. epctx will not generate a compiled model. "
+                             "Either the session EPs do not support compilation or the model is already compiled.\n");
+        return Status::OK();
+      case GenerationOptions::IfNoCompiledNodes::kReturnError:
+        return Status(ErrorCode::FAIL, "Unable to compile any nodes. Check that the session EPs support compilation "
+                                       "and can execute at least one subgraph in the model.");
+      case GenerationOptions::IfNoCompiledNodes::kGenerateModel:
+        break;  // the model is written without EPContext nodes
+    }
   }
   ContextModelSpec spec;
   spec.source = model_.get();
   spec.partitioned = partition_.graph.get();
   spec.ep_context_nodes = partition_.ep_context_nodes;
-  spec.output_path = config_.Get("ep.context_file_path");
-  spec.external_initializers_file = config_.Get("ep.context_model_external_initializers_file_name");
+  spec.output_path = output_path_;
+  spec.external_initializers_file = gen.initializer_location ? std::string() : gen.external_initializers_file;
+  spec.options = &gen;
   for (auto& ep : plugin_eps_)
     spec.compatibility[ep->name()] = ep->CompatibilityInfo(*model_->graph, model_->path, model_->ir_version);
   const std::string folder = FolderOfPath(spec.output_path);
-  // The context binaries this model names as its own (embed_mode=0, main_context=1, a plain relative name).
+  // The context binaries this model names as its own (embed_mode=0, main_context=1, a plain relative name), where
+  // the EPs wrote them: beside ep.context_file_path.
+  const std::string binary_folder = FolderOfPath(config_.Get("ep.context_file_path"));
   std::vector<std::string> binaries;
   for (const auto& [fused, node] : spec.ep_context_nodes) {
     const Attribute* embed = node.attr("embed_mode");
@@ -201,22 +245,29 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
     const Attribute* cache = node.attr("ep_cache_context");
     if (embed && embed->i == 0 && (!main || main->i == 1) && cache && !cache->s.empty() && cache->s[0] != '/' &&
         cache->s.find("..") == std::string::npos)
-      binaries.push_back(folder + "/" + cache->s);
+      binaries.push_back(binary_folder + "/" + cache->s);
   }
   const std::string group_key = config_.Get(kShareGroupKey);
   if (!group_key.empty()) {
-    // A weight-sharing group member: write under pending names; the group's last session publishes them.
+    // A weight-sharing group member: write under pending names; the group's last session publishes them. (A buffer
+    // or write-function output is handed over at once; only files are staged.)
     SharedContextGroup& group = SharedContextGroup::Instance();
     const uint64_t id = std::stoull(group_key);
     for (const std::string& b : binaries) group.Own(id, b);  // removed if the group fails
-    ASSIGN_OR_RETURN(spec.stage_model_path, group.Stage(id, spec.output_path, /*no_replace=*/true));
+    if (gen.writes_file()) {
+      ASSIGN_OR_RETURN(spec.stage_model_path,
+                       group.Stage(id, spec.output_path, /*no_replace=*/gen.error_if_output_file_exists));
+    }
     if (!spec.external_initializers_file.empty() && spec.external_initializers_file[0] != '/') {
       ASSIGN_OR_RETURN(spec.stage_external_path,
                        group.Stage(id, folder + "/" + spec.external_initializers_file, /*no_replace=*/false));
     }
   }
   Status st = WriteContextModel(spec);
-  if (st.ok()) generated_model_ = spec.output_path;
+  if (st.ok())
+    generated_model_ = gen.output == GenerationOptions::Output::kFile     ? spec.output_path
+                       : gen.output == GenerationOptions::Output::kBuffer ? std::string("(buffer)")
+                                                                          : std::string("(write function)");
   if (!st.ok() && group_key.empty()) {
     // No context binary may outlive a failed generation: remove those the EPs wrote for this model. (A group's
     // sessions own theirs through the group, which removes them only if this session wrote them.)

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "epcontext/generation.h"
 #include "model/model.h"
 #include "plugin/plugin_ep.h"
 #include "session/execution_plan.h"
@@ -42,6 +43,9 @@ struct SessionConfig {
   bool profiling = false;
   std::string profile_prefix = "epctx_profile";
   std::shared_ptr<EpRegistry> registry;  // the Env's EP libraries and devices (may be null: CPU EP only)
+  // How a generating session (ep.context_enable=1) writes its context model; null = from the config entries
+  // (GenerationOptions::FromConfig). The compile API (src/compile) sets it.
+  std::shared_ptr<const GenerationOptions> generation;
   // Returns the entry or `def`.
   std::string Get(const std::string& key, const std::string& def = "") const {
     auto it = entries.find(key);
@@ -110,7 +114,11 @@ class InferenceSession {
   std::unique_ptr<SessionProfiler> profiler_;
   std::map<std::string, int> compatibility_;
   std::string generated_model_;  // context model written by this session
-  int generation_lock_ = -1;     // folder fd holding an flock while this session generates  // EP name -> EpctxCompiledModelCompatibility found at creation
+  int generation_lock_ = -1;     // folder fd holding an flock while this session generates
+  GenerationOptions generation_;  // config.generation or the legacy options from the config entries
+  // The context model's path: a file output's validated path; for buffer/write-function outputs the path whose
+  // folder external initializer files go to.
+  std::string output_path_;
   std::unique_ptr<GraphPlan> plan_;
   std::vector<ValueInfo> inputs_;
   int num_threads_ = 1;
