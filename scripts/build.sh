@@ -9,3 +9,5 @@ ARGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
 if [ "${EPCTX_SANITIZE:-0}" = 1 ]; then BUILD=${EPCTX_BUILD_DIR:-build-asan}; ARGS+=(-DEPCTX_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo); fi
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" "${ARGS[@]}"
 cmake --build "$BUILD"
+# The Python package: `import epctx` for /usr/bin/python3 (and a same-ABI python3 on PATH) points at build/python.
+if [ -z "${EPCTX_BUILD_DIR:-}" ] && [ "${EPCTX_SANITIZE:-0}" = 0 ]; then bash scripts/install_python.sh "$BUILD"; fi

@@ -63,16 +63,16 @@ _LIBRARY_ALIASES = {
 }
 
 
-def get_library_path(name: str) -> str:
-    """Absolute path of a plugin EP library built with epctx: "aotcpu" (AotCpuExecutionProvider) or "example"
-    (ExampleExecutionProvider); EP names are accepted too. KeyError for any other name."""
+def get_library_path(name: str = "aotcpu") -> str:
+    """Absolute path of a plugin EP library built with epctx: "aotcpu" (AotCpuExecutionProvider, the default) or
+    "example" (ExampleExecutionProvider); EP names are accepted too. KeyError for any other name."""
     key = _LIBRARY_ALIASES.get(name)
     if key is None:
         raise KeyError(f"no bundled EP library named '{name}' (known: aotcpu, example)")
     return _build_config.LIBRARIES[key][1]
 
 
-def get_ep_names(name: str) -> list:
+def get_ep_names(name: str = "aotcpu") -> list:
     """The EP names a bundled library provides, e.g. get_ep_names("aotcpu") == ["AotCpuExecutionProvider"]."""
     key = _LIBRARY_ALIASES.get(name)
     if key is None:

@@ -245,6 +245,8 @@ PyEpDevice Snapshot(const epctx::ConstEpDevice& d) {
   s.device.device_id = hw.DeviceId();
   s.device.vendor = hw.Vendor();
   s.device.metadata = ToMap(hw.Metadata());
+  // Real devices say so explicitly, so ONNX Runtime's `device.metadata["is_virtual"] == "1"` filter runs.
+  s.device.metadata.emplace("is_virtual", "0");
   return s;
 }
 
@@ -271,11 +273,12 @@ bool IsVirtual(const epctx::ConstEpDevice& d) {
   return v && std::strcmp(v, "1") == 0;
 }
 
+// The first real device offered for `ep_name` (the same library may be registered under several names, and
+// devices of two factories cannot share a session; add_provider_for_devices chooses among several).
 std::vector<epctx::ConstEpDevice> RealDevicesOf(const std::string& ep_name) {
-  std::vector<epctx::ConstEpDevice> out;
   for (const epctx::ConstEpDevice& d : ProcessEnv().GetEpDevices())
-    if (ep_name == d.EpName() && !IsVirtual(d)) out.push_back(d);
-  return out;
+    if (ep_name == d.EpName() && !IsVirtual(d)) return {d};
+  return {};
 }
 }  // namespace
 
