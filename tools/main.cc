@@ -11,6 +11,9 @@ using namespace epctx::tools;
 namespace epctx::tools {
 // share_compile_command.cc: `epctx share-compile` (models comma-separated).
 int RunShareCompileCommand(const CommonFlags& flags, const std::string& models, bool verbose);
+// compile_command.cc: `epctx compile` (the compile API); its own options live there.
+CLI::App* AddCompileSubcommand(CLI::App* app);
+int RunCompileCommand(const CommonFlags& flags);
 }  // namespace epctx::tools
 
 namespace {
@@ -81,6 +84,10 @@ int main(int argc, char** argv) {
   sc->add_option("models", share_models, "model1.onnx,model2.onnx[,...] (comma-separated, no spaces)")->required();
   sc->add_flag("-v,--verbose", share_verbose, "print each session's report");
 
+  CommonFlags compile;
+  auto* cc = AddCompileSubcommand(&app);
+  AddCommon(cc, &compile);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,5 +100,6 @@ int main(int argc, char** argv) {
   if (r->parsed()) return RunRunCommand(run);
   if (in->parsed()) return RunInspectCommand(inspect);
   if (sc->parsed()) return RunShareCompileCommand(share, share_models, share_verbose);
+  if (cc->parsed()) return RunCompileCommand(compile);
   return 2;
 }
