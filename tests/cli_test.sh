@@ -365,5 +365,75 @@ for f in sys.argv[1:]:
     check "share-compile: make_decoder.py --head-seed runs" false
   fi
 fi
+# epctx compile (the compile API): the decoder case with external weights, compiled and checked against ONNX
+# Runtime's outputs through `epctx test`; each output kind; flags; errors as "epctx: CODE: message".
+P="$MODELS/cases/decoder_prefill"
+if [ -f "$P/model.onnx" ]; then
+  c="$tmp/compile"; mkdir -p "$c/src" "$c/ex" "$c/aot" "$c/ext" "$c/bins"
+  cp -r "$P/." "$c/src/"
+  out=$("$EPCTX" compile -e example "$c/src/model.onnx" -o "$c/ex/model.onnx"); rc=$?
+  check "compile: example EP exits 0" [ $rc -eq 0 ]
+  check "compile: reports the model and the binary" [ "$(grep -c '^epctx compile: wrote ' <<<"$out")" -eq 2 ]
+  check "compile: binary beside the output" [ -f "$c/ex/model_example.bin" ]
+  cp -r "$P/test_data_set_0" "$P/test_data_set_1" "$c/ex/"
+  out=$("$EPCTX" test -e example --rtol 1e-4 --atol 1e-5 "$c/ex"); rc=$?
+  check "compile: example output matches ONNX Runtime (weights embedded, no decoder.weights)" \
+    [ "$(echo "$out" | tail -n1)" = "1 passed, 0 failed" ]
+  "$EPCTX" compile -e aotcpu -f seq:16 -x 2 "$c/src/model.onnx" -o "$c/aot/model.onnx" >/dev/null; rc=$?
+  check "compile: AotCpu exits 0" [ $rc -eq 0 ]
+  check "compile: AotCpu binary" [ -f "$c/aot/model_aotcpu.bin" ]
+  cp -r "$P/test_data_set_0" "$c/aot/"
+  out=$("$EPCTX" test -e aotcpu --rtol 1e-4 --atol 1e-5 "$c/aot"); rc=$?
+  check "compile: AotCpu output matches ONNX Runtime" [ "$(echo "$out" | tail -n1)" = "1 passed, 0 failed" ]
+  # Default output name beside the model; an existing output is replaced unless --flags error-if-exists.
+  "$EPCTX" compile -e example "$c/src/model.onnx" >/dev/null; rc=$?
+  check "compile: default output <stem>_ctx.onnx" [ $rc -eq 0 -a -f "$c/src/model_ctx.onnx" -a -f "$c/src/model_ctx_example.bin" ]
+  "$EPCTX" compile -e example "$c/src/model.onnx" >/dev/null; rc=$?
+  check "compile: existing output replaced by default" [ $rc -eq 0 ]
+  before=$(md5sum "$c/src/model_ctx.onnx")
+  err=$("$EPCTX" compile -e example --flags error-if-exists "$c/src/model.onnx" 2>&1 >/dev/null); rc=$?
+  check "compile: error-if-exists -> FAIL" grep -q "^epctx: FAIL: .*exists already" <<<"$err"
+  check "compile: error-if-exists exits 1, file untouched" [ $rc -eq 1 -a "$(md5sum "$c/src/model_ctx.onnx")" = "$before" ]
+  # --stdout through the write function, --from-bytes, --embed: the streamed model runs on its own.
+  "$EPCTX" compile -e example --embed --from-bytes --stdout "$c/src/model.onnx" >"$c/ext/model.onnx" 2>/dev/null; rc=$?
+  check "compile: --stdout --from-bytes --embed exits 0" [ $rc -eq 0 ]
+  cp -r "$P/test_data_set_0" "$c/ext/"
+  out=$("$EPCTX" test -e example --rtol 1e-4 --atol 1e-5 "$c/ext"); rc=$?
+  check "compile: streamed model matches ONNX Runtime" [ "$(echo "$out" | tail -n1)" = "1 passed, 0 failed" ]
+  # External initializers with a threshold; the initializer-location function reusing decoder.weights.
+  "$EPCTX" compile -e example --ext-initializers w.data --ext-threshold 4096 "$c/src/model.onnx" -o "$c/ext/e.onnx" \
+    >/dev/null; rc=$?
+  check "compile: --ext-initializers writes the file beside the output" [ $rc -eq 0 -a -s "$c/ext/w.data" ]
+  out=$("$EPCTX" compile -e example --externalize-over 1024 "$c/src/model.onnx" -o "$c/src/reuse.onnx"); rc=$?
+  check "compile: --externalize-over reuses decoder.weights" grep -q "0 initializer(s) written .* [1-9][0-9]* reused" <<<"$out"
+  check "compile: ... and writes no data file" [ ! -e "$c/src/reuse.data" ]
+  mkdir -p "$c/reuse"; mv "$c/src/reuse.onnx" "$c/src/reuse_example.bin" "$c/reuse/"
+  mv "$c/reuse/reuse.onnx" "$c/reuse/model.onnx"  # the model names reuse_example.bin, which keeps its name
+  cp "$c/src/decoder.weights" "$c/reuse/"; cp -r "$P/test_data_set_0" "$c/reuse/"
+  out=$("$EPCTX" test -e example --rtol 1e-4 --atol 1e-5 "$c/reuse"); rc=$?
+  check "compile: model reusing decoder.weights matches ONNX Runtime" [ "$(echo "$out" | tail -n1)" = "1 passed, 0 failed" ]
+  out=$("$EPCTX" compile -e example --externalize-over 1024 "$c/src/model.onnx" -o "$c/ext/x.onnx"); rc=$?
+  check "compile: --externalize-over elsewhere writes x.data" [ $rc -eq 0 -a -s "$c/ext/x.data" ]
+  # SetEpContextBinaryInformation.
+  "$EPCTX" compile -e example --bin-dir "$c/bins/" --bin-name named.onnx "$c/src/model.onnx" -o "$c/ext/b.onnx" >/dev/null
+  check "compile: --bin-dir/--bin-name name the binary" [ -f "$c/bins/named_example.bin" ]
+  err=$("$EPCTX" compile -e example --bin-dir "$c/nodir" --bin-name n.onnx "$c/src/model.onnx" 2>&1 >/dev/null); rc=$?
+  check "compile: invalid --bin-dir" grep -qx "epctx: INVALID_ARGUMENT: output_dir is not a valid directory." <<<"$err"
+  # Flags and errors.
+  err=$("$EPCTX" compile -e cpu --flags error-if-no-nodes "$c/src/model.onnx" -o "$c/ext/none.onnx" 2>&1 >/dev/null); rc=$?
+  check "compile: error-if-no-nodes -> FAIL" grep -q "^epctx: FAIL: Unable to compile any nodes" <<<"$err"
+  check "compile: ... and no file" [ $rc -eq 1 -a ! -e "$c/ext/none.onnx" ]
+  "$EPCTX" compile -e cpu "$c/src/model.onnx" -o "$c/ext/plain.onnx" >/dev/null; rc=$?
+  check "compile: no compiled node still writes a model by default" [ $rc -eq 0 -a -f "$c/ext/plain.onnx" ]
+  err=$("$EPCTX" compile -e example "$c/ex/model.onnx" -o "$c/ext/again.onnx" 2>&1 >/dev/null); rc=$?
+  check "compile: a compiled model -> INVALID_GRAPH" grep -q "^epctx: INVALID_GRAPH: .*ensure the input model is not already compiled" <<<"$err"
+  err=$("$EPCTX" compile --opt-level 7 "$c/src/model.onnx" 2>&1 >/dev/null); rc=$?
+  check "compile: bad --opt-level" grep -q "^epctx: INVALID_ARGUMENT: graph_optimization_level with value 7 is invalid" <<<"$err"
+  err=$("$EPCTX" compile "$c/missing.onnx" 2>&1 >/dev/null); rc=$?
+  check "compile: missing model" grep -q "^epctx: INVALID_ARGUMENT: Input model path does not exist: " <<<"$err"
+  check "compile: exit 1" [ $rc -eq 1 ]
+  err=$("$EPCTX" compile -e example --ext-initializers /abs.data "$c/src/model.onnx" -o "$c/ext/abs.onnx" 2>&1 >/dev/null)
+  check "compile: absolute --ext-initializers refused" grep -q "^epctx: INVALID_ARGUMENT: .*absolute path" <<<"$err"
+fi
 echo "$fails failed"
 [ $fails -eq 0 ]
