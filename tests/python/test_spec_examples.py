@@ -18,11 +18,8 @@ from conftest import AOT, assert_outputs_close, decoder_feeds, mlp_model, mlp_re
 
 
 # The spec's handler writes through a buffered Python file that is flushed only when its `with` block ends, after
-# compile_to_stream returned; ONNX Runtime records the returned location without looking at the file. epctx's
-# compile API (src/epcontext/context_model.cc CheckReturnedLocation) requires the file to hold the bytes already,
-# so the example fails there. strict: once that check goes, this test passes and the marker must be removed.
-@pytest.mark.xfail(strict=True, raises=ort.Fail,
-                   reason="compile API checks the returned file's length while the caller's writes are still buffered")
+# compile_to_stream returned; like ONNX Runtime, the compile API records the returned location without requiring
+# the file to hold the bytes yet (it checks the byte size and the path rules).
 def test_compile_from_file_to_stream_with_initializer_handler(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = mlp_model(seed=5, with_cpu_tail=True)  # AotCpu takes the MLP; a Where with initializer A stays on CPU
