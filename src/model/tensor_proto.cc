@@ -42,6 +42,40 @@ Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const
   return Status::OK();
 }
 
+// Checks, before anything is allocated, that the field `p` stores its data in holds exactly what `n` elements of
+// `dtype` need: a model of a few bytes whose dims ask for gigabytes is refused without allocating (and zeroing)
+// them. The copies below rely on it.
+Status CheckStoredSize(const onnx::TensorProto& p, DataType dtype, int64_t n, const Shape& shape,
+                       const std::string& what) {
+  const uint64_t esize = DataTypeSize(dtype);
+  if (p.has_raw_data()) {
+    RETURN_ERROR_IF(dtype == DataType::kString, INVALID_GRAPH, what, ": string tensors cannot use raw_data");
+    const uint64_t have = p.raw_data().size();
+    const bool overflows = esize == 0 || static_cast<uint64_t>(n) > UINT64_MAX / esize;
+    RETURN_ERROR_IF(overflows || have != static_cast<uint64_t>(n) * esize, INVALID_GRAPH, what, ": raw_data holds ",
+                    have, " bytes but shape ", ShapeToString(shape), " of ", DataTypeName(dtype), " needs ",
+                    overflows ? std::string("more than 2^64") : std::to_string(static_cast<uint64_t>(n) * esize));
+    return Status::OK();
+  }
+  int64_t have = 0, per_element = 1;
+  const char* field = "int32_data";
+  switch (dtype) {
+    case DataType::kComplex64: per_element = 2; [[fallthrough]];
+    case DataType::kFloat: have = p.float_data_size(), field = "float_data"; break;
+    case DataType::kComplex128: per_element = 2; [[fallthrough]];
+    case DataType::kDouble: have = p.double_data_size(), field = "double_data"; break;
+    case DataType::kInt64: have = p.int64_data_size(), field = "int64_data"; break;
+    case DataType::kUint32:
+    case DataType::kUint64: have = p.uint64_data_size(), field = "uint64_data"; break;
+    case DataType::kString: have = p.string_data_size(), field = "string_data"; break;
+    default: have = p.int32_data_size();
+  }
+  RETURN_ERROR_IF(have % per_element != 0 || have / per_element != n, INVALID_GRAPH, what, ": ", field, " holds ",
+                  have, " values but the shape ", ShapeToString(shape), " needs ", n,
+                  per_element == 2 ? " complex values (2 each)" : "");
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& what,
@@ -79,12 +113,9 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& 
     return Tensor::View(dtype, std::move(shape), const_cast<void*>(data), std::move(holder));
   }
 
+  RETURN_IF_ERROR(CheckStoredSize(p, dtype, n, shape, what));
   ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape));
   if (p.has_raw_data()) {
-    RETURN_ERROR_IF(dtype == DataType::kString, INVALID_GRAPH, what, ": string tensors cannot use raw_data");
-    RETURN_ERROR_IF(p.raw_data().size() != static_cast<size_t>(n) * esize, INVALID_GRAPH, what, ": raw_data holds ",
-                    p.raw_data().size(), " bytes but shape ", ShapeToString(shape), " of ", DataTypeName(dtype),
-                    " needs ", static_cast<size_t>(n) * esize);
     if (n > 0) std::memcpy(t.raw_data(), p.raw_data().data(), p.raw_data().size());
     if (dtype == DataType::kBool)  // normalise to 0/1 so every bool read is well-defined
       for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
