@@ -122,7 +122,7 @@ inline A LaneMax(int64_t n, F&& f) {
 // -87.3 and +inf above 88.3 (the float range of exp), NaN stays NaN.
 inline float FastExp(float x) {
   const float lo = -87.3f, hi = 88.3f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
+  float xc = x >= lo ? (x <= hi ? x : hi) : lo;  // NaN -> lo, so the float-to-int conversion below is defined
   float t = xc * 1.44269504088896341f + 12582912.0f;  // round(x / ln2) with the 1.5 * 2^23 trick
   float n = t - 12582912.0f;
   float r = xc - n * 0.693359375f;  // ln2 split in two for an exact reduction
@@ -138,6 +138,7 @@ inline float FastExp(float x) {
   float y = p * __builtin_bit_cast(float, bits);
   y = x < lo ? 0.0f : y;
   y = x > hi ? std::numeric_limits<float>::infinity() : y;
+  y = x != x ? x : y;
   return y;
 }
 inline double FastExp(double x) { return std::exp(x); }

@@ -202,6 +202,28 @@ TEST(ReductionTest, SoftmaxAxisSemanticsDependOnOpset) {
   EXPECT_EQ(ints.status.code(), ErrorCode::NOT_IMPLEMENTED);
 }
 
+// Regression (model_fuzz, UBSan): the vectorized exp converted a NaN to int. NaN in a row makes that row NaN; rows
+// without one are unaffected (long rows take the vectorized path).
+TEST(ReductionTest, NaNInSoftmaxRowsStaysNaNAndStaysInItsRow) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 67;
+  std::vector<float> x(2 * n, 0.5f);
+  x[3] = nan;
+  x[n + 5] = inf;  // inf - inf = NaN inside the kernel
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    OpResult r = RunOp(op, 13, {MakeTensor<float>({2, n}, x)});
+    ASSERT_TRUE(r.status.ok()) << op;
+    for (int64_t i = 0; i < 2 * n; ++i) EXPECT_TRUE(std::isnan(r.values<float>()[i])) << op << " element " << i;
+  }
+  OpResult ok = RunOp("Softmax", 13, {MakeTensor<float>({2, n}, std::vector<float>(2 * n, 0.5f))});
+  ASSERT_TRUE(ok.status.ok());
+  for (float v : ok.values<float>()) EXPECT_NEAR(v, 1.0f / n, 1e-6);
+  OpResult lse = RunOp("ReduceLogSumExp", 13, {MakeTensor<float>({1, 3}, {nan, 0, 1})},
+                       {IntsAttr("axes", {1}), IntAttr("keepdims", 0)});
+  ASSERT_TRUE(lse.status.ok());
+  EXPECT_TRUE(std::isnan(lse.values<float>()[0]));
+}
+
 TEST(ReductionTest, LongSoftmaxRowsMatchDoublePrecision) {
   const int64_t n = 1027;
   std::vector<float> x = Iota(n * 2, 30.0f);
