@@ -453,7 +453,21 @@ CheckResult Executor::Bind(RunContext* rc, const std::vector<const void*>& input
   return CheckResult::Ok();
 }
 
+namespace {
+// oneDNN as Debian builds it (OpenMP runtime, DNNL_ENABLE_CONCURRENT_EXEC off) gives a primitive created with the
+// default (library) scratchpad mode the global scratchpad of the thread that created it, shared by every primitive
+// created on that thread; oneDNN documents such primitives as safe only when executed on that thread. Two runs at
+// once, of one session or of two, then compute in one buffer: tests/concurrency_test.cc saw about one decoder run in
+// four give other outputs with 8 threads. Until primitives use user-mode scratchpads owned by each RunContext, the
+// runs of all executors in the process are serialized.
+std::mutex& RunSerializer() {
+  static std::mutex* m = new std::mutex();  // never destroyed: runs may happen during static destruction
+  return *m;
+}
+}  // namespace
+
 CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) {
+  std::lock_guard<std::mutex> serialized(RunSerializer());
   if (threads_ > 0) omp_set_num_threads(threads_);
   RunContext* rc = nullptr;
   try {

@@ -1,6 +1,8 @@
 #include "common/context_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -64,10 +66,37 @@ std::string Lower(std::string s) {
 
 }  // namespace
 
+int RemoveStaleBinaryTemporaries(const std::string& path) {
+  const std::string folder = FolderOf(path);
+  const std::string prefix = "." + FileNameOf(path) + ".tmp.";
+  DIR* dir = opendir(folder.empty() ? "." : folder.c_str());
+  if (!dir) return 0;
+  std::vector<std::string> stale;
+  while (const dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    // "<pid>.<counter>.<microseconds>", all decimal.
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot1 = rest.find('.');
+    const size_t dot2 = dot1 == std::string::npos ? dot1 : rest.find('.', dot1 + 1);
+    if (dot2 == std::string::npos || dot1 == 0 || dot1 > 9 || dot2 == dot1 + 1 || dot2 + 1 == rest.size()) continue;
+    if (rest.find_first_not_of("0123456789.") != std::string::npos || rest.find('.', dot2 + 1) != std::string::npos)
+      continue;
+    const long pid = std::strtol(rest.substr(0, dot1).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == static_cast<long>(getpid())) continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) stale.push_back(JoinPath(folder, name));
+  }
+  closedir(dir);
+  int removed = 0;
+  for (const auto& f : stale) removed += unlink(f.c_str()) == 0;
+  return removed;
+}
+
 EpctxStatus* WriteFileAtomically(const EpctxApi* api, const char* ep_name, const std::string& path, const void* data,
                                  size_t size) {
   static std::atomic<uint64_t> counter{0};
   const std::string folder = FolderOf(path);
+  RemoveStaleBinaryTemporaries(path);  // what a killed writer of this file left behind
   std::string tmp;
   int fd = -1;
   // pid + counter + time: unique across threads and processes, also after a crash left an old temporary behind.

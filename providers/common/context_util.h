@@ -47,9 +47,15 @@ inline constexpr const char* kLoadErrorPrefix = "Failed to load from EpContext m
 
 // ---- writing ----
 
+// Removes the temporaries ".<file name of path>.tmp.<pid>.<n>.<microseconds>" that WriteFileAtomically left beside
+// `path` in a process that died mid-write, i.e. whose pid is no running process (kill(pid, 0) fails with ESRCH);
+// this process's and live processes' files are kept. Best effort; returns the number removed.
+int RemoveStaleBinaryTemporaries(const std::string& path);
+
 // Writes `size` bytes at `data` to `path` through a temporary file in the same folder (O_EXCL, fsync, rename, then
 // a best-effort fsync of the folder), so `path` is either untouched or complete; the temporary file is removed on
-// any failure. Errors: EP_FAIL "<ep_name>: failed to write the context binary '<path>': <step>: <strerror>".
+// any failure. Before writing, temporaries of `path` that a killed writer left (RemoveStaleBinaryTemporaries) are
+// removed. Errors: EP_FAIL "<ep_name>: failed to write the context binary '<path>': <step>: <strerror>".
 EpctxStatus* WriteFileAtomically(const EpctxApi* api, const char* ep_name, const std::string& path, const void* data,
                                  size_t size);
 inline EpctxStatus* WriteFileAtomically(const EpctxApi* api, const char* ep_name, const std::string& path,

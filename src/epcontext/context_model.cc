@@ -14,6 +14,7 @@
 #include <set>
 
 #include "epcontext/paths.h"
+#include "epcontext/stale_temporaries.h"
 #include "model/external_data.h"
 #include "model/ep_context_schema.h"
 #include "model/tensor_proto.h"
@@ -21,6 +22,7 @@
 namespace epctx {
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes, bool no_replace) {
+  RemoveStaleTemporaries(path);  // what a killed writer of this file left behind
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   RETURN_ERROR_IF(fd < 0, FAIL, "cannot write '", path, "': ", std::strerror(errno));
