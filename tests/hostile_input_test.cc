@@ -461,6 +461,21 @@ TEST(HostileModel, ExternalDataOffsetsLengthsAndFoldersThatLie) {
   EXPECT_NO_THROW(Session(env, (dir / "model/ok.onnx").c_str(), SessionOptions()));
 }
 
+// Regression (model_fuzz, UBSan): any external-data offset is legal, and one that is not a multiple of the element
+// size left float kernels reading misaligned floats through the mapping. Such a tensor is copied; the result is the
+// same as with the weights inline (the misaligned read itself is caught by the ASan/UBSan build of this suite).
+TEST(HostileModel, ExternalDataAtAnOddOffsetComputesTheSameResult) {
+  TempDir dir;
+  Env env;
+  std::vector<float> w = {1, -2, 3, -4};
+  WriteFile(dir / "w.bin", Hostile("abc" + std::string(reinterpret_cast<const char*>(w.data()), 16) + "z"));
+  onnx::ModelProto m = AddReluModel();
+  testing::MakeWeightExternal(&m, "w.bin", 3);
+  WriteFile(dir / "m.onnx", Serialize(m));
+  Session s(env, (dir / "m.onnx").c_str(), SessionOptions());
+  EXPECT_EQ(RunOne(s), testing::CpuReference(AddReluModel()));
+}
+
 // Test-data and initializer tensors share TensorFromProto; hostile TensorProtos are refused by it with a reason.
 TEST(HostileModel, TensorProtosThatLieAboutTheirContents) {
   auto refuse = [](const onnx::TensorProto& t) {

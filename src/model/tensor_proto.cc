@@ -110,6 +110,14 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& 
     const void* data = nullptr;
     std::shared_ptr<void> holder;
     RETURN_IF_ERROR(resolver->Resolve(ref, static_cast<uint64_t>(n) * esize, what, &data, &holder));
+    // Kernels read elements through typed pointers: an offset that leaves them misaligned (any offset is legal in
+    // ONNX) gets a copy instead of a view of the mapping.
+    const size_t align = esize >= 8 ? 8 : esize;
+    if (align > 1 && reinterpret_cast<uintptr_t>(data) % align != 0) {
+      ASSIGN_OR_RETURN(Tensor copy, Tensor::Allocate(dtype, std::move(shape)));
+      if (n > 0) std::memcpy(copy.raw_data(), data, static_cast<size_t>(n) * esize);
+      return copy;
+    }
     return Tensor::View(dtype, std::move(shape), const_cast<void*>(data), std::move(holder));
   }
 

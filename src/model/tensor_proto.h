@@ -21,7 +21,8 @@ class ExternalDataResolver;
 struct ValueType;
 
 // `what` names the tensor in messages (e.g. "initializer 'W'"). `resolver` may be null, in which case a tensor
-// with external data is an INVALID_GRAPH error. Raw data is copied unless external (then mapped, not copied).
+// with external data is an INVALID_GRAPH error. Raw data is copied unless external (then mapped, not copied, unless
+// its offset leaves the elements misaligned for their type).
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& what,
                                  const ExternalDataResolver* resolver);
 // Writes dims, data_type and data (raw_data for numeric types, string_data for strings).
