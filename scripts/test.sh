@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (Debian 12), builds, generates the test models and their ONNX Runtime
-# reference outputs, and runs every test (unit, end-to-end, conformance, models vs ONNX Runtime, CLI) with CTest.
+# reference outputs, and runs every test (unit, end-to-end, conformance, models vs ONNX Runtime, CLI) with CTest, then
+# the fuzzers for a short time each (scripts/fuzz.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -8,3 +9,7 @@ bash scripts/setup.sh
 bash scripts/build.sh
 cd build
 ctest --output-on-failure -j2 --timeout 1200 "$@"
+# The fuzzers, briefly (docs/reliability.md: the clang fuzz build costs ~10 minutes on 2 cores, then 20 s per target).
+# EPCTX_FUZZ_SECONDS=0 skips them.
+cd "$ROOT"
+if [ "${EPCTX_FUZZ_SECONDS:-20}" != 0 ]; then bash scripts/fuzz.sh "${EPCTX_FUZZ_SECONDS:-20}"; fi
