@@ -250,13 +250,33 @@ CheckResult BuildContext::PostOps(dnnl::primitive_attr* attr, std::vector<std::p
     ++index;
   }
   attr->set_post_ops(ops);
+  attr->set_scratchpad_mode(dnnl::scratchpad_mode::user);  // see executor.h: every built primitive
   return CheckResult::Ok();
+}
+
+dnnl::primitive_attr UserScratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+PrimitiveExec::PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>> args)
+    : prim_(std::move(p)), args_(std::move(args)) {
+  const_dnnl_primitive_desc_t pd = prim_.get_primitive_desc();
+  const_dnnl_primitive_attr_t attr = nullptr;
+  dnnl_scratchpad_mode_t mode = dnnl_scratchpad_mode_library;
+  if (dnnl_primitive_desc_get_attr(pd, &attr) == dnnl_success &&
+      dnnl_primitive_attr_get_scratchpad_mode(attr, &mode) == dnnl_success)
+    user_scratchpad_ = mode == dnnl_scratchpad_mode_user;
+  if (const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0))
+    scratch_md_ = dnnl::memory::desc(*md);
 }
 
 void PrimitiveExec::Run(RunContext& rc) {
   std::unordered_map<int, dnnl::memory> args;
-  args.reserve(args_.size());
+  args.reserve(args_.size() + 1);
   for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
+  if (user_scratchpad_ && scratch_md_.get_size() > 0)
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, rc.stream().get_engine(), rc.scratchpad()));
   prim_.execute(rc.stream(), args);
 }
 
@@ -276,7 +296,7 @@ CheckResult BuildReorder(BuildContext& bc, std::unique_ptr<StepExec>* out) {
     const int a = bc.Slot(0, src), b = bc.Slot(1, dst);
     if (sd == 9) {  // bool: u8 reorder works
       try {
-        out->reset(new PrimitiveExec(dnnl::reorder(dnnl::reorder::primitive_desc(bc.engine(), src, bc.engine(), dst)),
+        out->reset(new PrimitiveExec(dnnl::reorder(dnnl::reorder::primitive_desc(bc.engine(), src, bc.engine(), dst, UserScratchpad())),
                                      {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}}));
       } catch (const dnnl::error& e) {
         return bc.Fail(e.what());
@@ -310,7 +330,7 @@ CheckResult BuildReorder(BuildContext& bc, std::unique_ptr<StepExec>* out) {
     return CheckResult::Ok();
   }
   try {
-    dnnl::reorder::primitive_desc pd(bc.engine(), src, bc.engine(), dst);
+    dnnl::reorder::primitive_desc pd(bc.engine(), src, bc.engine(), dst, UserScratchpad());
     const int a = bc.Slot(0, src), b = bc.Slot(1, dst);
     out->reset(new PrimitiveExec(dnnl::reorder(pd), {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}}));
   } catch (const dnnl::error& e) {
@@ -396,6 +416,10 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   work();
   for (size_t i = 0; i < n; ++i)
     if (!results[i].ok) return results[i];  // the first failing step (a later one may not have been tried)
+  for (const auto& x : execs) {
+    e->scratch_bytes_ = std::max(e->scratch_bytes_, x->ScratchpadBytes());
+    if (!x->ThreadSafe()) e->serialize_ = true;
+  }
   e->execs_ = std::move(execs);
   *out = std::move(e);
   return CheckResult::Ok();
@@ -414,6 +438,11 @@ RunContext* Executor::Acquire() {
   rc->arena_storage_.resize(program_.arena_bytes + 64);
   unsigned char* base = rc->arena_storage_.data();
   base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  if (scratch_bytes_ > 0) {
+    rc->scratch_storage_.resize(scratch_bytes_ + 64);
+    unsigned char* sp = rc->scratch_storage_.data();
+    rc->scratch_ = sp + (64 - reinterpret_cast<uintptr_t>(sp) % 64) % 64;
+  }
   rc->mems_.reserve(slots_.size());
   rc->ptrs_.assign(slots_.size(), nullptr);
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -454,12 +483,7 @@ CheckResult Executor::Bind(RunContext* rc, const std::vector<const void*>& input
 }
 
 namespace {
-// oneDNN as Debian builds it (OpenMP runtime, DNNL_ENABLE_CONCURRENT_EXEC off) gives a primitive created with the
-// default (library) scratchpad mode the global scratchpad of the thread that created it, shared by every primitive
-// created on that thread; oneDNN documents such primitives as safe only when executed on that thread. Two runs at
-// once, of one session or of two, then compute in one buffer: tests/concurrency_test.cc saw about one decoder run in
-// four give other outputs with 8 threads. Until primitives use user-mode scratchpads owned by each RunContext, the
-// runs of all executors in the process are serialized.
+// Runs of executors holding a primitive with a library-managed scratchpad (see executor.h) are serialized.
 std::mutex& RunSerializer() {
   static std::mutex* m = new std::mutex();  // never destroyed: runs may happen during static destruction
   return *m;
@@ -467,7 +491,8 @@ std::mutex& RunSerializer() {
 }  // namespace
 
 CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) {
-  std::lock_guard<std::mutex> serialized(RunSerializer());
+  std::unique_lock<std::mutex> serialized(RunSerializer(), std::defer_lock);
+  if (serialize_) serialized.lock();
   if (threads_ > 0) omp_set_num_threads(threads_);
   RunContext* rc = nullptr;
   try {

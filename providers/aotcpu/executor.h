@@ -1,8 +1,11 @@
 // Runs a Program: builds one oneDNN primitive (or a small loop) per step, checks every operand's extent against
 // its buffer before anything runs, and executes the steps in order over a per-run arena.
 //
-// Concurrency: Run may be called from many threads at once. Each concurrent run takes its own RunContext (arena +
-// oneDNN memory objects) from a pool; primitives are shared (oneDNN primitives are thread-safe to execute).
+// Concurrency: Run may be called from many threads at once. Each concurrent run takes its own RunContext (arena,
+// scratchpad, oneDNN memory objects) from a pool; primitives are shared. oneDNN as Debian builds it (OpenMP,
+// DNNL_ENABLE_CONCURRENT_EXEC off) makes a primitive with a library-managed scratchpad use its creating thread's
+// global buffer, so every primitive is created with a user-mode scratchpad (UserScratchpad) and gets the
+// RunContext's; an executor holding a primitive built otherwise serializes its runs process-wide instead.
 #ifndef EPCTX_PROVIDERS_AOTCPU_EXECUTOR_H_
 #define EPCTX_PROVIDERS_AOTCPU_EXECUTOR_H_
 
@@ -37,6 +40,7 @@ class RunContext {
     if (error_.empty()) error_ = std::move(message);
   }
   const std::string& error() const { return error_; }
+  void* scratchpad() { return scratch_; }
 
  private:
   friend class Executor;
@@ -44,6 +48,8 @@ class RunContext {
   std::vector<dnnl::memory> mems_;
   std::vector<void*> ptrs_;
   std::vector<unsigned char> arena_storage_;
+  std::vector<unsigned char> scratch_storage_;
+  void* scratch_ = nullptr;  // 64-byte aligned, Executor::scratch_bytes_ long
   std::string error_;
   bool busy_ = false;
 };
@@ -53,7 +59,14 @@ class StepExec {
  public:
   virtual ~StepExec() = default;
   virtual void Run(RunContext& rc) = 0;
+  // Bytes of scratchpad the step needs from its RunContext. ThreadSafe is false for a primitive whose scratchpad
+  // oneDNN manages (unsafe to run on two threads at once).
+  virtual size_t ScratchpadBytes() const { return 0; }
+  virtual bool ThreadSafe() const { return true; }
 };
+
+// Sets the attribute's scratchpad mode to user: every primitive the executor builds must go through this.
+dnnl::primitive_attr UserScratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
 
 // What a step builder gets: the engine and a way to turn operands into checked memory descriptors and slots.
 class BuildContext {
@@ -88,13 +101,16 @@ StepBuilder FindStepBuilder(uint32_t kind);  // nullptr for an unknown kind
 // A oneDNN primitive with its argument slots: the common StepExec.
 class PrimitiveExec : public StepExec {
  public:
-  PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>> args)  // (DNNL_ARG_*, slot)
-      : prim_(std::move(p)), args_(std::move(args)) {}
+  PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>> args);  // (DNNL_ARG_*, slot)
   void Run(RunContext& rc) override;
+  size_t ScratchpadBytes() const override { return scratch_md_.get_size(); }
+  bool ThreadSafe() const override { return user_scratchpad_; }
 
  private:
   dnnl::primitive prim_;
   std::vector<std::pair<int, int>> args_;
+  dnnl::memory::desc scratch_md_;
+  bool user_scratchpad_ = false;
 };
 
 class Executor {
@@ -105,6 +121,8 @@ class Executor {
   ~Executor();
 
   const Program& program() const { return program_; }
+  // True when some step's primitive manages its own scratchpad, so runs are serialized process-wide.
+  bool serialized() const { return serialize_; }
   // Runs once. inputs/outputs are in the program's I/O order with exactly its dims (the caller checks shapes).
   CheckResult Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs);
 
@@ -124,6 +142,8 @@ class Executor {
   Program program_;
   std::vector<WeightRef> weights_;
   int threads_ = 0;
+  size_t scratch_bytes_ = 0;  // the largest step scratchpad; one buffer per RunContext (steps run in order)
+  bool serialize_ = false;    // some step is not ThreadSafe: runs take the process-wide lock
   dnnl::engine engine_;
   std::vector<std::unique_ptr<StepExec>> execs_;
   std::vector<SlotInfo> slots_;

@@ -139,6 +139,7 @@ struct Compiled {
   for (const TensorInput& t : c->cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
   r = Executor::Create(c->parsed, std::move(w), 1, &c->exec);
   if (!r.ok) return ::testing::AssertionFailure() << "executor: " << r.reason;
+  if (c->exec->serialized()) return ::testing::AssertionFailure() << "a primitive has a library-managed scratchpad";
   return ::testing::AssertionSuccess();
 }
 

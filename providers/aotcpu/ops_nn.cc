@@ -1429,7 +1429,7 @@ CheckResult BuildPool(BuildContext& bc, std::unique_ptr<StepExec>* out) {
       dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(alg), md[0],
                                        md[1], Slice(s.ints, 2 + r, r), Slice(s.ints, 2, r), Slice(s.ints, 2 + 4 * r, r),
                                        Slice(s.ints, 2 + 2 * r, r), Slice(s.ints, 2 + 3 * r, r));
-      dnnl::pooling_v2_forward::primitive_desc pd(d, bc.engine());
+      dnnl::pooling_v2_forward::primitive_desc pd(d, UserScratchpad(), bc.engine());
       if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[1]))
         return bc.Fail("the pooling chose other layouts than the step's operands");
       prim = dnnl::pooling_v2_forward(pd);
@@ -1463,7 +1463,7 @@ CheckResult BuildResample(BuildContext& bc, std::unique_ptr<StepExec>* out) {
     try {
       dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(alg), md[0],
                                        md[1]);
-      dnnl::resampling_forward::primitive_desc pd(d, bc.engine());
+      dnnl::resampling_forward::primitive_desc pd(d, UserScratchpad(), bc.engine());
       if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[1]))
         return bc.Fail("the resampling chose other layouts than the step's operands");
       prim = dnnl::resampling_forward(pd);
@@ -1545,7 +1545,7 @@ CheckResult BuildBatchNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
     dnnl::primitive prim;
     try {
       dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md[0], eps, BnFlags());
-      dnnl::batch_normalization_forward::primitive_desc pd(d, bc.engine());
+      dnnl::batch_normalization_forward::primitive_desc pd(d, UserScratchpad(), bc.engine());
       if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[5]) || !(pd.mean_desc() == md[3]) ||
           !(pd.variance_desc() == md[4]))
         return bc.Fail("the batch normalization chose other layouts than the step's operands");

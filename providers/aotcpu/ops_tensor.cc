@@ -503,7 +503,7 @@ CheckResult BuildConcat(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   }
   if (total != dd[static_cast<size_t>(axis)]) return bc.Fail("srcs do not add up to dst along the axis");
   try {
-    dnnl::concat::primitive_desc pd(dst, static_cast<int>(axis), srcs, bc.engine());
+    dnnl::concat::primitive_desc pd(dst, static_cast<int>(axis), srcs, bc.engine(), UserScratchpad());
     if (pd.dst_desc() != dst) return bc.Fail("oneDNN chose another dst layout");
     std::vector<std::pair<int, int>> args;
     for (size_t i = 0; i < nsrc; ++i)
