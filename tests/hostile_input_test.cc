@@ -500,6 +500,15 @@ TEST(HostileModel, TensorProtosThatLieAboutTheirContents) {
   c.add_dims(2);
   for (int i = 0; i < 3; ++i) c.add_float_data(1);
   EXPECT_TRUE(Contains(refuse(c), "float_data holds 3 values but the shape [2] needs 2 complex values"));
+  // Regression (tensor_proto_fuzz, UBSan): an empty complex tensor memcpy'd from a null pointer. It is valid.
+  for (auto type : {onnx::TensorProto::COMPLEX64, onnx::TensorProto::COMPLEX128}) {
+    onnx::TensorProto empty;
+    empty.set_data_type(type);
+    empty.add_dims(0);
+    StatusOr<Tensor> r = TensorFromProto(empty, "'input_0.pb'", nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->NumElements(), 0);
+  }
   onnx::TensorProto s;
   s.set_data_type(onnx::TensorProto::STRING);
   s.add_dims(1);

@@ -143,12 +143,12 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& 
     }
     case DataType::kComplex64: {
       RETURN_ERROR_IF(p.float_data_size() != 2 * n, INVALID_GRAPH, what, ": float_data size mismatch for complex64");
-      std::memcpy(t.raw_data(), p.float_data().data(), sizeof(float) * 2 * n);
+      if (n > 0) std::memcpy(t.raw_data(), p.float_data().data(), sizeof(float) * 2 * n);  // empty: data() is null
       break;
     }
     case DataType::kComplex128: {
       RETURN_ERROR_IF(p.double_data_size() != 2 * n, INVALID_GRAPH, what, ": double_data size mismatch for complex128");
-      std::memcpy(t.raw_data(), p.double_data().data(), sizeof(double) * 2 * n);
+      if (n > 0) std::memcpy(t.raw_data(), p.double_data().data(), sizeof(double) * 2 * n);
       break;
     }
     default: RETURN_IF_ERROR(CopyFromInt32Data(p, n, &t, what));
