@@ -346,6 +346,33 @@ TEST(HostileModel, CyclesAndDuplicateNamesAreInvalidGraphNamingTheValue) {
   }
 }
 
+// Regression (model_fuzz, ASan SEGV inside libonnx): ONNX 1.12's STFT shape inference reads dims 0..2 of the signal
+// without checking its rank. The guard (src/model/inference_guards.h) refuses the node's inference; the kernel then
+// refuses the run naming the shape.
+TEST(HostileModel, StftOfARank1SignalIsRefusedNotACrash) {
+  Env env;
+  onnx::ModelProto m = NewModel("stft");
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "signal", {1});
+  AddTensorValueInfo(g->add_input(), "frame_step", {}, onnx::TensorProto::INT64);
+  AddTensorValueInfo(g->add_output(), "output", {1, 15, 9, 2});
+  auto* n = g->add_node();
+  n->set_op_type("STFT");
+  n->set_name("stft");
+  for (const char* in : {"signal", "frame_step"}) n->add_input(in);
+  n->add_output("output");
+  const std::string b = Hostile(Serialize(m));
+  Session s(env, b.data(), b.size(), SessionOptions());
+  std::vector<float> signal = {1};
+  std::vector<int64_t> step = {1};
+  const int64_t shape1[] = {1};
+  std::vector<Value> feeds;
+  feeds.push_back(Value::CreateTensor<float>(signal.data(), 1, shape1, 1));
+  feeds.push_back(Value::CreateTensor<int64_t>(step.data(), 1, nullptr, 0));
+  ExpectError(Catch([&] { s.Run({"signal", "frame_step"}, feeds); }), ErrorCode::INVALID_ARGUMENT,
+              {"STFT node 'stft'", "signal must have shape [batch, length, 1 or 2], got [1]"});
+}
+
 // A compiled (EPContext-only) model skips the ONNX checker for equivalent structural checks
 // (src/model/model.cc, CheckCompiledGraph): a hostile model must not get past them by calling itself compiled.
 onnx::ModelProto ContextOnlyModel() {

@@ -12,6 +12,7 @@
 
 #include "core/mapped_file.h"
 #include "model/ep_context_schema.h"
+#include "model/inference_guards.h"
 #include "model/external_data.h"
 #include "model/tensor_proto.h"
 
@@ -277,6 +278,7 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
     }
   }
   if (options.run_shape_inference && !compiled) {
+    InstallInferenceGuards();  // libonnx inference functions that crash on hostile ranks refuse them first
     try {
       onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};
       onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), sio);
