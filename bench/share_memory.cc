@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
     env.RegisterExecutionProviderLibrary("aotcpu", lib.c_str());
     std::vector<epctx::ConstEpDevice> devices;
     for (const epctx::ConstEpDevice& d : env.GetEpDevices()) {
-      const char* virt = d.Device().Metadata().GetValue("is_virtual");
+      const epctx::KeyValuePairs metadata = d.Device().Metadata();  // a copy: GetValue points into it
+      const char* virt = metadata.GetValue("is_virtual");
       if (d.EpName() == ep && !(virt && std::string(virt) == "1")) devices.push_back(d);
     }
     if (devices.empty()) {

@@ -79,7 +79,8 @@ std::vector<std::string> EpNames(const Env& env) {
 size_t CountVirtual(const Env& env) {
   size_t n = 0;
   for (const ConstEpDevice& d : env.GetEpDevices()) {
-    const char* v = d.Device().Metadata().GetValue("is_virtual");
+    const KeyValuePairs metadata = d.Device().Metadata();  // a copy: GetValue points into it
+    const char* v = metadata.GetValue("is_virtual");
     n += v && std::string(v) == "1";
   }
   return n;
@@ -830,7 +831,8 @@ TEST(PluginAotCpu, VirtualDevicesOnePerLowerIsaWhenAllowed) {
   env.RegisterExecutionProviderLibrary("aotcpu.virtual", kAotCpuLib);
   std::vector<std::string> virtual_levels;
   for (const ConstEpDevice& d : DevicesOf(env, "AotCpuExecutionProvider")) {
-    const char* v = d.Device().Metadata().GetValue("is_virtual");
+    const KeyValuePairs metadata = d.Device().Metadata();  // a copy: GetValue points into it
+    const char* v = metadata.GetValue("is_virtual");
     if (v && std::string(v) == "1") virtual_levels.push_back(d.EpMetadata().GetValue("isa"));
   }
   // Levels below the host among avx2 and avx512_core (docs/aotcpu.md says why only these).

@@ -186,7 +186,8 @@ std::vector<float> CpuReference(const onnx::ModelProto& m) {
 std::vector<ConstEpDevice> DevicesOf(const Env& env, const std::string& ep, bool include_virtual) {
   std::vector<ConstEpDevice> v;
   for (const ConstEpDevice& d : env.GetEpDevices()) {
-    const char* virt = d.Device().Metadata().GetValue("is_virtual");
+    const KeyValuePairs metadata = d.Device().Metadata();  // GetValue points into it: keep it alive
+    const char* virt = metadata.GetValue("is_virtual");
     const bool is_virtual = virt && std::string(virt) == "1";
     if (d.EpName() == ep && (include_virtual || !is_virtual)) v.push_back(d);
   }

@@ -484,10 +484,9 @@ CheckResult Executor::Bind(RunContext* rc, const std::vector<const void*>& input
 
 namespace {
 // Runs of executors holding a primitive with a library-managed scratchpad (see executor.h) are serialized.
-std::mutex& RunSerializer() {
-  static std::mutex* m = new std::mutex();  // never destroyed: runs may happen during static destruction
-  return *m;
-}
+// A constant-initialized mutex (no heap object: the plugin may be unloaded before LeakSanitizer looks).
+std::mutex g_run_serializer;
+std::mutex& RunSerializer() { return g_run_serializer; }
 }  // namespace
 
 CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) {

@@ -269,7 +269,8 @@ std::mutex g_bundled_mutex;
 std::map<std::string, Bundled> g_bundled;  // EP name -> library shipped with the package
 
 bool IsVirtual(const epctx::ConstEpDevice& d) {
-  const char* v = d.Device().Metadata().GetValue("is_virtual");
+  const epctx::KeyValuePairs metadata = d.Device().Metadata();  // a copy: GetValue points into it
+  const char* v = metadata.GetValue("is_virtual");
   return v && std::strcmp(v, "1") == 0;
 }
 
