@@ -373,6 +373,51 @@ TEST(HostileModel, StftOfARank1SignalIsRefusedNotACrash) {
               {"STFT node 'stft'", "signal must have shape [batch, length, 1 or 2], got [1]"});
 }
 
+// Regression (model_fuzz, ASan SEGV inside libonnx's convPoolShapeInference): a ConvInteger whose weight has another
+// rank than its input. Convolutions and pools are guarded alike (weight rank, per-axis attribute lengths).
+TEST(HostileModel, ConvolutionsAndPoolsWithMismatchedRanksAreRefusedNotACrash) {
+  Env env;
+  {
+    onnx::ModelProto m = NewModel("conv_integer", 10);
+    auto* g = m.mutable_graph();
+    AddTensorValueInfo(g->add_input(), "x", {1, 1, 3}, onnx::TensorProto::UINT8);
+    AddTensorValueInfo(g->add_input(), "w", {1, 1, 2, 2}, onnx::TensorProto::UINT8);
+    AddTensorValueInfo(g->add_output(), "y", {1, 1, 2, 2}, onnx::TensorProto::INT32);
+    AddNode(g, "ConvInteger", "conv", {"x", "w"}, "y");
+    const std::string b = Hostile(Serialize(m));
+    Session s(env, b.data(), b.size(), SessionOptions());
+    std::vector<uint8_t> x(3, 1), w(4, 1);
+    const int64_t xs[] = {1, 1, 3}, ws[] = {1, 1, 2, 2};
+    std::vector<Value> feeds;
+    feeds.push_back(Value::CreateTensor<uint8_t>(x.data(), x.size(), xs, 3));
+    feeds.push_back(Value::CreateTensor<uint8_t>(w.data(), w.size(), ws, 4));
+    ExpectError(Catch([&] { s.Run({"x", "w"}, feeds); }), ErrorCode::INVALID_ARGUMENT,
+                {"ConvInteger node 'conv'", "x [1,1,3] and w [1,1,2,2]"});
+  }
+  {  // MaxPool over one spatial axis with a 3-axis kernel
+    onnx::ModelProto m = NewModel("pool");
+    auto* g = m.mutable_graph();
+    AddTensorValueInfo(g->add_input(), "X", {1, 1, 8});
+    AddTensorValueInfo(g->add_output(), "Y", {1, 1, 4});
+    auto* n = AddNode(g, "MaxPool", "pool", {"X"}, "Y");
+    auto* a = n->add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int k = 0; k < 3; ++k) a->add_ints(2);
+    const std::string b = Hostile(Serialize(m));
+    const Exception e = Catch([&] {
+      Session s(env, b.data(), b.size(), SessionOptions());
+      std::vector<float> x(8, 1);
+      const int64_t xs[] = {1, 1, 8};
+      std::vector<Value> feeds;
+      feeds.push_back(Value::CreateTensor<float>(x.data(), x.size(), xs, 3));
+      s.Run({"X"}, feeds);
+    });
+    EXPECT_TRUE(e.code() == ErrorCode::INVALID_GRAPH || e.code() == ErrorCode::INVALID_ARGUMENT) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "MaxPool node 'pool': kernel has 3 spatial dims but the input has 1")) << e.what();
+  }
+}
+
 // A compiled (EPContext-only) model skips the ONNX checker for equivalent structural checks
 // (src/model/model.cc, CheckCompiledGraph): a hostile model must not get past them by calling itself compiled.
 onnx::ModelProto ContextOnlyModel() {

@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <string>
 
 namespace epctx {
@@ -19,15 +21,40 @@ void RequireRank(onnx::InferenceContext& ctx, const char* op, size_t i, int rank
     fail_shape_inference(op, ": ", what, " (input ", i, ") must have rank ", rank, ", has rank ", have);
 }
 
-void Guard(const char* op, int version, std::function<void(onnx::InferenceContext&)> check) {
-  auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, version, ""));
-  if (!schema || schema->SinceVersion() != version) return;
-  onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
-  if (!original) return;
-  schema->TypeAndShapeInferenceFunction([check, original](onnx::InferenceContext& ctx) {
-    check(ctx);
-    original(ctx);
-  });
+// Wraps the inference function of every version of `op` (default domain) with `check`.
+void Guard(const char* op, std::function<void(onnx::InferenceContext&)> check) {
+  std::set<const onnx::OpSchema*> done;
+  for (int version = 1; version <= 17; ++version) {
+    auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, version, ""));
+    if (!schema || !done.insert(schema).second) continue;
+    onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
+    if (!original) continue;
+    schema->TypeAndShapeInferenceFunction([check, original](onnx::InferenceContext& ctx) {
+      check(ctx);
+      original(ctx);
+    });
+  }
+}
+
+// Convolutions and pools (libonnx's convPoolShapeInference / convTransposeShapeInference index the weight's and the
+// attributes' entries by the input's spatial rank): input rank >= 2, weight (input `w`, or none if < 0) of the
+// input's rank, per-axis attributes of the spatial rank (pads: twice).
+void ConvPoolRanks(onnx::InferenceContext& ctx, const char* op, size_t x, int w) {
+  if (!onnx::hasInputShape(ctx, x)) return;
+  const int rank = ctx.getInputType(x)->tensor_type().shape().dim_size();
+  if (rank < 2) fail_shape_inference(op, ": input ", x, " has rank ", rank, ", below 2");
+  if (w >= 0 && static_cast<size_t>(w) < ctx.getNumInputs() && onnx::hasInputShape(ctx, w)) {
+    const int wrank = ctx.getInputType(w)->tensor_type().shape().dim_size();
+    if (wrank != rank) fail_shape_inference(op, ": weight (input ", w, ") has rank ", wrank, ", input ", rank);
+  }
+  const int spatial = rank - 2;
+  for (const auto& [name, per_axis] : {std::pair<const char*, int>{"kernel_shape", 1}, {"strides", 1},
+                                       {"dilations", 1}, {"pads", 2}, {"output_padding", 1}}) {
+    const onnx::AttributeProto* a = ctx.getAttribute(name);
+    if (a && a->ints_size() != per_axis * spatial)
+      fail_shape_inference(op, ": attribute ", name, " has ", a->ints_size(), " values for ", spatial,
+                           " spatial axes");
+  }
 }
 
 }  // namespace
@@ -36,10 +63,15 @@ void InstallInferenceGuards() {
   static std::once_flag once;
   std::call_once(once, [] {
     // STFT-17 reads signal dims 0..2 and window dim 0 (signal [batch, length, 1|2], window [length]).
-    Guard("STFT", 17, [](onnx::InferenceContext& ctx) {
+    Guard("STFT", [](onnx::InferenceContext& ctx) {
       RequireRank(ctx, "STFT", 0, 3, "signal");
       RequireRank(ctx, "STFT", 2, 1, "window");
     });
+    for (const char* op : {"Conv", "ConvInteger", "ConvTranspose"})
+      Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, 1); });
+    Guard("QLinearConv", [](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, "QLinearConv", 0, 3); });
+    for (const char* op : {"MaxPool", "AveragePool", "LpPool"})
+      Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, -1); });
   });
 }
 
