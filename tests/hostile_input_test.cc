@@ -373,6 +373,40 @@ TEST(HostileModel, StftOfARank1SignalIsRefusedNotACrash) {
               {"STFT node 'stft'", "signal must have shape [batch, length, 1 or 2], got [1]"});
 }
 
+// Regression (model_fuzz in CI, ASan SEGV inside libonnx's LayerNormalization inference): an axis far below -rank.
+TEST(HostileModel, LayerNormalizationWithAnAxisOutOfRangeIsRefusedNotACrash) {
+  Env env;
+  for (int64_t axis : {-2049, -3, 2, 9}) {
+    onnx::ModelProto m = NewModel("layer_norm");
+    auto* g = m.mutable_graph();
+    AddTensorValueInfo(g->add_input(), "X", {3, 4});
+    AddTensorValueInfo(g->add_input(), "W", {4});
+    AddTensorValueInfo(g->add_input(), "B", {4});
+    AddTensorValueInfo(g->add_output(), "Y", {3, 4});
+    auto* n = g->add_node();
+    n->set_op_type("LayerNormalization");
+    n->set_name("ln");
+    for (const char* in : {"X", "W", "B"}) n->add_input(in);
+    for (const char* out : {"Y", "Mean", "InvStdDev"}) n->add_output(out);
+    auto* a = n->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(axis);
+    const std::string b = Serialize(m);
+    // Inference fails (the guard) without ending the load, as for any op; the kernel then refuses the run.
+    Session s(env, b.data(), b.size(), SessionOptions());
+    std::vector<float> x(12, 1.0f), w(4, 1.0f), bias(4, 0.0f);
+    const int64_t xs[] = {3, 4}, ws[] = {4};
+    std::vector<Value> feeds;
+    feeds.push_back(Value::CreateTensor<float>(x.data(), x.size(), xs, 2));
+    feeds.push_back(Value::CreateTensor<float>(w.data(), w.size(), ws, 1));
+    feeds.push_back(Value::CreateTensor<float>(bias.data(), bias.size(), ws, 1));
+    const Exception e = Catch([&] { s.Run({"X", "W", "B"}, feeds, {"Y"}); });
+    EXPECT_NE(e.GetOrtErrorCode(), ErrorCode::OK) << axis;
+    EXPECT_NE(std::string(e.what()).find("axis"), std::string::npos) << axis << ": " << e.what();
+  }
+}
+
 // Regression (model_fuzz, ASan SEGV inside libonnx's convPoolShapeInference): a ConvInteger whose weight has another
 // rank than its input. Convolutions and pools are guarded alike (weight rank, per-axis attribute lengths).
 TEST(HostileModel, ConvolutionsAndPoolsWithMismatchedRanksAreRefusedNotACrash) {

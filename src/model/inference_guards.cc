@@ -57,6 +57,16 @@ void ConvPoolRanks(onnx::InferenceContext& ctx, const char* op, size_t x, int w)
   }
 }
 
+// An `axis` attribute (default `def`) must lie in [-rank, rank) of input `x` when its shape is known.
+void AxisInRange(onnx::InferenceContext& ctx, const char* op, size_t x, int64_t def) {
+  if (!onnx::hasInputShape(ctx, x)) return;
+  const int64_t rank = ctx.getInputType(x)->tensor_type().shape().dim_size();
+  const onnx::AttributeProto* a = ctx.getAttribute("axis");
+  const int64_t axis = a ? a->i() : def;
+  if (axis < -rank || axis >= rank)
+    fail_shape_inference(op, ": axis ", axis, " is outside [", -rank, ", ", rank, ") for an input of rank ", rank);
+}
+
 }  // namespace
 
 void InstallInferenceGuards() {
@@ -70,6 +80,8 @@ void InstallInferenceGuards() {
     for (const char* op : {"Conv", "ConvInteger", "ConvTranspose"})
       Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, 1); });
     Guard("QLinearConv", [](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, "QLinearConv", 0, 3); });
+    // LayerNormalization-17 builds Mean/InvStdDev shapes from dims [0, axis) after adding the rank to a negative axis.
+    Guard("LayerNormalization", [](onnx::InferenceContext& ctx) { AxisInRange(ctx, "LayerNormalization", 0, -1); });
     for (const char* op : {"MaxPool", "AveragePool", "LpPool"})
       Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, -1); });
   });
