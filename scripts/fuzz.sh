@@ -58,7 +58,9 @@ for t in "${TARGETS[@]}"; do
   [ -d "$SEEDS/$c" ] && dirs+=("$SEEDS/$c")
   [ -d "build/fuzz-corpus/$c" ] && dirs+=("build/fuzz-corpus/$c")  # seeds unit tests write (read only)
   echo "fuzz.sh: $t for ${SECONDS_PER_TARGET}s (corpus: ${dirs[*]})"
-  if ! "$BUILD/bin/$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=4096 -malloc_limit_mb=2048 \
+  seed_flag=()
+  [ -n "${EPCTX_FUZZ_SEED:-}" ] && seed_flag=(-seed="$EPCTX_FUZZ_SEED")
+  if ! "$BUILD/bin/$t" "${seed_flag[@]}" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -rss_limit_mb=4096 -malloc_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$crashes/" "${dirs[@]}" \
       > "$LOGS/$t.log" 2>&1; then
     failed+=("$t")
