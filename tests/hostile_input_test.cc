@@ -428,6 +428,29 @@ TEST(HostileModel, ConvolutionsAndPoolsWithMismatchedRanksAreRefusedNotACrash) {
     ExpectError(Catch([&] { s.Run({"x", "w"}, feeds); }), ErrorCode::INVALID_ARGUMENT,
                 {"ConvInteger node 'conv'", "x [1,1,3] and w [1,1,2,2]"});
   }
+  {  // MaxUnpool whose indices I have another rank than X (libonnx merged their dims by X's rank)
+    onnx::ModelProto m = NewModel("unpool", 11);
+    auto* g = m.mutable_graph();
+    AddTensorValueInfo(g->add_input(), "X", {1, 1, 2, 2});
+    AddTensorValueInfo(g->add_input(), "I", {4}, onnx::TensorProto::INT64);
+    AddTensorValueInfo(g->add_output(), "Y", {1, 1, 4, 4});
+    auto* n = AddNode(g, "MaxUnpool", "unpool", {"X", "I"}, "Y");
+    auto* k = n->add_attribute();
+    k->set_name("kernel_shape");
+    k->set_type(onnx::AttributeProto::INTS);
+    k->add_ints(2);
+    k->add_ints(2);
+    const std::string b = Hostile(Serialize(m));
+    Session s(env, b.data(), b.size(), SessionOptions());
+    std::vector<float> x(4, 1);
+    std::vector<int64_t> idx = {0, 1, 2, 3};
+    const int64_t xs[] = {1, 1, 2, 2}, is[] = {4};
+    std::vector<Value> feeds;
+    feeds.push_back(Value::CreateTensor<float>(x.data(), x.size(), xs, 4));
+    feeds.push_back(Value::CreateTensor<int64_t>(idx.data(), idx.size(), is, 1));
+    ExpectError(Catch([&] { s.Run({"X", "I"}, feeds); }), ErrorCode::INVALID_ARGUMENT,
+                {"MaxUnpool node 'unpool'", "I has shape [4] but X has shape [1,1,2,2]"});
+  }
   {  // MaxPool over one spatial axis with a 3-axis kernel
     onnx::ModelProto m = NewModel("pool");
     auto* g = m.mutable_graph();

@@ -80,6 +80,8 @@ void InstallInferenceGuards() {
     for (const char* op : {"Conv", "ConvInteger", "ConvTranspose"})
       Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, 1); });
     Guard("QLinearConv", [](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, "QLinearConv", 0, 3); });
+    // MaxUnpool's inference merged dims of X and I by X's rank (I has X's shape: the "weight" check fits it).
+    Guard("MaxUnpool", [](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, "MaxUnpool", 0, 1); });
     // LayerNormalization-17 builds Mean/InvStdDev shapes from dims [0, axis) after adding the rank to a negative axis.
     Guard("LayerNormalization", [](onnx::InferenceContext& ctx) { AxisInRange(ctx, "LayerNormalization", 0, -1); });
     for (const char* op : {"MaxPool", "AveragePool", "LpPool"})
