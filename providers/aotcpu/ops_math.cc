@@ -561,7 +561,11 @@ CheckResult LowerGelu(LowerContext& ctx, int node, int x, const GeluMatch& gm) {
 // / 1.2); beyond, erf rounds to +-1 in f32). Both pieces are Chebyshev fits with relative error below 4e-12, so the
 // f32 result is the correctly rounded erf except within 1 ulp on rare ties (more accurate than glibc's erff).
 // Branch-free so the compiler vectorizes it; NaN propagates through the polynomial.
+// ThreadSanitizer builds skip the clones: their ifunc resolver, instrumented, runs during relocation of an
+// executable that links this statically, before the TSan runtime exists, and crashes the program at start-up.
+#if !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void ErfLoop(const float* src, float* dst, size_t n) {
   static const double kSmall[11] = {
       1.1283791670939176,     -0.37612638885100586,    0.11283791346035735,    -0.026866147828590942,
