@@ -51,6 +51,7 @@ if [ "$("$other_exe" -c "$suffix")" != "$("$DEBIAN_PY" -c "$suffix")" ]; then
 fi
 other_site=$("$other_exe" -c 'import site; print(site.getsitepackages()[0])')
 lines=("$PKG")
+rm -f "$other_site/epctx.pth"  # an earlier install's numpy link must not answer the question below
 if ! "$other_exe" -c 'import numpy' 2>/dev/null; then
   numpy_dir=$("$DEBIAN_PY" -c 'import numpy, os; print(os.path.dirname(numpy.__file__))')
   mkdir -p "$BUILD/python-deps"
