@@ -475,6 +475,73 @@ TEST(HostileModel, ConvolutionsAndPoolsWithMismatchedRanksAreRefusedNotACrash) {
   }
 }
 
+// Regression (model_fuzz in CI: heap overflow writing Loop's outputs; a UBSan out-of-range index in SequenceMap): a
+// control-flow node declaring more outputs than its body produces. Each is refused naming the node and both counts.
+TEST(HostileModel, ControlFlowNodesWithMoreOutputsThanTheirBodyAreRefused) {
+  Env env;
+  // Body: (iter, cond) -> (cond_out = Identity(cond), scan = Identity of a constant): one scan output, no state.
+  auto loop_model = [](int node_outputs) {
+    onnx::ModelProto m = NewModel("loop");
+    auto* g = m.mutable_graph();
+    AddTensorValueInfo(g->add_input(), "M", {}, onnx::TensorProto::INT64);
+    AddTensorValueInfo(g->add_input(), "cond", {}, onnx::TensorProto::BOOL);
+    auto* n = g->add_node();
+    n->set_op_type("Loop");
+    n->set_name("loop");
+    n->add_input("M");
+    n->add_input("cond");
+    for (int i = 0; i < node_outputs; ++i) {
+      n->add_output("out" + std::to_string(i));
+      AddTensorValueInfo(g->add_output(), "out" + std::to_string(i), {-1});
+    }
+    auto* a = n->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* body = a->mutable_g();
+    body->set_name("body");
+    AddTensorValueInfo(body->add_input(), "iter", {}, onnx::TensorProto::INT64);
+    AddTensorValueInfo(body->add_input(), "c", {}, onnx::TensorProto::BOOL);
+    AddTensorValueInfo(body->add_output(), "c_out", {}, onnx::TensorProto::BOOL);
+    AddTensorValueInfo(body->add_output(), "scan", {});
+    auto* id = body->add_node();
+    id->set_op_type("Identity");
+    id->add_input("c");
+    id->add_output("c_out");
+    auto* k = body->add_node();
+    k->set_op_type("Constant");
+    k->add_output("scan");
+    auto* v = k->add_attribute();
+    v->set_name("value_float");
+    v->set_type(onnx::AttributeProto::FLOAT);
+    v->set_f(2.5f);
+    return m;
+  };
+  auto run = [&](const onnx::ModelProto& m) {
+    const std::string b = Serialize(m);
+    Session s(env, b.data(), b.size(), SessionOptions());
+    int64_t trips = 3;
+    bool cond = true;
+    std::vector<Value> feeds;
+    feeds.push_back(Value::CreateTensor<int64_t>(&trips, 1, nullptr, 0));
+    feeds.push_back(Value::CreateTensor<bool>(&cond, 1, nullptr, 0));
+    std::vector<std::string> names;
+    for (const auto& o : m.graph().output()) names.push_back(o.name());
+    return s.Run({"M", "cond"}, feeds, names);
+  };
+  // The well-formed loop stacks its scan output: three iterations of 2.5.
+  const std::vector<Value> out = run(loop_model(1));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].GetTensorTypeAndShapeInfo().GetShape(), std::vector<int64_t>{3});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[0].GetTensorData<float>()[i], 2.5f);
+  for (int outputs : {2, 5}) {
+    const Exception e = Catch([&] { run(loop_model(outputs)); });
+    EXPECT_EQ(e.code(), ErrorCode::INVALID_GRAPH) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "Loop node 'loop': node has " + std::to_string(outputs) +
+                                       " outputs, body produces only 1 (0 loop-carried, 1 scan)"))
+        << e.what();
+  }
+}
+
 // A compiled (EPContext-only) model skips the ONNX checker for equivalent structural checks
 // (src/model/model.cc, CheckCompiledGraph): a hostile model must not get past them by calling itself compiled.
 onnx::ModelProto ContextOnlyModel() {

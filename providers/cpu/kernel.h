@@ -93,8 +93,11 @@ class KernelContext {
   bool OutputRequested(size_t i) const { return i < node_.outputs.size() && !node_.outputs[i].empty(); }
   // Allocates output i (zero-filled). Errors for negative dims or sizes too large.
   StatusOr<Tensor*> Output(size_t i, DataType dtype, const Shape& shape);
-  // Sets output i directly (may alias an input's memory, e.g. Reshape/Identity, or be a sequence/none).
-  void SetOutput(size_t i, IValue v) { outputs_[i] = std::move(v); }
+  // Sets output i directly (may alias an input's memory, e.g. Reshape/Identity, or be a sequence/none). A value
+  // for an output the node does not declare (a trailing optional output left out) is dropped.
+  void SetOutput(size_t i, IValue v) {
+    if (i < outputs_.size()) outputs_[i] = std::move(v);
+  }
   std::vector<IValue>& outputs() { return outputs_; }
 
   int num_threads() const { return num_threads_; }

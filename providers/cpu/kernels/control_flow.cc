@@ -92,6 +92,9 @@ Status LoopCompute(KernelContext& ctx) {
   if (body_outputs < 1 + n_carried)
     return ctx.Error(ErrorCode::INVALID_GRAPH, "body has ", body_outputs, " outputs, needs at least ", 1 + n_carried);
   size_t n_scan = body_outputs - 1 - n_carried;
+  if (ctx.num_outputs() > n_carried + n_scan)
+    return ctx.Error(ErrorCode::INVALID_GRAPH, "node has ", ctx.num_outputs(), " outputs, body produces only ",
+                     n_carried + n_scan, " (", n_carried, " loop-carried, ", n_scan, " scan)");
   std::vector<std::vector<Tensor>> scans(n_scan);
   for (int64_t it = 0; it < max_trips && cond; ++it) {
     ASSIGN_OR_RETURN(Tensor iter, Tensor::Allocate(DataType::kInt64, {}));
@@ -168,7 +171,10 @@ class ScanKernel final : public OpKernel {
       }
       std::vector<IValue> outs;
       RETURN_IF_ERROR(RunOne(ctx, ins, &outs));
-      for (size_t i = 0; i < outs.size(); ++i) per_output[i].push_back(outs[i].tensor());
+      for (size_t i = 0; i < outs.size() && i < per_output.size(); ++i) {
+        if (!outs[i].is_tensor()) return ctx.Error(ErrorCode::INVALID_GRAPH, "output ", i, " is not a tensor");
+        per_output[i].push_back(outs[i].tensor());
+      }
     }
     for (size_t i = 0; i < per_output.size(); ++i) {
       if (per_output[i].empty()) continue;
@@ -431,6 +437,9 @@ void RegisterSequenceKernels(KernelRegistry& r) {
     SubgraphRunner* body = ctx.Subgraph("body");
     if (!body) return ctx.Error(ErrorCode::INVALID_GRAPH, "missing body");
     ASSIGN_OR_RETURN(const IValue* s0, SeqInput(ctx, 0));
+    if (ctx.num_outputs() > body->graph().outputs.size())
+      return ctx.Error(ErrorCode::INVALID_GRAPH, "node has ", ctx.num_outputs(), " outputs, body produces only ",
+                       body->graph().outputs.size());
     size_t n = s0->sequence().size();
     std::vector<std::vector<Tensor>> outs(ctx.num_outputs());
     for (size_t i = 0; i < n; ++i) {
@@ -448,12 +457,16 @@ void RegisterSequenceKernels(KernelRegistry& r) {
       }
       std::vector<IValue> fetches;
       RETURN_IF_ERROR(body->Run(feeds, &fetches));
-      for (size_t k = 0; k < outs.size() && k < fetches.size(); ++k) outs[k].push_back(fetches[k].tensor());
+      for (size_t k = 0; k < outs.size() && k < fetches.size(); ++k) {
+        if (!fetches[k].is_tensor()) return ctx.Error(ErrorCode::INVALID_GRAPH, "body output ", k, " is not a tensor");
+        outs[k].push_back(fetches[k].tensor());
+      }
     }
+    const auto& body_outputs = body->graph().outputs;
     for (size_t k = 0; k < outs.size(); ++k) {
       DataType dt = outs[k].empty() ? DataType::kFloat : outs[k][0].dtype();
-      if (outs[k].empty())
-        if (const ValueType* t = body->graph().FindType(body->graph().outputs[k].name)) dt = t->elem_type;
+      if (outs[k].empty() && k < body_outputs.size())
+        if (const ValueType* t = body->graph().FindType(body_outputs[k].name)) dt = t->elem_type;
       ctx.SetOutput(k, IValue::Sequence(std::move(outs[k]), dt));
     }
     return Status::OK();
