@@ -55,6 +55,20 @@ void ConvPoolRanks(onnx::InferenceContext& ctx, const char* op, size_t x, int w)
       fail_shape_inference(op, ": attribute ", name, " has ", a->ints_size(), " values for ", spatial,
                            " spatial axes");
   }
+  // The output size is divided by each stride (a stride of 0 was a division by zero inside libonnx).
+  for (const char* name : {"strides", "dilations"}) {
+    const onnx::AttributeProto* a = ctx.getAttribute(name);
+    if (!a) continue;
+    for (int64_t v : a->ints())
+      if (v < 1) fail_shape_inference(op, ": attribute ", name, " has the value ", v, ", below 1");
+  }
+}
+
+// Input `i` must be a tensor with a known shape (libonnx reads its dims without checking that it has any).
+void RequireTensorShape(onnx::InferenceContext& ctx, const char* op, size_t i, const char* what) {
+  const onnx::TypeProto* t = i < ctx.getNumInputs() ? ctx.getInputType(i) : nullptr;
+  if (!t || t->value_case() != onnx::TypeProto::kTensorType || !t->tensor_type().has_shape())
+    fail_shape_inference(op, ": ", what, " (input ", i, ") has no known tensor shape");
 }
 
 // An `axis` attribute (default `def`) must lie in [-rank, rank) of input `x` when its shape is known.
@@ -81,7 +95,13 @@ void InstallInferenceGuards() {
       Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, 1); });
     Guard("QLinearConv", [](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, "QLinearConv", 0, 3); });
     // MaxUnpool's inference merged dims of X and I by X's rank (I has X's shape: the "weight" check fits it).
-    Guard("MaxUnpool", [](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, "MaxUnpool", 0, 1); });
+    // Without output_shape it reads dim 1 of I whatever I is.
+    Guard("MaxUnpool", [](onnx::InferenceContext& ctx) {
+      if (onnx::hasInputShape(ctx, 0) && ctx.getNumInputs() < 3) RequireTensorShape(ctx, "MaxUnpool", 1, "I");
+      ConvPoolRanks(ctx, "MaxUnpool", 0, 1);
+    });
+    // MaxRoiPool builds a 4-d output from pooled_shape[0..1], which must have one value per spatial axis of X.
+    Guard("MaxRoiPool", [](onnx::InferenceContext& ctx) { RequireRank(ctx, "MaxRoiPool", 0, 4, "X"); });
     // LayerNormalization-17 builds Mean/InvStdDev shapes from dims [0, axis) after adding the rank to a negative axis.
     Guard("LayerNormalization", [](onnx::InferenceContext& ctx) { AxisInRange(ctx, "LayerNormalization", 0, -1); });
     for (const char* op : {"MaxPool", "AveragePool", "LpPool"})
