@@ -1024,6 +1024,38 @@ TEST_F(HostileContext, CompatibilityBlockOfAnotherBuildIsRefusedNamingIt) {
               {kLoadError, "m_ctx_aotcpu.bin", "names an unknown ISA 'quantum_core'"});
 }
 
+// Above 8 MiB of weights AotCpu hashes them on a background thread while it builds the graph's primitives, and
+// waits for the verdict before the session exists: a damaged weight is still refused with the same message, and
+// before any problem the load finds later (here the compatibility block, and records that lie about a weight).
+TEST_F(HostileContext, WeightsHashedBesideTheBuildAreVerifiedBeforeTheSessionExistsAndTheirVerdictComesFirst) {
+  aot::ContextBinaryContents c = Contents(*bin_);
+  const size_t big = 12u << 20;
+  std::string filler(big, '\0');
+  for (size_t i = 0; i < big; ++i) filler[i] = static_cast<char>(i * 131 + (i >> 12));
+  c.tensors.push_back({"filler", filler, 2, {big}, 0});  // no graph uses it; it is verified all the same
+  const std::string good = Write(c);
+  ExpectLoadsAndRuns(good);
+  auto damaged = [&](std::string f) {  // one bit flipped near the end of the filler tensor
+    aot::ContextBinaryReader r;
+    EXPECT_TRUE(r.Open(f.data(), f.size()).ok);
+    const size_t at = static_cast<size_t>(r.tensors().back().data - reinterpret_cast<const unsigned char*>(f.data())) + big - 10;
+    f[at] = static_cast<char>(f[at] ^ 0x20);
+    return f;
+  };
+  const std::string mismatch = "tensor " + std::to_string(c.tensors.size() - 1) + " [length " + std::to_string(big) +
+                               "] content hash mismatch";
+  ExpectError(LoadWith(damaged(good)), ErrorCode::INVALID_GRAPH, {kLoadError, "m_ctx_aotcpu.bin", mismatch});
+  aot::ContextBinaryContents other_build = c;
+  other_build.compat.onednn_version = "9.9.9";
+  ExpectError(LoadWith(damaged(Write(other_build))), ErrorCode::INVALID_GRAPH, {kLoadError, "m_ctx_aotcpu.bin", mismatch});
+  aot::ContextBinaryContents lying = c;
+  lying.graphs[0].tensor_names.pop_back();  // its program then uses more weights than the graph lists
+  ExpectError(LoadWith(damaged(Write(lying))), ErrorCode::INVALID_GRAPH, {kLoadError, "m_ctx_aotcpu.bin", mismatch});
+  // Without the damage these are the errors they are.
+  ExpectError(LoadWith(Write(other_build)), ErrorCode::INVALID_GRAPH, {"compiled with oneDNN 9.9.9"});
+  ExpectError(LoadWith(Write(lying)), ErrorCode::INVALID_GRAPH, {"weights but its graph lists"});
+}
+
 TEST_F(HostileContext, ProgramRecordsThatPassTheValidatorButLieAreRefusedNamingTheGraph) {
   const aot::ContextBinaryContents base = Contents(*bin_);
   ASSERT_EQ(base.graphs.size(), 1u);

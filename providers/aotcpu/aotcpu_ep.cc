@@ -465,7 +465,7 @@ EpctxStatus* GenerateContext(AotCpuEp* ep, size_t count, const std::vector<std::
 
 EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const ContextBinaryReader& reader);
 EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data, size_t size,
-                         std::shared_ptr<ContextBinaryReader>* reader);
+                         std::shared_ptr<ContextBinaryReader>* reader, WeightVerification* deferred = nullptr);
 EpctxStatus* LoadError(const std::string& message);
 
 // The path of `target` relative to `folder` when it lies inside it (after resolving symlinks of both folders);
@@ -614,10 +614,14 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
 // ---- 5. EPContext loading ----
 
 // Validates the binary once and checks its compatibility block: INVALID_GRAPH naming `from` on any problem.
+// With `deferred` (and verify_weights on), the weights' content hashes are only started here, on background
+// threads; the caller finishes *deferred before it returns a session, and reports its failure first.
 EpctxStatus* OpenChecked(AotCpuEp* ep, const std::string& from, const void* data, size_t size,
-                         std::shared_ptr<ContextBinaryReader>* reader) {
-  CheckResult r = OpenBinary(data, size, reader, ep->options.verify_weights);
+                         std::shared_ptr<ContextBinaryReader>* reader, WeightVerification* deferred) {
+  const bool defer = deferred && ep->options.verify_weights;
+  CheckResult r = OpenBinary(data, size, reader, ep->options.verify_weights && !defer);
   if (!r.ok) return LoadError(from + ": " + r.reason);
+  if (defer) deferred->Start((*reader)->tensors(), WeightVerification::DefaultBackgroundThreads((*reader)->tensors()));
   return CheckCompat(ep, from, **reader);
 }
 
@@ -628,6 +632,13 @@ struct LoadedBinary {
   const void* data = nullptr;
   size_t size = 0;
   std::string from;  // file path, or "node '<name>'" for an embedded payload
+  // The weights' content hashes, running while the graphs are built (OpenChecked); finished before the session is.
+  std::unique_ptr<WeightVerification> verify = std::make_unique<WeightVerification>();
+  // For ReportEpContextLoad once verified.
+  const EpctxNode* fused_node = nullptr;
+  bool embedded_report = false;
+  uint64_t mapped = 0, read = 0;
+  std::chrono::steady_clock::time_point t0;
 };
 
 EpctxStatus* LoadError(const std::string& message) { return plugin::LoadError(g_api, kEpName, message); }
@@ -649,14 +660,17 @@ EpctxStatus* CheckCompat(AotCpuEp* ep, const std::string& from, const ContextBin
   return nullptr;
 }
 
-EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes,
-                              const std::vector<size_t>& loaded, std::vector<std::shared_ptr<Partition>>* parts) {
-  struct Pending {
-    size_t index;
-    std::string name, partition;
-  };
-  std::vector<LoadedBinary> binaries;
-  std::vector<Pending> nodes;
+struct PendingNode {
+  size_t index;
+  std::string name, partition;
+};
+
+// Maps and validates the binaries of the main_context nodes (their weights' hashes started, not finished) and builds
+// every node's graph from them, into *binaries and *parts. LoadContextNodes finishes the hashing.
+EpctxStatus* LoadContextNodesUnverified(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes,
+                                        const std::vector<size_t>& loaded, std::vector<LoadedBinary>& binaries,
+                                        std::vector<PendingNode>& nodes, std::vector<std::shared_ptr<Partition>>* parts) {
+  using Pending = PendingNode;
   if (ep->options.share_ep_contexts) {
     // Weight sharing: when every graph this session needs waits in the workspace, take them; the file is not opened.
     std::vector<std::string> wanted;
@@ -734,11 +748,14 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
       b.from = path;
       mapped = map->size();
     }
-    AOT_RETURN_IF_ERROR(OpenChecked(ep, b.from, b.data, b.size, &b.reader));
-    binaries.push_back(std::move(b));
-    if (g_api->ReportEpContextLoad)
-      AOT_RETURN_IF_ERROR(g_api->ReportEpContextLoad(fused_nodes[i], embed_mode == 1 ? "" : binaries.back().from.c_str(),
-                                                     mapped, read, MsSince(t0)));
+    b.fused_node = fused_nodes[i];
+    b.embedded_report = embed_mode == 1;
+    b.mapped = mapped;
+    b.read = read;
+    b.t0 = t0;
+    binaries.push_back(std::move(b));  // before OpenChecked: a failure still finishes the hashing it started
+    LoadedBinary& last = binaries.back();
+    AOT_RETURN_IF_ERROR(OpenChecked(ep, last.from, last.data, last.size, &last.reader, last.verify.get()));
   }
   // Every node takes its graph by partition name from the binaries loaded above.
   for (const Pending& n : nodes) {
@@ -761,10 +778,34 @@ EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const Epc
     if (!r.ok) return LoadError(found->from + ": " + r.reason);
     parts->push_back(std::move(one[0]));
   }
+  return nullptr;
+}
+
+// Loads the EPContext nodes `loaded` into *parts. The weights are hashed while the graphs are built (building a
+// oneDNN primitive reads no weight byte) and the verdict is awaited before anything is returned or shared, so a
+// session never exists over unverified weights. A hash mismatch is reported before any error found later in the load,
+// as when the hashing came first.
+EpctxStatus* LoadContextNodes(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes,
+                              const std::vector<size_t>& loaded, std::vector<std::shared_ptr<Partition>>* parts) {
+  std::vector<LoadedBinary> binaries;
+  std::vector<PendingNode> nodes;
+  EpctxStatus* status = LoadContextNodesUnverified(ep, graphs, fused_nodes, loaded, binaries, nodes, parts);
+  for (LoadedBinary& b : binaries) {
+    CheckResult r = b.verify->Finish();
+    if (r.ok) continue;
+    if (status) g_api->ReleaseStatus(status);
+    parts->clear();
+    return LoadError(b.from + ": " + r.reason);
+  }
+  if (status) return status;
+  for (const LoadedBinary& b : binaries)
+    if (g_api->ReportEpContextLoad)
+      AOT_RETURN_IF_ERROR(g_api->ReportEpContextLoad(b.fused_node, b.embedded_report ? "" : b.from.c_str(), b.mapped,
+                                                     b.read, MsSince(b.t0)));
   if (ep->options.share_ep_contexts) {
     // The graphs of the mapped binaries that this session does not run wait for later sessions.
     std::vector<std::string> used;
-    for (const Pending& n : nodes) used.push_back(n.partition);
+    for (const PendingNode& n : nodes) used.push_back(n.partition);
     for (const LoadedBinary& b : binaries) {
       if (b.embedded) continue;
       auto shared = std::make_shared<SharedBinary>();

@@ -9,6 +9,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "hash.h"
+
 namespace epctx {
 namespace aotcpu {
 namespace {
@@ -107,55 +109,92 @@ size_t DtypeSize(uint32_t dtype) {
   return 0;
 }
 
-// Hashes every distinct tensor range once, spread over the cores (the weights are most of a binary's bytes, and
-// reading them is most of a load), and compares with the stored content hashes.
-static CheckResult VerifyContentHashes(const std::vector<TensorView>& tensors) {
-  std::vector<size_t> order;  // one tensor per distinct (data, length)
+struct WeightVerification::State {
+  std::vector<size_t> order;  // indices into tensors: one per distinct (data, length), largest first
+  std::vector<TensorView> tensors;
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> bad{SIZE_MAX};
+  void Work() {
+    for (size_t k; bad.load(std::memory_order_relaxed) == SIZE_MAX && (k = next.fetch_add(1)) < order.size();) {
+      const TensorView& t = tensors[order[k]];
+      if (Xxh3(t.data, t.length) != t.content_hash) {
+        size_t expected = SIZE_MAX;
+        bad.compare_exchange_strong(expected, order[k]);
+      }
+    }
+  }
+};
+
+WeightVerification::WeightVerification() = default;
+
+WeightVerification::~WeightVerification() {
+  if (state_) state_->bad.store(0);  // a result nobody reads: stop early
+  for (std::thread& th : threads_) th.join();
+}
+
+void WeightVerification::Start(const std::vector<TensorView>& tensors, unsigned background_threads) {
+  if (state_) state_->bad.store(0);  // drops an unfinished check: its threads stop early
+  for (std::thread& th : threads_) th.join();
+  threads_.clear();
+  result_.reset();
+  state_ = std::make_unique<State>();
+  State& st = *state_;
+  st.tensors.reserve(tensors.size());
+  for (const TensorView& t : tensors) st.tensors.push_back({t.name_hash, t.content_hash, 0, 0, {}, t.data, t.length});
+  if (!kVerifyChecksums) return;  // fuzz builds: see kVerifyChecksums
   {
     std::unordered_map<const unsigned char*, uint64_t> seen;
     for (size_t i = 0; i < tensors.size(); ++i) {
       auto it = seen.find(tensors[i].data);
       if (it != seen.end() && it->second == tensors[i].length) continue;
       seen[tensors[i].data] = tensors[i].length;
-      order.push_back(i);
+      st.order.push_back(i);
     }
   }
   // Largest first, so that the threads finish together (one tensor is one hash, not divisible).
-  std::stable_sort(order.begin(), order.end(),
+  std::stable_sort(st.order.begin(), st.order.end(),
                    [&](size_t a, size_t b) { return tensors[a].length > tensors[b].length; });
-  uint64_t total = 0;
-  for (size_t i : order) total += tensors[i].length;
-  const unsigned hw = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  const unsigned workers = total < (8u << 20) ? 1u : hw;
-  std::atomic<size_t> next{0};
-  std::atomic<size_t> bad{SIZE_MAX};
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
-      const TensorView& t = tensors[order[k]];
-      if (XXH3_64bits(t.data, t.length) != t.content_hash) {
-        size_t expected = SIZE_MAX;
-        bad.compare_exchange_strong(expected, order[k]);
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned w = 1; w < workers; ++w) {
+  for (unsigned w = 0; w < background_threads; ++w) {
     try {
-      threads.emplace_back(work);
+      threads_.emplace_back([&st] { st.Work(); });
     } catch (const std::exception&) {
-      break;  // fewer threads; the calling thread still does all remaining work
+      break;  // fewer threads; Finish does the remaining work on the calling thread
     }
   }
-  work();
-  for (std::thread& th : threads) th.join();
-  if (bad.load() != SIZE_MAX) {
-    const TensorView& t = tensors[bad.load()];
-    return CheckResult::Fail("tensor " + U(bad.load()) + " [length " + U(t.length) + "] content hash mismatch");
-  }
-  return CheckResult::Ok();
 }
 
-uint64_t ContextBinaryHash(const void* data, size_t size) { return XXH3_64bits(data, size); }
+CheckResult WeightVerification::Finish() {
+  if (result_) return *result_;
+  if (!state_) return *(result_ = CheckResult::Ok());
+  state_->Work();
+  for (std::thread& th : threads_) th.join();
+  threads_.clear();
+  const size_t bad = state_->bad.load();
+  if (bad == SIZE_MAX) {
+    result_ = CheckResult::Ok();
+  } else {
+    const TensorView& t = state_->tensors[bad];
+    result_ = CheckResult::Fail("tensor " + U(bad) + " [length " + U(t.length) + "] content hash mismatch");
+  }
+  state_.reset();
+  return *result_;
+}
+
+unsigned WeightVerification::DefaultBackgroundThreads(const std::vector<TensorView>& tensors) {
+  uint64_t total = 0;
+  for (const TensorView& t : tensors) total += t.length;
+  if (total < (8u << 20)) return 0;  // starting a thread costs more than it saves
+  return std::max(1u, std::min(8u, std::thread::hardware_concurrency())) - 1;
+}
+
+// Load mode's weight check without overlap: spread over the cores, the calling thread included.
+static CheckResult VerifyContentHashes(const std::vector<TensorView>& tensors) {
+  WeightVerification v;
+  v.Start(tensors, WeightVerification::DefaultBackgroundThreads(tensors));
+  return v.Finish();
+}
+
+uint64_t ContextBinaryHash(const void* data, size_t size) { return Xxh3(data, size); }
 
 // Validates and, when `out` is non-null, fills it. The only parser: Validate and Open cannot disagree.
 CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReader* out, bool load_mode,
@@ -185,7 +224,7 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
   if (table_offset < header_size || table_offset % 8 != 0 || table_offset > size || size - table_offset < table_length)
     return CheckResult::Fail("section table [offset " + U(table_offset) + ", length " + U(table_length) +
                              "] is misaligned, overlaps the header or extends past the end of the file (" + U(size) + " bytes)");
-  if (kVerifyChecksums && XXH3_64bits(p + table_offset, table_length) != table_checksum) return CheckResult::Fail("section table checksum mismatch");
+  if (kVerifyChecksums && Xxh3(p + table_offset, table_length) != table_checksum) return CheckResult::Fail("section table checksum mismatch");
 
   std::vector<Section> sections;
   const Section* known[5] = {};
@@ -203,7 +242,7 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
       return CheckResult::Fail(Describe(s) + " is not 4096-byte aligned");
     // Load mode verifies the weights through the tensors' content hashes instead (in parallel, below).
     const bool deferred = load_mode && s.type == static_cast<uint32_t>(SectionType::kWeights);
-    if (kVerifyChecksums && !deferred && XXH3_64bits(p + s.offset, s.length) != checksum)
+    if (kVerifyChecksums && !deferred && Xxh3(p + s.offset, s.length) != checksum)
       return CheckResult::Fail(Describe(s) + " checksum mismatch");
     sections.push_back(s);
   }
@@ -300,7 +339,7 @@ CheckResult ParseContextBinary(const void* data, size_t size, ContextBinaryReade
       if (offset > weights.length || t.length > weights.length - offset)
         return CheckResult::Fail(where + " extends past the end of " + Describe(weights));
       t.data = p + weights.offset + offset;
-      if (kVerifyChecksums && !load_mode && XXH3_64bits(t.data, t.length) != t.content_hash)
+      if (kVerifyChecksums && !load_mode && Xxh3(t.data, t.length) != t.content_hash)
         return CheckResult::Fail(where + " content hash mismatch");
       tensors.push_back(std::move(t));
     }
@@ -391,7 +430,7 @@ CheckResult WriteContextBinary(const ContextBinaryContents& in, std::string* out
     }
     if (bytes != t.bytes.size())
       return CheckResult::Fail("tensor " + t.name + " has " + U(t.bytes.size()) + " bytes, dims and dtype need " + U(bytes));
-    const uint64_t hash = XXH3_64bits(t.bytes.data(), t.bytes.size());
+    const uint64_t hash = Xxh3(t.bytes.data(), t.bytes.size());
     uint64_t offset = UINT64_MAX;
     auto range = stored.equal_range(hash);
     for (auto it = range.first; it != range.second; ++it)
@@ -466,7 +505,7 @@ CheckResult WriteContextBinary(const ContextBinaryContents& in, std::string* out
     Put32(&entries, 0);
     Put64(&entries, f.size());
     Put64(&entries, part.second->size());
-    Put64(&entries, XXH3_64bits(part.second->data(), part.second->size()));
+    Put64(&entries, Xxh3(part.second->data(), part.second->size()));
     f += *part.second;
   }
   PadTo(&f, kFileAlignment);

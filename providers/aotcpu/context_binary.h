@@ -14,8 +14,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -137,7 +140,44 @@ class ContextBinaryReader {
   std::vector<TensorView> tensors_;
 };
 
-// XXH3 64-bit (seed 0) as used for every hash in the format.
+// The weights' content-hash check of load mode, split off so that the caller can work while it runs:
+// Open(data, size, /*full_validation=*/false, /*verify_weights=*/false) checks everything else, Start hashes the
+// weights on background threads, and Finish joins that work on the calling thread and returns the verdict. Between
+// the two the caller may use everything but the weight bytes (AotCpuExecutionProvider builds its oneDNN primitives,
+// which only take pointers); nothing may read a weight byte before Finish returned ok.
+//
+// Each distinct (data, length) range is hashed once, largest first; the verdict is the same as Open's with
+// verify_weights=true (same message, "tensor <index> [length <bytes>] content hash mismatch"; with several bad
+// tensors, any one of them). Thread safety: one object is used by one thread; the hashing threads it starts only
+// read the tensors' bytes.
+class WeightVerification {
+ public:
+  WeightVerification();
+  // Stops the background threads early and waits for them when Finish was not called (the verdict is dropped).
+  ~WeightVerification();
+  WeightVerification(const WeightVerification&) = delete;
+  WeightVerification& operator=(const WeightVerification&) = delete;
+
+  // Starts checking `tensors` (as ContextBinaryReader::tensors(); copied, but the bytes they point at must stay
+  // mapped until Finish returns) on `background_threads` new threads (fewer if the system refuses to start them;
+  // 0: all the work waits for Finish). Starting again drops an unfinished check.
+  void Start(const std::vector<TensorView>& tensors, unsigned background_threads);
+  // Hashes what is left on the calling thread, waits for the background threads and returns the verdict; again
+  // returns the same verdict. Ok when nothing was started.
+  CheckResult Finish();
+
+  // Background threads for checking `tensors` while the calling thread works too: the hardware threads minus one
+  // (at most 7), or 0 below 8 MiB of weights, where starting a thread costs more than it saves.
+  static unsigned DefaultBackgroundThreads(const std::vector<TensorView>& tensors);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::vector<std::thread> threads_;
+  std::optional<CheckResult> result_;
+};
+
+// XXH3 64-bit (seed 0) as used for every hash in the format (through the widest vector path the CPU runs, hash.h).
 uint64_t ContextBinaryHash(const void* data, size_t size);
 
 }  // namespace aotcpu

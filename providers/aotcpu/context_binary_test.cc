@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 namespace epctx {
 namespace aotcpu {
@@ -309,6 +310,88 @@ TEST(ContextBinary, UnknownSectionsAreSkipped) {
   ASSERT_TRUE(ok.ok) << ok.reason;
   EXPECT_EQ(r.graphs().size(), 2u);
   EXPECT_EQ(std::string(SectionTypeName(1000)), "UNKNOWN");
+}
+
+// A binary of `count` tensors of `bytes` each (distinct contents), and one more that shares tensor 0's bytes.
+std::string ManyTensors(size_t count, size_t bytes) {
+  ContextBinaryContents c;
+  c.compat = {"0.1.0", "3.6.0", "avx512_core", {}};
+  GraphInput g{"g", {}, "r"};
+  for (size_t i = 0; i < count; ++i) {
+    c.tensors.push_back({"t" + std::to_string(i), Bytes(bytes, static_cast<unsigned char>(i)), 2, {bytes}, 0});
+    g.tensor_names.push_back("t" + std::to_string(i));
+  }
+  c.tensors.push_back({"t0_again", Bytes(bytes, 0), 2, {bytes}, 0});
+  c.graphs.push_back(g);
+  return Write(c);
+}
+
+// Open in load mode with the weights' hashes deferred, then the hashes on `threads` background threads.
+CheckResult OpenThenVerify(const std::string& f, unsigned threads) {
+  ContextBinaryReader r;
+  CheckResult open = r.Open(f.data(), f.size(), /*full_validation=*/false, /*verify_weights=*/false);
+  if (!open.ok) return open;
+  WeightVerification v;
+  v.Start(r.tensors(), threads);
+  CheckResult first = v.Finish();
+  CheckResult again = v.Finish();
+  EXPECT_EQ(first.ok, again.ok);
+  EXPECT_EQ(first.reason, again.reason);
+  return first;
+}
+
+TEST(WeightVerification, GivesOpensVerdictWithAnyNumberOfThreads) {
+  const std::string good = ManyTensors(24, 64 * 1024);
+  const Entry weights = FindSection(good, SectionType::kWeights);
+  for (unsigned threads : {0u, 1u, 3u}) {
+    CheckResult ok = OpenThenVerify(good, threads);
+    EXPECT_TRUE(ok.ok) << threads << " threads: " << ok.reason;
+  }
+  // One byte flipped in tensor 5, then in tensor 0 (whose bytes tensor 24 shares), then in the last one: the same
+  // refusal as Open with verify_weights, whatever the thread count.
+  for (size_t tensor : {5u, 0u, 23u}) {
+    std::string bad = good;
+    bad[weights.offset + tensor * 64 * 1024 + 1000] ^= 0x01;
+    ContextBinaryReader r;
+    const CheckResult open = r.Open(bad.data(), bad.size(), /*full_validation=*/false, /*verify_weights=*/true);
+    ASSERT_FALSE(open.ok);
+    EXPECT_EQ(open.reason, "tensor " + std::to_string(tensor) + " [length 65536] content hash mismatch");
+    for (unsigned threads : {0u, 1u, 3u}) {
+      const CheckResult v = OpenThenVerify(bad, threads);
+      EXPECT_FALSE(v.ok) << threads << " threads";
+      EXPECT_EQ(v.reason, open.reason) << threads << " threads";
+    }
+  }
+}
+
+TEST(WeightVerification, NothingStartedIsOkAndAnUnfinishedCheckIsDroppedSafely) {
+  WeightVerification idle;
+  EXPECT_TRUE(idle.Finish().ok);
+  WeightVerification empty;
+  empty.Start({}, 2);
+  EXPECT_TRUE(empty.Finish().ok);
+  const std::string f = ManyTensors(16, 1 << 20);
+  ContextBinaryReader r;
+  ASSERT_TRUE(r.Open(f.data(), f.size(), false, false).ok);
+  for (int i = 0; i < 20; ++i) {
+    WeightVerification dropped;  // destroyed while its threads hash: they stop and are joined
+    dropped.Start(r.tensors(), 2);
+  }
+  WeightVerification restarted;
+  restarted.Start(r.tensors(), 2);
+  restarted.Start(r.tensors(), 1);  // drops the first check
+  EXPECT_TRUE(restarted.Finish().ok);
+}
+
+TEST(WeightVerification, BackgroundThreadsOnlyForLargeWeights) {
+  const std::string small = ManyTensors(4, 4096);
+  ContextBinaryReader r;
+  ASSERT_TRUE(r.Open(small.data(), small.size(), false, false).ok);
+  EXPECT_EQ(WeightVerification::DefaultBackgroundThreads(r.tensors()), 0u);
+  const std::string large = ManyTensors(9, 1 << 20);
+  ASSERT_TRUE(r.Open(large.data(), large.size(), false, false).ok);
+  EXPECT_EQ(WeightVerification::DefaultBackgroundThreads(r.tensors()),
+            std::max(1u, std::min(8u, std::thread::hardware_concurrency())) - 1);
 }
 
 // Writes valid seeds for the fuzzer into the build tree (the committed seeds in tests/fuzz/corpus/context_binary

@@ -328,6 +328,20 @@ TEST(AotCpuSupportContextUtil, MapFileMapsReadOnlyAndUnmapsOnDestruction) {
   EXPECT_TRUE(assigned.empty());
 }
 
+// A file of 2 MiB or more is advised MADV_HUGEPAGE: advice only, its bytes read the same (also past the first
+// 2 MiB and at an odd size).
+TEST(AotCpuSupportContextUtil, LargeFilesMapTheSameBytes) {
+  TempDir dir;
+  std::string content((5u << 20) + 123, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 7 + (i >> 20));
+  WriteFile(dir / "big.bin", content);
+  plugin::MappedFile m;
+  std::string why;
+  ASSERT_TRUE(plugin::MapFile(dir / "big.bin", &m, &why)) << why;
+  ASSERT_EQ(m.size(), content.size());
+  EXPECT_EQ(std::memcmp(m.data(), content.data(), content.size()), 0);
+}
+
 TEST(AotCpuSupportContextUtil, MapFileRefusesWithAReasonAndLeavesTheOutputAlone) {
   TempDir dir;
   WriteFile(dir / "ok.bin", "xyz");

@@ -336,6 +336,10 @@ bool MapFile(const std::string& path, MappedFile* out, std::string* why, bool wi
     return false;
   }
   if (will_need) madvise(data, size, MADV_WILLNEED);
+  // Lets the kernel read a large file into 2 MiB page-cache folios and map them with 2 MiB pages (the kernel aligns
+  // such mappings): one fault and one TLB entry per 512 pages. A 110 MB binary spends ~7 ms of CPU mapping 4 KiB
+  // pages otherwise. Advice only: an unsupported kernel or a cached file in small folios maps as before.
+  if (size >= (size_t{2} << 20)) madvise(data, size, MADV_HUGEPAGE);
   out->Reset();
   out->data_ = data, out->size_ = size;
   return true;

@@ -144,7 +144,8 @@ class MappedFile {
 };
 
 // Maps `path` read-only (PROT_READ, MAP_PRIVATE); the file descriptor is closed before returning. `will_need`
-// adds madvise(MADV_WILLNEED) (read-ahead; its failure is ignored). On failure returns false, leaves *out
+// adds madvise(MADV_WILLNEED) (read-ahead; its failure is ignored). A file of 2 MiB or more is advised
+// MADV_HUGEPAGE (2 MiB pages where the kernel and the page cache allow; ignored otherwise). On failure returns false, leaves *out
 // untouched and sets *why to one sentence naming the path: "cannot open '<p>': <strerror>", "'<p>' is not a
 // regular file", "'<p>' is empty" (a zero-byte file cannot be mapped), "'<p>' is too large to map (<n> bytes)",
 // "cannot map '<p>' (<n> bytes): <strerror>".

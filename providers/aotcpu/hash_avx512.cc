@@ -1,0 +1,19 @@
+// XXH3-64 with xxhash's AVX512 code, from its inline header (the library itself is built for SSE2). Compiled with
+// -mavx512f (providers/aotcpu/CMakeLists.txt); called only after hash.cc checked the CPU. See hash.h.
+#if defined(__x86_64__)
+#define XXH_INLINE_ALL
+#define XXH_VECTOR XXH_AVX512
+#include <xxhash.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace epctx {
+namespace aotcpu {
+
+uint64_t Xxh3Avx512(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // __x86_64__
