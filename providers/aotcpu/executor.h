@@ -149,6 +149,12 @@ class Executor {
   std::vector<SlotInfo> slots_;
   std::mutex mu_;
   std::vector<std::unique_ptr<RunContext>> pool_;
+  // EPCTX_AOTCPU_PROFILE=1: wall time of every step of the runs after the first, run after run (under mu_); the
+  // destructor prints each step's median to stderr.
+  bool profile_ = false;
+  std::vector<double> profile_us_;
+  uint64_t profile_runs_ = 0;
+  bool profile_warm_ = false;
 };
 
 // Extent in bytes of a memory descriptor (oneDNN's get_size).

@@ -758,6 +758,21 @@ bool SupportMatMul(const Graph& g, const Node& n, std::string* why) {
   return true;
 }
 
+// The permutation of a Transpose node of rank `rank` (default: reversed axes); false when it is not one.
+bool TransposePerm(const Node& n, size_t rank, std::vector<int64_t>* perm) {
+  if (!IsOnnx(n) || n.op != "Transpose" || n.outputs.empty()) return false;
+  *perm = n.Ints("perm");
+  if (!n.Has("perm"))
+    for (size_t i = 0; i < rank; ++i) perm->push_back(static_cast<int64_t>(rank - 1 - i));
+  if (perm->size() != rank) return false;
+  std::vector<bool> seen(rank, false);
+  for (int64_t a : *perm) {
+    if (a < 0 || a >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(a)]) return false;
+    seen[static_cast<size_t>(a)] = true;
+  }
+  return true;
+}
+
 CheckResult LowerMatMul(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
@@ -770,8 +785,9 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
   const bool b_const = g.v(b).is_const();
   const bool pack = b_const && !ctx.options().portable_layouts;
 
-  // Operands: plain strided views (e.g. a Transpose expressed with strides) are read in place.
+  // Operands: plain strided views (a deferred Transpose, see LowerContext::DefineView) are read in place.
   auto take = [&](int v) {
+    if (const Operand* view = ctx.PeekView(v)) return *view;
     const Operand* p = ctx.Peek(v);
     return (p && IsPlainStrided(*p)) ? ctx.Use(v) : ctx.UsePlain(v);
   };
@@ -921,6 +937,29 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
   step.ops = {av, bv, bias, Operand()};
   CheckResult rc = ApplyChain(ctx, node, chain, k, map, &step, &y);
   if (!rc.ok) return rc;
+  // A Transpose that alone reads the result (attention's heads back to [batch, seq, heads, dim] before the output
+  // projection): the matmul writes the transposed tensor directly, through a strided dst.
+  int t = ctx.SoleConsumer(y);
+  std::vector<int64_t> perm;
+  if (t >= 0 && !pack && !flatten && cd == g.v(y).dims && TransposePerm(ctx.node(t), cd.size(), &perm)) {
+    const Node& tn = ctx.node(t);
+    const Dims& td = g.v(Out0(tn)).dims;
+    const Dims ts = RowMajorStrides(td);
+    Operand view = FakePlain(cd);
+    for (size_t i = 0; i < perm.size(); ++i) view.strides[static_cast<size_t>(perm[i])] = ts[i];
+    std::vector<Operand> trial = step.ops;
+    trial[3] = view;
+    if (make_pd(step.post_ops, trial) == 2) {
+      Operand dst = ctx.DefinePlain(Out0(tn));
+      dst.dims = cd;
+      dst.strides = view.strides;
+      step.ops[3] = dst;
+      step.name += "+" + tn.name;
+      ctx.Absorb(t);
+      ctx.Emit(std::move(step));
+      return CheckResult::Ok();
+    }
+  }
   step.ops[3] = DefineAs(ctx, y, cd);
   ctx.Emit(std::move(step));
   return CheckResult::Ok();
