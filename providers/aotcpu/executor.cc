@@ -351,7 +351,7 @@ int DstOperand(const Step& s) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
     case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf:
       return 1;
-    case StepKind::kBinary: case StepKind::kGather:
+    case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax:
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
     case StepKind::kLayerNorm:
