@@ -276,11 +276,13 @@ PrimitiveExec::PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>>
 }
 
 void PrimitiveExec::Run(RunContext& rc) {
-  std::unordered_map<int, dnnl::memory> args;
-  args.reserve(args_.size() + 1);
-  for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
-  if (user_scratchpad_ && scratch_md_.get_size() > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, rc.stream().get_engine(), rc.scratchpad()));
+  std::unordered_map<int, dnnl::memory>& args = rc.step_args();
+  if (args.empty()) {  // first run on this context: the map (and the scratchpad's memory object) are kept
+    args.reserve(args_.size() + 1);
+    for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
+    if (user_scratchpad_ && scratch_md_.get_size() > 0)
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, rc.stream().get_engine(), rc.scratchpad()));
+  }
   prim_.execute(rc.stream(), args);
 }
 
@@ -477,6 +479,7 @@ RunContext* Executor::Acquire() {
     unsigned char* sp = rc->scratch_storage_.data();
     rc->scratch_ = sp + (64 - reinterpret_cast<uintptr_t>(sp) % 64) % 64;
   }
+  rc->step_args_.resize(execs_.size());
   rc->mems_.reserve(slots_.size());
   rc->ptrs_.assign(slots_.size(), nullptr);
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -537,6 +540,7 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
   std::vector<double> step_us(profile_ ? execs_.size() : 0);
   for (size_t i = 0; r.ok && i < execs_.size(); ++i) {
     const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    rc->step_ = i;
     try {
       execs_[i]->Run(*rc);
     } catch (const std::exception& e) {

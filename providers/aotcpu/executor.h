@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -41,9 +42,14 @@ class RunContext {
   }
   const std::string& error() const { return error_; }
   void* scratchpad() { return scratch_; }
+  // The running step's oneDNN argument map, kept from run to run (its memory objects are this context's slots, whose
+  // data handles Bind updates): empty the first time, for the step to fill.
+  std::unordered_map<int, dnnl::memory>& step_args() { return step_args_[step_]; }
 
  private:
   friend class Executor;
+  std::vector<std::unordered_map<int, dnnl::memory>> step_args_;
+  size_t step_ = 0;
   dnnl::stream stream_;
   std::vector<dnnl::memory> mems_;
   std::vector<void*> ptrs_;
