@@ -86,9 +86,9 @@ class LowerContext {
   // Deferred views (a Transpose, an Identity of one): `value` is `view`, a plain strided operand over bytes another
   // step produced, and no step has copied it yet. A consumer that reads strided operands in place (MatMul) takes it
   // from PeekView and emits no copy. The first Use/UsePlain/Alias materializes it: one reorder step named `name`
-  // into plain storage (straight into the output buffer when `value` is a fused output); the program's end does the
-  // same for a fused output nobody else materialized. A view's bytes stay alive while a step reads them: lifetimes
-  // come from the steps' operands.
+  // into plain storage. A fused output is materialized at once (into its output buffer, while the viewed bytes are
+  // hot) and is then no deferred view. A view's bytes stay alive while a step reads them: lifetimes come from the
+  // steps' operands.
   void DefineView(int value, const Operand& view, const std::string& name);
   const Operand* PeekView(int value) const;  // null when `value` is not a deferred view
 
