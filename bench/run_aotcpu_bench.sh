@@ -4,12 +4,13 @@
 # Measures, never asserts. See bench/README.md.
 #
 #   bench/run_aotcpu_bench.sh [--quick] [--threads N] [--reps R] [--runs M] [--only decoder_prefill,decoder_decode,cnn]
-#                             [--models DIR] [--epctx PATH] [--ep aotcpu] [--out-dir DIR] [--no-save] [--regen]
+#                             [--models DIR] [--epctx PATH] [--ep aotcpu] [--out-dir DIR] [--suffix S] [--no-save] [--regen]
 #
 # For every model: _ctx.onnx generated once per embed mode; then R fresh processes (default 5) per side, the sides
 # alternating within each repetition: ORT, AotCpu JIT, ctx embed 0, ctx embed 1. Each process creates a session, runs
 # once (first run), then M timed runs. Floors (build/bin/epctx_floors, bench/floors.cc): read bandwidth and oneDNN
-# matmul throughput at the model's shapes. Output: bench/results/aotcpu_<date>.{md,json,png}.
+# matmul throughput at the model's shapes. Output: bench/results/aotcpu_<date>[-S].{md,json,png} (--suffix S keeps
+# an earlier run of the same day).
 # --quick: 1 process, a few runs, short floors, output under /tmp/epctx-aotcpu-quick (a smoke test, not a measurement).
 # --ep NAME: another plugin EP in place of aotcpu (e.g. example, to smoke-test the context path).
 set -euo pipefail
@@ -25,6 +26,7 @@ MODELS="$ROOT/bench/models"
 EPCTX="$ROOT/build/bin/epctx"
 EP=aotcpu
 OUTDIR=""
+SUFFIX=""
 SAVE=1
 REGEN=0
 ONLY="decoder_prefill,decoder_decode,cnn"
@@ -39,9 +41,10 @@ while [ $# -gt 0 ]; do
     --epctx) EPCTX="$2"; shift 2 ;;
     --ep) EP="$2"; shift 2 ;;
     --out-dir) OUTDIR="$2"; shift 2 ;;
+    --suffix) SUFFIX="$2"; shift 2 ;;
     --no-save) SAVE=0; shift ;;
     --regen) REGEN=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"; exit 0 ;;
     *) echo "run_aotcpu_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -244,7 +247,7 @@ EOF
 stamp="$(date +%Y-%m-%d)"
 if [ "$SAVE" = 1 ]; then
   mkdir -p "$OUTDIR"
-  base="$OUTDIR/aotcpu_$stamp"
+  base="$OUTDIR/aotcpu_$stamp${SUFFIX:+-$SUFFIX}"
   "$PY" "$ROOT/bench/chart.py" report --work "$WORK" --md "$base.md" --json "$base.json"
   if "$PY" -c 'import matplotlib' 2>/dev/null; then
     "$PY" "$ROOT/bench/chart.py" plot --json "$base.json" --png "$base.png"

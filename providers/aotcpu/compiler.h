@@ -79,8 +79,18 @@ class LowerContext {
   //   Constants become weight operands (plain) the first time they are used.
   Operand Use(int value);
   Operand UsePlain(int value);
-  // The current operand of a value without recording a use (to inspect its layout).
+  // The current operand of a value without recording a use (to inspect its layout); null for a value not
+  // available yet and for a deferred view (below) not materialized yet.
   const Operand* Peek(int value) const;
+
+  // Deferred views (a Transpose, an Identity of one): `value` is `view`, a plain strided operand over bytes another
+  // step produced, and no step has copied it yet. A consumer that reads strided operands in place (MatMul) takes it
+  // from PeekView and emits no copy. The first Use/UsePlain/Alias materializes it: one reorder step named `name`
+  // into plain storage. A fused output is materialized at once (into its output buffer, while the viewed bytes are
+  // hot) and is then no deferred view. A view's bytes stay alive while a step reads them: lifetimes come from the
+  // steps' operands.
+  void DefineView(int value, const Operand& view, const std::string& name);
+  const Operand* PeekView(int value) const;  // null when `value` is not a deferred view
 
   // A weight of this graph: `bytes` in layout `desc` (tag found with FormatTagOf, else strides). Identical bytes
   // are shared by the context binary writer. `name` should say where it came from ("conv1.weight:packed").

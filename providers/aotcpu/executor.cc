@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <thread>
 
 #include "ops.h"
@@ -272,11 +276,13 @@ PrimitiveExec::PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>>
 }
 
 void PrimitiveExec::Run(RunContext& rc) {
-  std::unordered_map<int, dnnl::memory> args;
-  args.reserve(args_.size() + 1);
-  for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
-  if (user_scratchpad_ && scratch_md_.get_size() > 0)
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, rc.stream().get_engine(), rc.scratchpad()));
+  std::unordered_map<int, dnnl::memory>& args = rc.step_args();
+  if (args.empty()) {  // first run on this context: the map (and the scratchpad's memory object) are kept
+    args.reserve(args_.size() + 1);
+    for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
+    if (user_scratchpad_ && scratch_md_.get_size() > 0)
+      args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, rc.stream().get_engine(), rc.scratchpad()));
+  }
   prim_.execute(rc.stream(), args);
 }
 
@@ -347,7 +353,7 @@ int DstOperand(const Step& s) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
     case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf:
       return 1;
-    case StepKind::kBinary: case StepKind::kGather:
+    case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax:
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
     case StepKind::kLayerNorm:
@@ -360,7 +366,35 @@ int DstOperand(const Step& s) {
   return -1;
 }
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (!profile_ || profile_runs_ == 0) return;
+  // Per step and per kind: the median over runs of each step's wall time (medians, so a preempted run on a busy
+  // machine does not dominate); the developer's view of where a run goes.
+  const size_t runs = static_cast<size_t>(profile_runs_);
+  std::vector<double> median(execs_.size());
+  double total = 0;
+  for (size_t i = 0; i < median.size(); ++i) {
+    std::vector<double> v(runs);
+    for (size_t r = 0; r < runs; ++r) v[r] = profile_us_[r * median.size() + i];  // stored run after run
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(runs / 2), v.end());
+    median[i] = v[runs / 2];
+    total += median[i];
+  }
+  std::fprintf(stderr, "[aotcpu profile] %zu runs, sum of step medians %.1f us in %zu steps\n", runs, total,
+               execs_.size());
+  std::map<std::string, std::pair<double, int>> by_kind;
+  for (size_t i = 0; i < median.size(); ++i) {
+    const Step& s = program_.steps[i];
+    auto& k = by_kind[StepKindName(static_cast<uint32_t>(s.kind))];
+    k.first += median[i];
+    k.second += 1;
+    std::fprintf(stderr, "[aotcpu profile] step %3zu %-12s %9.1f us %5.1f%%  %s\n", i,
+                 StepKindName(static_cast<uint32_t>(s.kind)), median[i], 100 * median[i] / total, s.name.c_str());
+  }
+  for (const auto& k : by_kind)
+    std::fprintf(stderr, "[aotcpu profile] kind %-12s x%-3d %9.1f us %5.1f%%\n", k.first.c_str(), k.second.second,
+                 k.second.first, 100 * k.second.first / total);
+}
 
 CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
                              std::unique_ptr<Executor>* out) {
@@ -368,6 +402,8 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   e->program_ = std::move(program);
   e->weights_ = std::move(weights);
   e->threads_ = threads;
+  const char* profile = std::getenv("EPCTX_AOTCPU_PROFILE");
+  e->profile_ = profile && *profile && std::strcmp(profile, "0") != 0;
   if (e->weights_.size() != e->program_.num_weights)
     return CheckResult::Fail("the program uses " + std::to_string(e->program_.num_weights) + " weights, " +
                              std::to_string(e->weights_.size()) + " were given");
@@ -443,6 +479,7 @@ RunContext* Executor::Acquire() {
     unsigned char* sp = rc->scratch_storage_.data();
     rc->scratch_ = sp + (64 - reinterpret_cast<uintptr_t>(sp) % 64) % 64;
   }
+  rc->step_args_.resize(execs_.size());
   rc->mems_.reserve(slots_.size());
   rc->ptrs_.assign(slots_.size(), nullptr);
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -500,16 +537,31 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
     return CheckResult::Fail(std::string("cannot set up a run: ") + e.what());
   }
   CheckResult r = Bind(rc, inputs, outputs);
+  std::vector<double> step_us(profile_ ? execs_.size() : 0);
   for (size_t i = 0; r.ok && i < execs_.size(); ++i) {
+    const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    rc->step_ = i;
     try {
       execs_[i]->Run(*rc);
     } catch (const std::exception& e) {
       rc->Fail(e.what());
     }
+    if (profile_) {
+      rc->stream().wait();
+      step_us[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    }
     if (!rc->error().empty())
       r = CheckResult::Fail("step " + std::to_string(i) + " ('" + program_.steps[i].name + "'): " + rc->error());
   }
   if (r.ok) rc->stream().wait();
+  if (profile_ && r.ok) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (profile_warm_ && profile_runs_ < 10000) {  // the first run (page faults, cold caches) is left out
+      profile_us_.insert(profile_us_.end(), step_us.begin(), step_us.end());
+      ++profile_runs_;
+    }
+    profile_warm_ = true;
+  }
   Release(rc);
   return r;
 }

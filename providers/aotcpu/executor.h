@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -41,9 +42,14 @@ class RunContext {
   }
   const std::string& error() const { return error_; }
   void* scratchpad() { return scratch_; }
+  // The running step's oneDNN argument map, kept from run to run (its memory objects are this context's slots, whose
+  // data handles Bind updates): empty the first time, for the step to fill.
+  std::unordered_map<int, dnnl::memory>& step_args() { return step_args_[step_]; }
 
  private:
   friend class Executor;
+  std::vector<std::unordered_map<int, dnnl::memory>> step_args_;
+  size_t step_ = 0;
   dnnl::stream stream_;
   std::vector<dnnl::memory> mems_;
   std::vector<void*> ptrs_;
@@ -149,6 +155,12 @@ class Executor {
   std::vector<SlotInfo> slots_;
   std::mutex mu_;
   std::vector<std::unique_ptr<RunContext>> pool_;
+  // EPCTX_AOTCPU_PROFILE=1: wall time of every step of the runs after the first, run after run (under mu_); the
+  // destructor prints each step's median to stderr.
+  bool profile_ = false;
+  std::vector<double> profile_us_;
+  uint64_t profile_runs_ = 0;
+  bool profile_warm_ = false;
 };
 
 // Extent in bytes of a memory descriptor (oneDNN's get_size).

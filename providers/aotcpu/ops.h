@@ -1,7 +1,8 @@
 // Per-op support checks, lowering functions and step builders of the AotCpu EP, by family. The tables tying them to
 // op types and step kinds are in ops_registry.cc.
 //   ops_nn.cc      Conv, ConvTranspose, BatchNormalization, pooling, Resize, Gemm
-//   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax, LayerNormalization, ReduceMean
+//   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax (and mask Add + Softmax),
+//                  LayerNormalization, ReduceMean
 //   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Transpose, Slice, Gather, Concat
 //   fold.cc        constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   executor.cc    Reorder
@@ -50,6 +51,7 @@ EPCTX_AOT_STEP(Softmax)
 EPCTX_AOT_STEP(LayerNorm)
 EPCTX_AOT_STEP(Reduction)
 EPCTX_AOT_STEP(Erf)
+EPCTX_AOT_STEP(MaskedSoftmax)
 
 // ops_tensor.cc
 EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity

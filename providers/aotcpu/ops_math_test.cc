@@ -42,6 +42,13 @@ class GraphBuilder {
     g.v(i).is_initializer = true;
     return i;
   }
+  int I64(const std::string& name, Dims dims, std::vector<int64_t> data) {
+    const int i = Val(name, kI64, std::move(dims));
+    store_.emplace_back(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(int64_t));
+    g.v(i).data = store_.back().data();
+    g.v(i).is_initializer = true;
+    return i;
+  }
   // Declares a node output's type and shape (what shape inference would have given).
   int Out(const std::string& name, Dims dims) { return Val(name, kF32, std::move(dims)); }
   Node& N(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, int64_t opset = 17) {
@@ -347,7 +354,8 @@ TEST(OpsMath, AttentionScaleMaskFusion) {
   b.Output("o");
   Compiled c;
   ASSERT_TRUE(Compile(b, &c));
-  EXPECT_EQ(Kinds(c.parsed), "MatMul(2),Softmax,MatMul");
+  // The scale stays a post-op; the mask Add and the Softmax become one step.
+  EXPECT_EQ(Kinds(c.parsed), "MatMul(1),MaskedSoftmax,MatMul");
   std::vector<double> s = RefMatMul(q, {1, H, S, D}, kt, {1, H, D, S});
   std::vector<float> p(s.size());
   for (int64_t r = 0; r < H * S; ++r) {
@@ -361,6 +369,153 @@ TEST(OpsMath, AttentionScaleMaskFusion) {
     for (int64_t j = 0; j < S; ++j) p[r * S + j] = static_cast<float>(row[j] / sum);
   }
   ExpectNear(Execute(c, {q, kt, v})[0], RefMatMul(p, {1, H, S, S}, v, {1, H, S, D}));
+}
+
+std::string DimsStr(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Reference softmax(x + mask) over the last dim, mask broadcast per numpy rules (mask padded to x's rank).
+std::vector<double> RefMaskedSoftmax(const std::vector<float>& x, const Dims& xd, const std::vector<float>& m, Dims md) {
+  while (md.size() < xd.size()) md.insert(md.begin(), 1);
+  const int64_t cols = xd.back(), rows = Numel(xd) / cols;
+  std::vector<double> out(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, mrow = 0, stride = 1;
+    for (size_t k = xd.size() - 1; k-- > 0;) {
+      mrow += (md[k] == 1 ? 0 : rest % xd[k]) * stride;
+      rest /= xd[k];
+      stride *= md[k];
+    }
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, double(x[r * cols + j]) + m[mrow * cols + j]);
+    for (int64_t j = 0; j < cols; ++j) sum += out[r * cols + j] = std::exp(double(x[r * cols + j]) + m[mrow * cols + j] - mx);
+    for (int64_t j = 0; j < cols; ++j) out[r * cols + j] /= sum;
+  }
+  return out;
+}
+
+// MaskedSoftmax against the unfused reference: masks broadcast over heads or rows, either Add operand order, -inf and
+// large negative mask entries, rows longer than a vector (tails), and scores far from 0 (exp range reduction).
+TEST(OpsMath, MaskedSoftmaxMatchesUnfusedReference) {
+  struct Case {
+    Dims x, mask;
+    bool mask_first;
+    float scale;
+  };
+  for (const Case& k : {Case{{1, 2, 5, 5}, {5, 5}, false, 1.f}, Case{{2, 3, 4, 37}, {3, 1, 37}, true, 30.f},
+                        Case{{3, 130}, {1, 130}, false, 5.f}, Case{{2, 4, 16}, {2, 4, 16}, true, 0.01f},
+                        Case{{7}, {7}, false, 50.f}}) {
+    GraphBuilder b;
+    std::vector<float> x = Random(Numel(k.x), 11, k.scale);
+    std::vector<float> mask = Random(Numel(k.mask), 12, 2.f);
+    for (size_t i = 0; i < mask.size(); i += 3) mask[i] = i % 2 ? -1e9f : -INFINITY;  // never a whole row
+    mask[mask.size() - 1] = 0.f;
+    b.Input("x", k.x);
+    b.F32("mask", k.mask, mask);
+    b.Out("sum", k.x);
+    b.Out("p", k.x);
+    if (k.mask_first) b.N("Add", {"mask", "x"}, {"sum"});
+    else b.N("Add", {"x", "mask"}, {"sum"});
+    b.N("Softmax", {"sum"}, {"p"}).attrs["axis"] = IntA(-1);
+    b.Output("p");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    EXPECT_EQ(Kinds(c.parsed), "MaskedSoftmax") << DimsStr(k.x);
+    std::vector<double> want = RefMaskedSoftmax(x, k.x, mask, k.mask);
+    std::vector<float> got = Execute(c, {x})[0];
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-6 + 1e-5 * want[i]) << DimsStr(k.x) << " element " << i;
+  }
+}
+
+// Not fused: a mask that is not constant, a softmax on another axis, a sum read twice.
+TEST(OpsMath, MaskedSoftmaxOnlyWhereItApplies) {
+  GraphBuilder b;
+  b.Input("x", {2, 3, 4});
+  b.Input("live_mask", {3, 4});
+  b.F32("mask", {3, 4}, Random(12, 3));
+  for (const char* n : {"a", "pa", "s", "ps", "t", "pt"}) b.Out(n, {2, 3, 4});
+  b.N("Add", {"x", "live_mask"}, {"a"});
+  b.N("Softmax", {"a"}, {"pa"}).attrs["axis"] = IntA(-1);
+  b.N("Add", {"x", "mask"}, {"s"});
+  b.N("Softmax", {"s"}, {"ps"}).attrs["axis"] = IntA(1);
+  b.N("Add", {"x", "mask"}, {"t"});
+  b.N("Softmax", {"t"}, {"pt"}).attrs["axis"] = IntA(-1);
+  for (const char* n : {"pa", "ps", "t", "pt"}) b.Output(n);
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Binary,Softmax,Binary,Softmax,Binary,Softmax");
+}
+
+// Attention with head split/merge: Reshape + Transpose of Q/K/V and of the context, K transposed once more for
+// Q x K^T, K and V also graph outputs through Identity (the decoder's present_key/value). The transposes become
+// strided operands of the matmuls; only the two outputs are copied (one reorder each, into the output buffers).
+// (`merged` is rounded to float before the reference projection: the step's input is a float tensor too.)
+TEST(OpsMath, AttentionTransposesAreReadAndWrittenInPlace) {
+  const int64_t S = 6, H = 2, D = 4;
+  GraphBuilder b;
+  std::vector<float> q = Random(S * H * D, 21), k = Random(S * H * D, 22), v = Random(S * H * D, 23);
+  b.Input("q", {S, H * D});
+  b.Input("k", {S, H * D});
+  b.Input("v", {S, H * D});
+  b.I64("shape_shd", {4}, {1, S, H, D});
+  b.I64("shape_sd", {2}, {S, H * D});
+  for (const char* n : {"q4", "k4", "v4"}) b.Out(n, {1, S, H, D});
+  for (const char* n : {"qh", "kh", "vh", "present_k", "present_v", "ctx"}) b.Out(n, {1, H, S, D});
+  b.Out("kt", {1, H, D, S});
+  b.Out("scores", {1, H, S, S});
+  b.Out("ctx_t", {1, S, H, D});
+  b.Out("merged", {S, H * D});
+  b.Out("out", {S, H * D});
+  std::vector<float> w = Random(H * D * H * D, 24);
+  b.F32("w", {H * D, H * D}, w);
+  b.N("Reshape", {"q", "shape_shd"}, {"q4"});
+  b.N("Reshape", {"k", "shape_shd"}, {"k4"});
+  b.N("Reshape", {"v", "shape_shd"}, {"v4"});
+  b.N("Transpose", {"q4"}, {"qh"}).attrs["perm"] = IntsA({0, 2, 1, 3});
+  b.N("Transpose", {"k4"}, {"kh"}).attrs["perm"] = IntsA({0, 2, 1, 3});
+  b.N("Transpose", {"v4"}, {"vh"}).attrs["perm"] = IntsA({0, 2, 1, 3});
+  b.N("Identity", {"kh"}, {"present_k"});
+  b.N("Identity", {"vh"}, {"present_v"});
+  b.N("Transpose", {"present_k"}, {"kt"}).attrs["perm"] = IntsA({0, 1, 3, 2});
+  b.N("MatMul", {"qh", "kt"}, {"scores"});
+  b.N("MatMul", {"scores", "present_v"}, {"ctx"});
+  b.N("Transpose", {"ctx"}, {"ctx_t"}).attrs["perm"] = IntsA({0, 2, 1, 3});
+  b.N("Reshape", {"ctx_t", "shape_sd"}, {"merged"});
+  b.N("MatMul", {"merged", "w"}, {"out"});  // the output projection
+  for (const char* n : {"out", "present_k", "present_v"}) b.Output(n);
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Reorder,Reorder,MatMul,MatMul,MatMul");  // the outputs are copied first, hot
+  // Reference: heads split by index arithmetic.
+  auto head = [&](const std::vector<float>& t, int64_t h, int64_t s, int64_t d) { return t[s * H * D + h * D + d]; };
+  std::vector<double> out(S * H * D), pk(H * S * D), pv(H * S * D);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t d = 0; d < D; ++d) {
+        pk[(h * S + s) * D + d] = head(k, h, s, d);
+        pv[(h * S + s) * D + d] = head(v, h, s, d);
+      }
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t d = 0; d < D; ++d) {
+        double acc = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          double sc = 0;
+          for (int64_t e = 0; e < D; ++e) sc += double(head(q, h, i, e)) * head(k, h, j, e);
+          acc += sc * head(v, h, j, d);
+        }
+        out[i * H * D + h * D + d] = acc;
+      }
+  }
+  std::vector<float> merged(out.begin(), out.end());
+  std::vector<std::vector<float>> got = Execute(c, {q, k, v});
+  ExpectNear(got[0], RefMatMul(merged, {S, H * D}, w, {H * D, H * D}));
+  ExpectNear(got[1], pk, 0);
+  ExpectNear(got[2], pv, 0);
 }
 
 // Output projection + bias + residual Add (the residual is computed earlier): one step with a binary post-op.
@@ -602,6 +757,30 @@ TEST(OpsMath, BuildersRefuseDamagedSteps) {
   damaged([&](Program* p) { step(p, StepKind::kLayerNorm).ops[1].dims = {3}; });
   damaged([&](Program* p) { step(p, StepKind::kReduction).ints[0] = 0; });
   damaged([&](Program* p) { step(p, StepKind::kReduction).ops[1].dims = {3, 4}; });
+  // MaskedSoftmax: operand count, dims, mask broadcast, layout, dtype.
+  damaged([&](Program* p) {
+    Step& s = step(p, StepKind::kSoftmax);
+    s.kind = StepKind::kMaskedSoftmax;  // src, dst only: a mask operand is missing
+    s.ints.clear();
+  });
+  auto masked = [&](const std::function<void(Step*)>& damage) {
+    damaged([&](Program* p) {
+      Step& s = step(p, StepKind::kSoftmax);
+      s.kind = StepKind::kMaskedSoftmax;
+      s.ints.clear();
+      Operand mask = s.ops[0];
+      mask.dims = {1, 1, 4, 4};
+      s.ops.insert(s.ops.begin() + 1, mask);
+      damage(&s);
+    });
+  };
+  masked([](Step* s) { s->ops[1].dims = {1, 1, 4, 3}; });
+  masked([](Step* s) { s->ops[1].dims = {1, 4, 4}; });
+  masked([](Step* s) { s->ops[1].dims = {1, 3, 4, 4}; });
+  masked([](Step* s) { s->ops[2].dims = {1, 2, 4, 3}; });
+  masked([](Step* s) { s->ops[0].strides = {32, 16, 1, 4}; });
+  masked([](Step* s) { s->ops[1].dtype = 6; });
+  masked([](Step* s) { s->ints = {1}; });
   PostOp bad;
   bad.kind = PostOp::kBinary;
   bad.alg = dnnl_binary_add;

@@ -67,6 +67,7 @@ const StepEntry kSteps[] = {
     {StepKind::kConcat, BuildConcat},       {StepKind::kResample, BuildResample},
     {StepKind::kGather, BuildGather},       {StepKind::kErf, BuildErf},
     {StepKind::kInnerProduct, BuildInnerProduct}, {StepKind::kBatchNorm, BuildBatchNorm},
+    {StepKind::kMaskedSoftmax, BuildMaskedSoftmax},
 };
 
 }  // namespace

@@ -310,7 +310,13 @@ bool SupportReshape(const Graph& g, const Node& n, std::string* why) {
 
 CheckResult LowerReshape(LowerContext& ctx, int node) {
   const Node& n = ctx.node(node);
-  return ctx.Alias(n.outputs[0], n.inputs[0], ctx.graph().v(n.outputs[0]).dims);
+  const std::vector<int64_t>& dims = ctx.graph().v(n.outputs[0]).dims;
+  // An Identity (or any same-dims view) of a deferred view stays deferred: present_key = Identity(Transpose(k)).
+  if (const Operand* view = ctx.PeekView(n.inputs[0]); view && view->dims == dims) {
+    ctx.DefineView(n.outputs[0], *view, StepName(ctx.graph(), n));
+    return CheckResult::Ok();
+  }
+  return ctx.Alias(n.outputs[0], n.inputs[0], dims);
 }
 
 // ---- Transpose ---------------------------------------------------------------------------------------------------
@@ -328,6 +334,21 @@ bool PermOf(const Graph& g, const Node& n, std::vector<int64_t>* perm) {
     seen[static_cast<size_t>(a)] = true;
   }
   return true;
+}
+
+// Whether a MatMul would read `value` in place as a strided view: some consumer is a MatMul, or an Identity or
+// Transpose whose result is read so (attention's Q/K/V heads, K transposed for Q x K^T, present_key/value outputs).
+bool ReadByMatMul(const Graph& g, int value, int depth = 0) {
+  if (depth > 4) return false;
+  for (int c : g.v(value).consumers) {
+    const Node& m = g.nodes[static_cast<size_t>(c)];
+    if (!m.domain.empty() && m.domain != "ai.onnx") continue;
+    if (m.op == "MatMul") return true;
+    if ((m.op == "Identity" || m.op == "Transpose") && !m.outputs.empty() && m.outputs[0] >= 0 &&
+        ReadByMatMul(g, m.outputs[0], depth + 1))
+      return true;
+  }
+  return false;
 }
 }  // namespace
 
@@ -353,6 +374,19 @@ CheckResult LowerTranspose(LowerContext& ctx, int node) {
   for (int64_t a : perm)
     if (x.dims[static_cast<size_t>(a)] != 1) order.push_back(a);
   if (std::is_sorted(order.begin(), order.end())) return ctx.Alias(n.outputs[0], n.inputs[0], y.dims);
+  // Read by a MatMul: a deferred view (no copy unless an ordinary consumer or a graph output needs one), composed
+  // with the input's own deferred view.
+  const Operand* xview = ctx.PeekView(n.inputs[0]);
+  if (x.dtype == 1 && (xview || ReadByMatMul(ctx.graph(), n.outputs[0]))) {
+    const Operand in = xview ? *xview : ctx.UsePlain(n.inputs[0]);
+    const std::vector<int64_t> xs = xview ? xview->strides : RowMajorStrides(x.dims);
+    if (xs.size() == perm.size()) {
+      std::vector<int64_t> strides(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) strides[i] = xs[static_cast<size_t>(perm[i])];
+      ctx.DefineView(n.outputs[0], StridedView(in, x.dtype, y.dims, strides, 0), StepName(ctx.graph(), n));
+      return CheckResult::Ok();
+    }
+  }
   const Operand in = ctx.UsePlain(n.inputs[0]);
   const std::vector<int64_t> rs = RowMajorStrides(x.dims);
   std::vector<int64_t> strides(perm.size());

@@ -12,7 +12,10 @@ constexpr char kMagic[8] = {'A', 'O', 'T', 'P', 'R', 'G', '1', '\0'};
 constexpr uint32_t kMaxIo = 4096;
 constexpr uint32_t kMaxSteps = 1u << 20;
 constexpr uint32_t kMaxName = 1u << 16;
-constexpr uint32_t kMaxKind = 16;
+constexpr uint32_t kMaxKind = 17;
+// The newest step kind of each program version (index = version).
+constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17};
+static_assert(sizeof(kMaxKindOfVersion) / sizeof(kMaxKindOfVersion[0]) == kProgramVersion + 1);
 
 class Writer {
  public:
@@ -101,14 +104,17 @@ const char* StepKindName(uint32_t kind) {
   static const char* const kNames[] = {"unknown", "Reorder",  "Conv",      "Deconv",    "MatMul", "Pool",
                                        "Eltwise", "Binary",   "Softmax",   "LayerNorm", "Reduction",
                                        "Concat",  "Resample", "Gather",    "Erf",       "InnerProduct",
-                                       "BatchNorm"};
+                                       "BatchNorm", "MaskedSoftmax"};
   return kind <= kMaxKind ? kNames[kind] : "unknown";
 }
 
 std::string SerializeProgram(const Program& p) {
   Writer w;
   w.Raw(kMagic, 8);
-  w.U32(kProgramVersion);
+  uint32_t version = 1;
+  for (const Step& s : p.steps)
+    while (static_cast<uint32_t>(s.kind) > kMaxKindOfVersion[version] && version < kProgramVersion) ++version;
+  w.U32(version);
   WriteIo(w, p.inputs);
   WriteIo(w, p.outputs);
   w.U64(p.arena_bytes);
@@ -151,8 +157,8 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
     return CheckResult::Fail("graph records do not start with the program magic");
   uint32_t version = 0;
   if (!r.U32(&version)) return CheckResult::Fail("graph records are truncated");
-  if (version != kProgramVersion)
-    return CheckResult::Fail("program version " + std::to_string(version) + " is not supported (this build reads " +
+  if (version < 1 || version > kProgramVersion)
+    return CheckResult::Fail("program version " + std::to_string(version) + " is not supported (this build reads 1 to " +
                              std::to_string(kProgramVersion) + ")");
   CheckResult c = ReadIo(r, "input", &p->inputs);
   if (!c.ok) return c;
@@ -174,6 +180,9 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
     uint32_t kind = 0, nops = 0;
     if (!r.U32(&kind) || !r.Str(&s.name, kMaxName) || !r.U32(&nops)) return CheckResult::Fail(where + " is truncated");
     if (kind == 0 || kind > kMaxKind) return CheckResult::Fail(where + " has unknown kind " + std::to_string(kind));
+    if (kind > kMaxKindOfVersion[version])
+      return CheckResult::Fail(where + " has kind " + std::to_string(kind) + " (" + StepKindName(kind) +
+                               "), which program version " + std::to_string(version) + " does not have");
     s.kind = static_cast<StepKind>(kind);
     if (nops > kMaxStepOperands)
       return CheckResult::Fail(where + " has " + std::to_string(nops) + " operands (limit " +

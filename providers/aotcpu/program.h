@@ -20,7 +20,10 @@
 namespace epctx {
 namespace aotcpu {
 
-inline constexpr uint32_t kProgramVersion = 1;
+// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax. The writer stamps the lowest version that holds
+// the program's step kinds (a program without the newer kinds stays readable by older builds); readers accept
+// 1..kProgramVersion and refuse a step kind newer than the stamped version.
+inline constexpr uint32_t kProgramVersion = 2;
 inline constexpr size_t kMaxRank = 12;           // DNNL_MAX_NDIMS
 inline constexpr size_t kMaxStepOperands = 64;
 inline constexpr size_t kMaxStepParams = 256;
@@ -78,6 +81,8 @@ enum class StepKind : uint32_t {
   kErf = 14,         // ops: src, dst (f32, same dims; plain).
   kInnerProduct = 15,// ops: src, weights, bias|none, dst, post-op srcs...
   kBatchNorm = 16,   // ops: src, scale, shift, mean, variance, dst. floats: epsilon. Inference (global stats).
+  kMaskedSoftmax = 17,  // (version 2) ops: src, mask, dst; f32, dense row-major. dst = softmax(src + mask) over the
+                        //   last dim; mask has src's rank and last dim, other dims 1 (broadcast) or src's.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

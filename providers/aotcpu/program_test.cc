@@ -114,6 +114,45 @@ TEST(AotCpuProgram, StepsMayNotWriteInputsOrWeights) {
   }
 }
 
+// Version 2 added kMaskedSoftmax: the writer stamps 1 for programs without it (older builds still read them), 2 with
+// it; a reader refuses versions it does not know and a kind newer than the stamped version.
+TEST(AotCpuProgram, VersionIsTheLowestThatHoldsTheStepKinds) {
+  const std::string v1 = SerializeProgram(Sample());
+  uint32_t version = 0;
+  std::memcpy(&version, v1.data() + 8, 4);
+  EXPECT_EQ(version, 1u);
+
+  Program m = Sample();
+  Step s;
+  s.kind = StepKind::kMaskedSoftmax;
+  s.name = "mask+softmax";
+  s.ops = {Op(Buf::kArena, 0, 96, {4, 3, 2}, {6, 2, 1}), Op(Buf::kWeight, 0, 0, {1, 1, 2}, {2, 2, 1}),
+           Op(Buf::kOutput, 0, 0, {4, 3, 2}, {6, 2, 1})};
+  m.steps.back() = s;
+  const std::string v2 = SerializeProgram(m);
+  std::memcpy(&version, v2.data() + 8, 4);
+  EXPECT_EQ(version, 2u);
+  Program p;
+  CheckResult r = ParseProgram(v2, 1, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(SerializeProgram(p), v2);
+
+  std::string forged = v2;  // a version-1 stamp on a program using a version-2 kind
+  version = 1;
+  std::memcpy(&forged[8], &version, 4);
+  r = ParseProgram(forged, 1, &p);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("step 2 has kind 17 (MaskedSoftmax), which program version 1 does not have"),
+            std::string::npos) << r.reason;
+  for (uint32_t bad : {0u, 3u, 0xffffffffu}) {
+    std::memcpy(&forged[8], &bad, 4);
+    r = ParseProgram(forged, 1, &p);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 2)"),
+              std::string::npos) << r.reason;
+  }
+}
+
 TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {
   const std::string records = SerializeProgram(Sample());
   std::vector<float> w = Weight();
