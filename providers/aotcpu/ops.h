@@ -68,6 +68,10 @@ EPCTX_AOT_STEP(Reorder)
 #undef EPCTX_AOT_OP
 #undef EPCTX_AOT_STEP
 
+// ops_tensor.cc: the permutation of Transpose node `n` over `rank` axes (its perm attribute, by default the axes
+// reversed); false when it is not a permutation of [0, rank).
+bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
+
 // fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger
 // than 256 MiB are not folded.

@@ -769,16 +769,7 @@ namespace {
 // The permutation of a Transpose node of rank `rank` (default: reversed axes); false when it is not one.
 bool TransposePerm(const Node& n, size_t rank, std::vector<int64_t>* perm) {
   if (!IsOnnx(n) || n.op != "Transpose" || n.outputs.empty()) return false;
-  *perm = n.Ints("perm");
-  if (!n.Has("perm"))
-    for (size_t i = 0; i < rank; ++i) perm->push_back(static_cast<int64_t>(rank - 1 - i));
-  if (perm->size() != rank) return false;
-  std::vector<bool> seen(rank, false);
-  for (int64_t a : *perm) {
-    if (a < 0 || a >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(a)]) return false;
-    seen[static_cast<size_t>(a)] = true;
-  }
-  return true;
+  return TransposePermutation(n, rank, perm);
 }
 
 int SoftmaxAxis(const Node& n, size_t rank);  // below

@@ -321,9 +321,7 @@ CheckResult LowerReshape(LowerContext& ctx, int node) {
 
 // ---- Transpose ---------------------------------------------------------------------------------------------------
 
-namespace {
-bool PermOf(const Graph& g, const Node& n, std::vector<int64_t>* perm) {
-  const size_t rank = g.v(n.inputs[0]).dims.size();
+bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm) {
   *perm = n.Ints("perm");
   if (!n.Has("perm"))
     for (size_t i = 0; i < rank; ++i) perm->push_back(static_cast<int64_t>(rank - 1 - i));
@@ -334,6 +332,11 @@ bool PermOf(const Graph& g, const Node& n, std::vector<int64_t>* perm) {
     seen[static_cast<size_t>(a)] = true;
   }
   return true;
+}
+
+namespace {
+bool PermOf(const Graph& g, const Node& n, std::vector<int64_t>* perm) {
+  return TransposePermutation(n, g.v(n.inputs[0]).dims.size(), perm);
 }
 
 // Whether a MatMul would read `value` in place as a strided view: some consumer is a MatMul, or an Identity or
