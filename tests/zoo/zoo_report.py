@@ -232,17 +232,22 @@ def main(argv=None):
 
     if not args.json and summary:
         print()
-        print("| model | nodes | AotCpu claimed / left on CPU | partitions | cpu | aotcpu jit | ctx embed 0 | ctx embed 1 |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("Mode cells: verdict, max |got - want|, (tol×). ctx: the _ctx.onnx of `epctx compile -e aotcpu` with the "
+              "pins (nodes in If bodies counted); jit: the JIT session's report (partitions inside If bodies included).")
+        print()
+        print("| model | nodes | ctx: AotCpu claimed / left on CPU EP | ctx partitions | jit: AotCpu partitions (nodes) "
+              "| cpu | aotcpu jit | ctx embed 0 | ctx embed 1 |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in summary:
-            c = r.get("ctx", {})
+            c, j = r.get("ctx"), r.get("jit")
             cells = []
             for k in ("cpu", "aotcpu_jit", "ctx_embed0", "ctx_embed1"):
                 v = r["modes"].get(k)
-                cells.append("-" if v is None else
-                             f"{v.verdict()} ({v.max_abs:.1e})" if not v.error else "ERROR")
-            print(f"| {r['model']} | {r['nodes']} | {c.get('claimed', '?')} / {c.get('left', '?')} | "
-                  f"{c.get('partitions', '?')} | " + " | ".join(cells) + " |")
+                cells.append("-" if v is None else "ERROR" if v.error else
+                             f"{v.verdict()} {v.max_abs:.1e} ({v.ratio:.2g})")
+            ctx_cells = [f"{c['claimed']} / {c['left']}", str(c["partitions"])] if c else ["(no ctx model)", "-"]
+            jit_cell = f"{j['partitions']} ({j['nodes_in_partitions']})" if j else "-"
+            print(f"| {r['model']} | {r['nodes']} | " + " | ".join(ctx_cells + [jit_cell] + cells) + " |")
     return 0
 
 
