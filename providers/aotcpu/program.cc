@@ -1,5 +1,7 @@
 #include "program.h"
 
+#include <oneapi/dnnl/dnnl_types.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,6 +80,11 @@ void WriteIo(Writer& w, const std::vector<IoInfo>& io) {
     w.I64s(x.dims);
   }
 }
+
+// Float parameters are finite, except the bounds of a clip: ONNX Clip (opset 11+) without min or max clips at -inf or
+// +inf, and oneDNN's clip takes them as they are. NaN is never a parameter.
+bool IsClipAlg(int64_t alg) { return alg == dnnl_eltwise_clip || alg == dnnl_eltwise_clip_v2; }
+bool FloatParamOk(float f, bool may_be_infinite) { return std::isfinite(f) || (may_be_infinite && std::isinf(f)); }
 
 bool KnownDtype(uint32_t d) { return d == 1 || d == 2 || d == 3 || d == 6 || d == 7 || d == 9; }
 
@@ -223,7 +230,8 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
     s.floats.resize(nf);
     for (uint32_t k = 0; k < nf; ++k) {
       if (!r.F32(&s.floats[k])) return CheckResult::Fail(where + " float parameters are truncated");
-      if (!std::isfinite(s.floats[k])) return CheckResult::Fail(where + " has a non-finite float parameter");
+      if (!FloatParamOk(s.floats[k], s.kind == StepKind::kEltwise && !s.ints.empty() && IsClipAlg(s.ints[0])))
+        return CheckResult::Fail(where + " has a non-finite float parameter");
     }
     uint32_t npo = 0;
     if (!r.U32(&npo) || npo > 16) return CheckResult::Fail(where + " post-op count is bad");
@@ -235,7 +243,8 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
         return CheckResult::Fail(where + " post-op " + std::to_string(k) + " is truncated");
       if (q.kind < PostOp::kEltwise || q.kind > PostOp::kBinary)
         return CheckResult::Fail(where + " post-op " + std::to_string(k) + " has unknown kind");
-      if (!std::isfinite(q.alpha) || !std::isfinite(q.beta) || !std::isfinite(q.scale))
+      const bool clip = q.kind == PostOp::kEltwise && IsClipAlg(q.alg);
+      if (!FloatParamOk(q.alpha, clip) || !FloatParamOk(q.beta, clip) || !std::isfinite(q.scale))
         return CheckResult::Fail(where + " post-op " + std::to_string(k) + " has a non-finite parameter");
       if (q.kind == PostOp::kBinary && (q.operand >= s.ops.size() || !s.ops[q.operand].present()))
         return CheckResult::Fail(where + " post-op " + std::to_string(k) + " names operand " +

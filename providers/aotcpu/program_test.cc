@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "executor.h"
@@ -78,6 +79,46 @@ TEST(AotCpuProgram, RoundTripsAndRuns) {
         const float in = x[c * 12 + b * 4 + a];
         EXPECT_EQ(y[a * 6 + b * 2 + c], std::max(in, 0.f) + w[a * 6 + b * 2 + c]);
       }
+}
+
+// ONNX Clip (opset 11+) without a max clips at +inf: such a program is stored and loaded (it once compiled, ran JIT and
+// was refused on load as "non-finite"); infinity anywhere but a clip bound, and NaN anywhere, are refused.
+TEST(AotCpuProgram, ClipBoundsMayBeInfiniteButNothingElse) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Program clip = Sample();
+  clip.steps[1].ints = {static_cast<int64_t>(dnnl::algorithm::eltwise_clip_v2)};
+  clip.steps[1].floats = {-1.5f, inf};
+  clip.steps[2].post_ops.push_back(PostOp{PostOp::kEltwise, dnnl_eltwise_clip_v2, -inf, 2.f, 1.f, 0});
+  Program p;
+  CheckResult r = ParseProgram(SerializeProgram(clip), 1, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  std::vector<float> w = Weight();
+  std::unique_ptr<Executor> exec;
+  r = Executor::Create(p, {{w.data(), w.size() * 4}}, 1, &exec);
+  ASSERT_TRUE(r.ok) << r.reason;
+  std::vector<float> x(24), y(24, -1.f);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>(i) - 10.f;
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 2; ++c) {
+        const float in = x[c * 12 + b * 4 + a];
+        EXPECT_EQ(y[a * 6 + b * 2 + c], std::min(std::max(in, -1.5f) + w[a * 6 + b * 2 + c], 2.f));
+      }
+
+  Program relu_inf = Sample();
+  relu_inf.steps[1].floats = {inf, 0.f};  // relu's alpha is not a bound
+  Program nan_bound = clip;
+  nan_bound.steps[1].floats = {std::numeric_limits<float>::quiet_NaN(), 1.f};
+  Program post_nan = clip;
+  post_nan.steps[2].post_ops[0].beta = std::numeric_limits<float>::quiet_NaN();
+  Program linear_inf = Sample();
+  linear_inf.steps[2].post_ops.push_back(PostOp{PostOp::kEltwise, dnnl_eltwise_linear, inf, 0.f, 1.f, 0});
+  for (const Program* bad : {&relu_inf, &nan_bound, &post_nan, &linear_inf}) {
+    r = ParseProgram(SerializeProgram(*bad), 1, &p);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.reason.find("non-finite"), std::string::npos) << r.reason;
+  }
 }
 
 TEST(AotCpuProgram, EveryTruncationIsRefusedWithAReason) {
