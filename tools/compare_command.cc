@@ -28,38 +28,59 @@ namespace {
 
 struct Diff {
   bool close = true;
-  std::string why;           // ValuesClose's message
-  double max_abs = 0, max_rel = 0;
+  std::string why;           // ValuesClose's message, for values that are not float tensors of one shape
+  double max_abs = 0;        // largest |EP - CPU EP|
+  double scale = 0;          // largest |CPU EP|
   int64_t at = -1;           // flat index of max_abs
   double ep_value = 0, cpu_value = 0;
 };
 
+bool IsFloat(DataType t) {
+  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+// Float tensors: equal when every |EP - CPU EP| <= atol + rtol * max|CPU EP| over the tensor (NaN where the CPU EP
+// has NaN, the same infinities). The tensor's scale, not each element's: reordered accumulation errs in proportion
+// to the operands, so a small result of large terms (349.98 - 349.77) legitimately differs far beyond rtol of itself.
+// Other values: ValuesClose (exact for integers).
 Diff Compare(const IValue& ep, const IValue& cpu, double rtol, double atol) {
   Diff d;
-  d.close = ValuesClose(ep, cpu, rtol, atol, &d.why);
-  if (ep.is_tensor() && cpu.is_tensor() && ep.tensor().dtype() == cpu.tensor().dtype() &&
-      ep.tensor().shape() == cpu.tensor().shape() && ep.tensor().dtype() != DataType::kString &&
-      ep.tensor().dtype() != DataType::kComplex64 && ep.tensor().dtype() != DataType::kComplex128) {
-    const Tensor& a = ep.tensor();
-    const Tensor& e = cpu.tensor();
-    for (int64_t i = 0; i < a.NumElements(); ++i) {
-      const double x = ElementAsDouble(a, i), y = ElementAsDouble(e, i);
-      if (std::isnan(x) && std::isnan(y)) continue;
-      const double abs = std::isnan(x) || std::isnan(y) ? INFINITY : std::fabs(x - y);
-      if (abs > d.max_abs || d.at < 0) d.max_abs = abs, d.at = i, d.ep_value = x, d.cpu_value = y;
-      if (y != 0) d.max_rel = std::max(d.max_rel, abs / std::fabs(y));
-      else if (abs > 0) d.max_rel = INFINITY;
-    }
+  if (!(ep.is_tensor() && cpu.is_tensor() && ep.tensor().dtype() == cpu.tensor().dtype() &&
+        IsFloat(ep.tensor().dtype()) && ep.tensor().shape() == cpu.tensor().shape())) {
+    d.close = ValuesClose(ep, cpu, rtol, atol, &d.why);
+    return d;
+  }
+  const Tensor& a = ep.tensor();
+  const Tensor& e = cpu.tensor();
+  const int64_t n = a.NumElements();
+  for (int64_t i = 0; i < n; ++i) {
+    const double y = ElementAsDouble(e, i);
+    if (std::isfinite(y)) d.scale = std::max(d.scale, std::fabs(y));
+  }
+  const double tol = atol + rtol * d.scale;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = ElementAsDouble(a, i), y = ElementAsDouble(e, i);
+    double abs;
+    if (std::isnan(y) || std::isinf(y)) abs = (std::isnan(y) ? std::isnan(x) : x == y) ? 0 : INFINITY;
+    else abs = std::isnan(x) ? INFINITY : std::fabs(x - y);
+    if (abs > d.max_abs || d.at < 0) d.max_abs = abs, d.at = i, d.ep_value = x, d.cpu_value = y;
+    if (abs > tol) d.close = false;
   }
   return d;
 }
 
 std::string DiffText(const Diff& d) {
-  if (d.at < 0) return d.why;
+  if (d.at < 0) return d.why.empty() ? "empty" : d.why;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "max abs diff %.6g at flat index %lld (EP %.6g, CPU EP %.6g), max rel diff %.6g",
-                d.max_abs, static_cast<long long>(d.at), d.ep_value, d.cpu_value, d.max_rel);
+  std::snprintf(buf, sizeof buf, "max abs diff %.6g at flat index %lld (EP %.6g, CPU EP %.6g), %.3g%% of max |CPU EP| %.6g",
+                d.max_abs, static_cast<long long>(d.at), d.ep_value, d.cpu_value,
+                d.scale > 0 ? 100 * d.max_abs / d.scale : 0.0, d.scale);
   return buf;
+}
+
+// "'name' (Op)", or "an unnamed Op".
+std::string NodeText(const onnx::NodeProto& n) {
+  return n.name().empty() ? "an unnamed " + n.op_type() : "'" + n.name() + "' (" + n.op_type() + ")";
 }
 
 std::string TypeText(const IValue& v) {
@@ -176,7 +197,7 @@ int RunCompareCommand(const CompareOptions& opts) {
                 ep_session.value()->ep_names().front().c_str(), ep_session.value()->partition_eps().size(),
                 ep_session.value()->left_on_cpu().size());
   }
-  std::printf("tolerance: |EP - CPU EP| <= %g + %g * |CPU EP|\n", opts.atol, opts.rtol);
+  std::printf("tolerance: |EP - CPU EP| <= %g + %g * max |CPU EP| of each value\n", opts.atol, opts.rtol);
   size_t differing = 0;
   std::string first_output;
   for (size_t i = 0; i < cpu_out.size(); ++i) {
@@ -204,19 +225,32 @@ int RunCompareCommand(const CompareOptions& opts) {
         elem_types[vi.name()] = vi.type();
   std::vector<std::string> values;               // node outputs with a known tensor type, topological order
   std::map<std::string, int> producer;           // value -> node index in g
+  // Constant nodes' values are not candidates (and an EP may refuse to output an empty constant).
+  auto empty = [&](const std::string& v) {
+    for (const auto& d : elem_types.at(v).tensor_type().shape().dim())
+      if (d.has_dim_value() && d.dim_value() == 0) return true;
+    return false;
+  };
   for (int i = 0; i < g.node_size(); ++i)
     for (const auto& o : g.node(i).output())
-      if (!o.empty() && elem_types.count(o)) values.push_back(o), producer[o] = i;
+      if (!o.empty() && elem_types.count(o) && g.node(i).op_type() != "Constant" && !empty(o))
+        values.push_back(o), producer[o] = i;
+  for (int i = 0; i < g.node_size(); ++i)  // producers of every node output, for the upstream walk
+    for (const auto& o : g.node(i).output())
+      if (!o.empty()) producer.emplace(o, i);
   std::vector<IValue> cpu_all, ep_all;
   if (Status st = run.Run(WithOutputs(proto, values, elem_types, false), run.cpu_config, {}, &cpu_all); !st.ok())
-    return fail(st);
-  if (Status st = run.Run(WithOutputs(proto, values, elem_types, false), run.ep_config, {}, &ep_all); !st.ok())
     return fail(st);
   std::map<std::string, const IValue*> reference;
   for (size_t i = 0; i < values.size(); ++i) reference[values[i]] = &cpu_all[i];
   std::string found, method;
   Diff found_diff;
-  for (size_t i = 0; i < values.size() && found.empty(); ++i) {
+  if (Status st = run.Run(WithOutputs(proto, values, elem_types, false), run.ep_config, {}, &ep_all); !st.ok()) {
+    std::printf("with every intermediate value exposed the EP fails (%s: %s)\n", ErrorCodeName(st.code()),
+                st.message().c_str());
+    ep_all.clear();
+  }
+  for (size_t i = 0; i < ep_all.size() && found.empty(); ++i) {
     const Diff d = Compare(ep_all[i], cpu_all[i], opts.rtol, opts.atol);
     if (!d.close) found = values[i], found_diff = d, method = "every intermediate value made a graph output";
   }
@@ -236,8 +270,10 @@ int RunCompareCommand(const CompareOptions& opts) {
     return Status::OK();
   };
   if (found.empty()) {
-    std::printf("with every intermediate value exposed nothing differs (exposing values changes what the EP fuses); "
-                "cutting the graph at one value at a time\n");
+    if (!ep_all.empty())
+      std::printf("with every intermediate value exposed nothing differs (exposing values changes what the EP "
+                  "fuses)\n");
+    std::printf("cutting the graph at one value at a time\n");
     size_t hi = values.size();
     for (size_t i = 0; i < values.size(); ++i)
       if (values[i] == first_output) hi = i;
@@ -278,8 +314,7 @@ int RunCompareCommand(const CompareOptions& opts) {
 
   const onnx::NodeProto& n = g.node(producer.at(found));
   std::printf("first differing node (topological order; found with %s):\n", method.c_str());
-  std::printf("  node:   '%s' (%s%s)\n", n.name().c_str(), n.domain().empty() ? "" : (n.domain() + ":").c_str(),
-              n.op_type().c_str());
+  std::printf("  node:   %s%s\n", NodeText(n).c_str(), n.domain().empty() ? "" : (" domain " + n.domain()).c_str());
   std::set<std::string> initializers;
   for (const auto& t : g.initializer()) initializers.insert(t.name());
   for (const auto& in : n.input()) {
@@ -287,10 +322,9 @@ int RunCompareCommand(const CompareOptions& opts) {
     std::string what;
     if (initializers.count(in)) what = "initializer";
     else if (!producer.count(in)) what = "graph input";
-    else if (reference.count(in))
-      what = TypeText(*reference.at(in)) + ", from '" + g.node(producer.at(in)).name() + "' (" +
-             g.node(producer.at(in)).op_type() + ")";
-    else what = "no known type";
+    else
+      what = (reference.count(in) ? TypeText(*reference.at(in)) : std::string("not compared")) + ", from " +
+             NodeText(g.node(producer.at(in)));
     std::printf("  input:  '%s' (%s)\n", in.c_str(), what.c_str());
   }
   std::printf("  output: '%s' %s: %s\n", found.c_str(), TypeText(*reference.at(found)).c_str(),
@@ -302,8 +336,7 @@ int RunCompareCommand(const CompareOptions& opts) {
     std::string producers;
     for (const auto& in : n.input())
       if (producer.count(in))
-        producers += (producers.empty() ? "'" : ", '") + g.node(producer.at(in)).name() + "' (" +
-                     g.node(producer.at(in)).op_type() + ")";
+        producers += (producers.empty() ? "" : ", ") + NodeText(g.node(producer.at(in)));
     std::printf("hint: its inputs match when the graph is cut at them, but a cut also stops the EP from fusing across "
                 "them: the wrong code is likely a fusion of this node with %s. Report it with this output and the "
                 "model.\n", producers.empty() ? "its neighbours" : producers.c_str());
