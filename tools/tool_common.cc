@@ -390,7 +390,7 @@ void PrintLeftOnCpu(FILE* out, const std::vector<LeftOnCpuNode>& left, const std
     std::string names;
     for (size_t i = 0; i < g->nodes.size() && i < kNamesShown; ++i) {
       const LeftOnCpuNode& n = *g->nodes[i];
-      names += (i ? ", " : "") + (n.name.empty() ? std::string("(unnamed)") : "'" + n.name + "'");
+      names += (i ? ", " : "") + (n.name.empty() ? "(unnamed " + n.op_type + ")" : "'" + n.name + "'");
       if (!n.graph.empty()) names += " in subgraph '" + n.graph + "'";
     }
     if (g->nodes.size() > kNamesShown) names += " and " + std::to_string(g->nodes.size() - kNamesShown) + " more";

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,9 +146,32 @@ Graph Restrict(const Graph& g, const std::vector<int>& nodes) {
   return sub;
 }
 
+// dim_params of the graph's inputs: the symbols a free-dimension override (-f) can pin. Symbols elsewhere were
+// made up by shape inference (unk__N) or name outputs only, and pinning them changes nothing upstream.
+std::set<std::string> InputSymbols(const EpctxGraph* graph) {
+  std::set<std::string> out;
+  std::vector<const EpctxValueInfo*> inputs(g_api->Graph_GetNumInputs(graph));
+  if (EpctxStatus* st = g_api->Graph_GetInputs(graph, inputs.data(), inputs.size())) {
+    g_api->ReleaseStatus(st);
+    return out;
+  }
+  for (const EpctxValueInfo* vi : inputs) {
+    const int64_t rank = vi ? g_api->ValueInfo_GetRank(vi) : -1;
+    if (rank <= 0) continue;
+    std::vector<const char*> symbols(static_cast<size_t>(rank), nullptr);
+    if (EpctxStatus* st = g_api->ValueInfo_GetShape(vi, nullptr, symbols.data(), symbols.size())) {
+      g_api->ReleaseStatus(st);
+      continue;
+    }
+    for (const char* sym : symbols)
+      if (sym && *sym) out.insert(sym);
+  }
+  return out;
+}
+
 // A "no static shape" refusal made specific from the runtime's view of the node's values: which dim is free and
 // the free-dimension override that pins it, or that shape inference could not compute it. `why` when neither applies.
-std::string ShapeReason(const Graph& g, const Node& n, const std::string& why) {
+std::string ShapeReason(const Graph& g, const Node& n, const std::string& why, const std::set<std::string>& pinnable) {
   if (why.find("static shape") == std::string::npos || !n.handle) return why;
   for (const bool inputs : {true, false}) {
     const size_t count = inputs ? g_api->Node_GetNumInputs(n.handle) : g_api->Node_GetNumOutputs(n.handle);
@@ -176,7 +200,7 @@ std::string ShapeReason(const Graph& g, const Node& n, const std::string& why) {
       for (size_t d = 0; d < dims.size(); ++d) {
         if (dims[d] >= 0) continue;
         const std::string sym = symbols[d] ? symbols[d] : "";
-        if (!sym.empty())
+        if (pinnable.count(sym))
           return what + " dim " + std::to_string(d) + " is free ('" + sym + "'); pin it with -f " + sym + ":N";
         return what + " dim " + std::to_string(d) +
                " is unknown before run time (shape inference could not compute it)";
@@ -222,6 +246,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   folded.resize(g.nodes.size(), false);
   std::vector<bool> supported(g.nodes.size(), false);
   std::vector<std::string> reasons(g.nodes.size());  // why each node is not taken (handed to the runtime)
+  const std::set<std::string> pinnable = InputSymbols(graph);
   size_t compute_nodes = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -231,7 +256,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     }
     std::string why;
     supported[i] = folded[i] || IsNodeSupported(g, n, &why);
-    if (!supported[i]) reasons[i] = ShapeReason(g, n, why);
+    if (!supported[i]) reasons[i] = ShapeReason(g, n, why, pinnable);
     if (supported[i] && !folded[i]) ++compute_nodes;
   }
   if (compute_nodes == 0) {  // only constants: nothing worth a partition
@@ -256,7 +281,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
         supported[static_cast<size_t>(group[k])] = false;
         reasons[static_cast<size_t>(group[k])] =
             "in its partition, without the values folding computed outside it: " +
-            (ok ? ShapeReason(sub, sub.nodes[k], why) : std::string("constant folding failed"));
+            (ok ? ShapeReason(sub, sub.nodes[k], why, pinnable) : std::string("constant folding failed"));
         changed = true;
       }
     }
