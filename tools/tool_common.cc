@@ -377,8 +377,12 @@ void PrintLeftOnCpu(FILE* out, const std::vector<LeftOnCpuNode>& left, const std
   }
   std::vector<std::pair<std::string, const Group*>> sorted;
   for (const auto& [k, g] : groups) sorted.emplace_back(k, &g);
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.second->nodes.size() > b.second->nodes.size(); });
+  // Largest first, except groups of Constant nodes only: they cost nothing on the CPU EP, so they come last.
+  auto constants_only = [](const Group* g) { return g->ops.size() == 1 && g->ops.count("Constant"); };
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) {
+    if (constants_only(a.second) != constants_only(b.second)) return !constants_only(a.second);
+    return a.second->nodes.size() > b.second->nodes.size();
+  });
   std::fprintf(out, "%snodes left on the CPU EP: %zu, for %zu reason(s)\n", prefix.c_str(), left.size(),
                sorted.size());
   constexpr size_t kNamesShown = 4;

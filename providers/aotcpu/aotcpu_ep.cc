@@ -172,7 +172,7 @@ std::set<std::string> InputSymbols(const EpctxGraph* graph) {
 // A "no static shape" refusal made specific from the runtime's view of the node's values: which dim is free and
 // the free-dimension override that pins it, or that shape inference could not compute it. `why` when neither applies.
 std::string ShapeReason(const Graph& g, const Node& n, const std::string& why, const std::set<std::string>& pinnable) {
-  if (why.find("static shape") == std::string::npos || !n.handle) return why;
+  if (why.find("static") == std::string::npos || !n.handle) return why;  // "no static shape", "shapes must be static
   for (const bool inputs : {true, false}) {
     const size_t count = inputs ? g_api->Node_GetNumInputs(n.handle) : g_api->Node_GetNumOutputs(n.handle);
     std::vector<const EpctxValueInfo*> vis(count);
