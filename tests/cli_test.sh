@@ -470,6 +470,9 @@ save([h.make_node("MatMul", ["x", "w1"], ["m1"], name="mm1"),
       h.make_node("MatMul", ["u", "w2"], ["out"], name="mm2")],
      [h.make_tensor_value_info("x", T.FLOAT, [2, 16])], [h.make_tensor_value_info("out", T.FLOAT, [2, 4])],
      [w1, w2, b, k], "chain")
+import os
+os.makedirs(f"{d}/chain_in", exist_ok=True)
+open(f"{d}/chain_in/input_0.pb", "wb").write(nh.from_array(rng.uniform(0, 255, (2, 16)).astype(np.float32), "x").SerializeToString())
 PYEOF
   # perf -v: the report's left_on_cpu and the grouped, readable block.
   out=$("$EPCTX" perf -e aotcpu -v -r 1 -x 1 -I "$w/free.onnx"); rc=$?
@@ -523,6 +526,12 @@ PYEOF
   check "compare: fused-only plant exits 1" [ $rc -eq 1 ]
   check "compare: fused-only plant needs cuts" grep -q "found with graph cut at each value in turn" <<<"$out"
   check "compare: fused-only plant names the first value that differs" grep -qx "  node:   'relu' (Relu)" <<<"$out"
+  out=$(EPCTX_AOTCPU_TEST_PLANT_BUG=wrong-on-purpose:mm2 "$EPCTX" compare -e aotcpu -x 1 --inputs "$w/chain_in" "$w/chain.onnx" 2>/dev/null); rc=$?
+  check "compare: --inputs, plant in the last node: exits 1" [ $rc -eq 1 ]
+  check "compare: --inputs, names the last node" grep -qx "  node:   'mm2' (MatMul)" <<<"$out"
+  err=$("$EPCTX" compare -e aotcpu --inputs "$w/none" "$w/chain.onnx" 2>&1 >/dev/null); rc=$?
+  check "compare: missing --inputs folder -> NO_SUCHFILE, exit 2" [ $rc -eq 2 ]
+  check "compare: missing --inputs folder named" grep -q "^epctx: NO_SUCHFILE: --inputs '$w/none'" <<<"$err"
   out=$(EPCTX_AOTCPU_TEST_PLANT_BUG=wrong-on-purpose-x:shift "$EPCTX" compare -e aotcpu -x 1 "$w/chain.onnx" 2>/dev/null); rc=$?
   check "compare: any other plant value does nothing" [ $rc -eq 0 ]
   err=$("$EPCTX" compare "$w/chain.onnx" 2>&1 >/dev/null); rc=$?

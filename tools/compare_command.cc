@@ -9,6 +9,7 @@
 //     topological order, then a walk upstream until a value differs while every input of its node matches.
 // Exit 0: no difference; 1: a difference (the node named when found); 2: an error ("epctx: CODE: message").
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -154,6 +155,9 @@ int RunCompareCommand(const CompareOptions& opts) {
     return fail(Status(ErrorCode::INVALID_ARGUMENT, "compare needs the EP to check against the CPU EP (-e EP)"));
   if (!opts.inputs_dir.empty() && opts.random_inputs)
     return fail(Status(ErrorCode::INVALID_ARGUMENT, "--inputs and -I exclude each other"));
+  struct stat st;
+  if (!opts.inputs_dir.empty() && (::stat(opts.inputs_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    return fail(MakeStatus(ErrorCode::NO_SUCHFILE, "--inputs '", opts.inputs_dir, "' is not a folder"));
   if (!(opts.rtol >= 0) || !(opts.atol >= 0))
     return fail(Status(ErrorCode::INVALID_ARGUMENT, "--rtol and --atol must be >= 0"));
   CommonFlags cpu_flags = opts.common;
