@@ -435,5 +435,111 @@ if [ -f "$P/model.onnx" ]; then
   err=$("$EPCTX" compile -e example --ext-initializers /abs.data "$c/src/model.onnx" -o "$c/ext/abs.onnx" 2>&1 >/dev/null)
   check "compile: absolute --ext-initializers refused" grep -q "^epctx: INVALID_ARGUMENT: .*absolute path" <<<"$err"
 fi
+
+# Say why (issue 13): nodes AotCpu leaves on the CPU EP with its reasons, in perf -v, compile and inspect; compare
+# names the first differing node, here one compiled wrong on purpose (EPCTX_AOTCPU_TEST_PLANT_BUG, docs/aotcpu.md).
+OPY=/usr/bin/python3
+if "$OPY" -c 'import onnx' 2>/dev/null; then
+  w="$tmp/why"; mkdir -p "$w"
+  "$OPY" - "$w" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper as h, TensorProto as T, numpy_helper as nh
+d = sys.argv[1]
+def save(nodes, inputs, outputs, inits, name, opset=13):
+    g = h.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, f"{d}/{name}.onnx")
+# free.onnx: x [N, 8] with N free; Add, Relu, then Hardmax (an op AotCpu does not compile).
+c = nh.from_array(np.linspace(-1, 1, 8).astype(np.float32), "c")
+save([h.make_node("Add", ["x", "c"], ["a"], name="add_c"), h.make_node("Relu", ["a"], ["r"], name="relu"),
+      h.make_node("Hardmax", ["r"], ["y"], name="hardmax", axis=1)],
+     [h.make_tensor_value_info("x", T.FLOAT, ["N", 8])], [h.make_tensor_value_info("y", T.FLOAT, ["N", 8])], [c], "free")
+# chain.onnx: x [2, 16] -> MatMul -> Mul(., k) -> Add(b) -> Relu -> MatMul -> out. (Not the PaddleOCR shape of
+# issue 13, Mul(Constant node, x): these tests must not depend on that bug.)
+rng = np.random.default_rng(0)
+w1 = nh.from_array(rng.standard_normal((16, 16)).astype(np.float32), "w1")
+w2 = nh.from_array(rng.standard_normal((16, 4)).astype(np.float32), "w2")
+b = nh.from_array(np.array([0.25], np.float32), "b")
+k = nh.from_array(np.full((16,), 1.5, np.float32), "k")
+save([h.make_node("MatMul", ["x", "w1"], ["m1"], name="mm1"),
+      h.make_node("Mul", ["m1", "k"], ["s"], name="scale"),
+      h.make_node("Add", ["s", "b"], ["t"], name="shift"),
+      h.make_node("Relu", ["t"], ["u"], name="relu"),
+      h.make_node("MatMul", ["u", "w2"], ["out"], name="mm2")],
+     [h.make_tensor_value_info("x", T.FLOAT, [2, 16])], [h.make_tensor_value_info("out", T.FLOAT, [2, 4])],
+     [w1, w2, b, k], "chain")
+import os
+os.makedirs(f"{d}/chain_in", exist_ok=True)
+open(f"{d}/chain_in/input_0.pb", "wb").write(nh.from_array(rng.uniform(0, 255, (2, 16)).astype(np.float32), "x").SerializeToString())
+PYEOF
+  # perf -v: the report's left_on_cpu and the grouped, readable block.
+  out=$("$EPCTX" perf -e aotcpu -v -r 1 -x 1 -I "$w/free.onnx"); rc=$?
+  check "why: perf -v exits 0" [ $rc -eq 0 ]
+  check "why: perf -v report lists left_on_cpu with AotCpu's reason" \
+    grep -q '"left_on_cpu":\[{"node":"add_c","op":"Add","reasons":{"AotCpuExecutionProvider":"input '"'"'x'"'"' dim 0 is free' <<<"$out"
+  check "why: perf -v report lists the free dim" grep -q '"free_dims":\[{"input":"x","dim":0,"symbol":"N"}\]' <<<"$out"
+  check "why: perf -v groups the free-dim reason" \
+    grep -qF "2 nodes (Add, Relu): AotCpuExecutionProvider: input '...' dim 0 is free ('N'); pin it with -f N:N" <<<"$out"
+  check "why: perf -v names the unsupported op" \
+    grep -qF "1 node (Hardmax): AotCpuExecutionProvider: op Hardmax is not compiled by this EP" <<<"$out"
+  check "why: perf -v lists node names" grep -qF "'add_c', 'relu'" <<<"$out"
+  # compile: a warning block on stderr with the -f flags; pinned, only Hardmax is left.
+  err=$("$EPCTX" compile -e aotcpu "$w/free.onnx" -o "$w/free_ctx.onnx" 2>&1 >/dev/null); rc=$?
+  check "why: compile with free dims exits 0" [ $rc -eq 0 ]
+  check "why: compile warns about the nodes left" grep -q "^epctx compile: warning: nodes left on the CPU EP: 3, for 2 reason(s)$" <<<"$err"
+  check "why: compile names the free dim and the flag" \
+    grep -qF "epctx compile: warning: pin them with the sizes the model will run with (N): -f N:N" <<<"$err"
+  out=$("$EPCTX" inspect "$w/free_ctx.onnx"); rc=$?
+  check "why: inspect of a ctx model that compiled nothing lists the reasons" \
+    grep -qF "  2 nodes (Add, Relu): AotCpuExecutionProvider: input '...' dim 0 is free ('N')" <<<"$out"
+  err=$("$EPCTX" compile -e aotcpu -f N:3 "$w/free.onnx" -o "$w/pinned_ctx.onnx" 2>&1 >/dev/null); rc=$?
+  check "why: pinned compile exits 0" [ $rc -eq 0 ]
+  check "why: pinned compile warns in three lines" [ "$(grep -c "warning" <<<"$err")" -eq 3 ]
+  check "why: pinned compile leaves only Hardmax" grep -qF "1 node (Hardmax): AotCpuExecutionProvider: op Hardmax" <<<"$err"
+  check "why: pinned compile does not mention free dims" [ "$(grep -c "free" <<<"$err")" -eq 0 ]
+  out=$("$EPCTX" inspect "$w/pinned_ctx.onnx"); rc=$?
+  check "why: inspect shows one EPContext node" grep -q "^EPContext nodes: 1$" <<<"$out"
+  check "why: inspect lists the CPU node with its reason" \
+    grep -qF "  1 node (Hardmax): AotCpuExecutionProvider: op Hardmax is not compiled by this EP" <<<"$out"
+  check "why: inspect does not dump the metadata blob" grep -qx "  epctx.left_on_cpu = (1 nodes, below)" <<<"$out"
+  out=$("$EPCTX" compile -e aotcpu "$w/chain.onnx" -o "$w/chain_ctx.onnx" 2>&1); rc=$?
+  check "why: a fully compiled model compiles" [ $rc -eq 0 ]
+  check "why: ... with no warning" [ "$(grep -c warning <<<"$out")" -eq 0 ]
+  out=$("$EPCTX" inspect "$w/chain_ctx.onnx")
+  check "why: ... and its ctx model records nothing" [ "$(grep -c "left_on_cpu\|nodes left" <<<"$out")" -eq 0 ]
+
+  # compare: no plant -> same (exit 0); a planted wrong node -> named (exit 1), by exposing intermediates; a plant
+  # that shows only while fused -> found by cutting the graph, at the first value that differs (the node's consumer).
+  out=$("$EPCTX" compare -e aotcpu -x 1 "$w/chain.onnx"); rc=$?
+  check "compare: same outputs exit 0" [ $rc -eq 0 ]
+  check "compare: says so" grep -qx "no difference: the 1 output(s) match" <<<"$out"
+  out=$(EPCTX_AOTCPU_TEST_PLANT_BUG=wrong-on-purpose:shift "$EPCTX" compare -e aotcpu -x 1 "$w/chain.onnx" 2>/dev/null); rc=$?
+  check "compare: planted bug exits 1" [ $rc -eq 1 ]
+  check "compare: the output differs" grep -q "^output 'out' float\[2,4\]: DIFFERS: max abs diff" <<<"$out"
+  check "compare: names the planted node" grep -qx "  node:   'shift' (Add)" <<<"$out"
+  check "compare: by exposing intermediates" grep -q "found with every intermediate value made a graph output" <<<"$out"
+  check "compare: lists its inputs" grep -qx "  input:  's' (float\[2,16\], from 'scale' (Mul))" <<<"$out"
+  check "compare: the output's diff is the plant's 0.5" grep -qE "^  output: 't' float\[2,16\]: max abs diff 0\.5 " <<<"$out"
+  out=$(EPCTX_AOTCPU_TEST_PLANT_BUG=wrong-on-purpose-if-fused:shift "$EPCTX" compare -e aotcpu -x 1 "$w/chain.onnx" 2>/dev/null); rc=$?
+  check "compare: fused-only plant exits 1" [ $rc -eq 1 ]
+  check "compare: fused-only plant needs cuts" grep -q "found with graph cut at each value in turn" <<<"$out"
+  check "compare: fused-only plant names the first value that differs" grep -qx "  node:   'relu' (Relu)" <<<"$out"
+  out=$(EPCTX_AOTCPU_TEST_PLANT_BUG=wrong-on-purpose:mm2 "$EPCTX" compare -e aotcpu -x 1 --inputs "$w/chain_in" "$w/chain.onnx" 2>/dev/null); rc=$?
+  check "compare: --inputs, plant in the last node: exits 1" [ $rc -eq 1 ]
+  check "compare: --inputs, names the last node" grep -qx "  node:   'mm2' (MatMul)" <<<"$out"
+  err=$("$EPCTX" compare -e aotcpu --inputs "$w/none" "$w/chain.onnx" 2>&1 >/dev/null); rc=$?
+  check "compare: missing --inputs folder -> NO_SUCHFILE, exit 2" [ $rc -eq 2 ]
+  check "compare: missing --inputs folder named" grep -q "^epctx: NO_SUCHFILE: --inputs '$w/none'" <<<"$err"
+  out=$(EPCTX_AOTCPU_TEST_PLANT_BUG=wrong-on-purpose-x:shift "$EPCTX" compare -e aotcpu -x 1 "$w/chain.onnx" 2>/dev/null); rc=$?
+  check "compare: any other plant value does nothing" [ $rc -eq 0 ]
+  err=$("$EPCTX" compare "$w/chain.onnx" 2>&1 >/dev/null); rc=$?
+  check "compare: no -e exits 2" [ $rc -eq 2 ]
+  check "compare: no -e -> INVALID_ARGUMENT" grep -q "^epctx: INVALID_ARGUMENT: compare needs" <<<"$err"
+  err=$("$EPCTX" compare -e aotcpu "$w/missing.onnx" 2>&1 >/dev/null); rc=$?
+  check "compare: missing model exits 2" [ $rc -eq 2 ]
+  check "compare: missing model -> NO_SUCHFILE" grep -q "^epctx: NO_SUCHFILE: " <<<"$err"
+fi
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -127,7 +127,8 @@ PIN(EpctxApi, CreateNode, 728);
 PIN(EpctxApi, ReleaseNode, 736);
 PIN(EpctxApi, ProfilingEventSink_AddEvent, 744);
 PIN(EpctxApi, ReportEpContextLoad, 752);
-PIN_SIZE(EpctxApi, 760);
+PIN(EpctxApi, EpGraphSupportInfo_SetNodeRejectionReason, 760);
+PIN_SIZE(EpctxApi, 768);
 
 /* ---- EpctxEpFactory: implemented by the plugin ---- */
 PIN(EpctxEpFactory, version, 0);

@@ -507,6 +507,25 @@ TEST(PluginPartitioning, NothingToClaimRunsEverythingOnTheCpu) {
   EXPECT_TRUE(Near(RunMixed(s), CpuReference(model)));
 }
 
+TEST(PluginPartitioning, ReportListsNodesLeftOnTheCpuWithTheEpsReason) {
+  // EpGraphSupportInfo_SetNodeRejectionReason: the example EP says why it leaves Sigmoid and Softmax.
+  const std::string model = Serialize(MixedModel());
+  Env env;
+  env.RegisterExecutionProviderLibrary("example", kExampleLib);
+  Session s(env, model.data(), model.size(), WithExample(env));
+  const std::string report = s.GetSessionReport();
+  const std::string why = ": this EP takes only Add and Mul (opset >= 7) and Relu on float tensors";
+  EXPECT_TRUE(Contains(report, "\"left_on_cpu\":[{\"node\":\"sigmoid\",\"op\":\"Sigmoid\",\"reasons\":{\"" +
+                                   std::string(kExample) + "\":\"op Sigmoid" + why + "\"}},{\"node\":\"softmax\","
+                                   "\"op\":\"Softmax\",\"reasons\":{\"" + std::string(kExample) + "\":\"op Softmax" +
+                                   why + "\"}}]"))
+      << report;
+  EXPECT_TRUE(Contains(report, "\"free_dims\":[]")) << report;
+  // The CPU EP alone: no EP was asked, nothing is listed.
+  Session cpu(env, model.data(), model.size(), SessionOptions());
+  EXPECT_TRUE(Contains(cpu.GetSessionReport(), "\"left_on_cpu\":[]")) << cpu.GetSessionReport();
+}
+
 // Reads "ts" of the first event whose line contains `needle` (the profile writes one event per line); -1 if none.
 long long EventTs(const std::string& json, const std::string& needle) {
   size_t at = json.find(needle);

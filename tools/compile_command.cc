@@ -230,7 +230,8 @@ int RunCompileCommand(const CommonFlags& common) {
 
   const std::string bin_folder = f.bin_dir.empty() ? out_folder : f.bin_dir;
   const Listing before_out = List(out_folder), before_bin = List(bin_folder);
-  st = options.Compile();
+  CompileOptions::Report compile_report;
+  st = options.Compile(&compile_report);
   if (f.to_stdout) std::fflush(stdout);
   if (!st.ok()) {
     if (externalizer && externalizer->created()) std::remove(externalizer->path().c_str());  // no partial output
@@ -250,6 +251,12 @@ int RunCompileCommand(const CommonFlags& common) {
     std::fprintf(report, "epctx compile: initializer-location function: %d initializer(s) written to %s, %d reused "
                          "from the source's external data\n",
                  externalizer->written(), externalizer->path().c_str(), externalizer->reused());
+  // Why nodes stay on the CPU EP (and which -f flags would pin free dims), on stderr: warnings, not results.
+  if (!compile_report.left_on_cpu.empty()) {
+    std::fflush(report);
+    PrintLeftOnCpu(stderr, compile_report.left_on_cpu, "epctx compile: warning: ");
+    PrintFreeDims(stderr, compile_report.free_dims, "epctx compile: warning: ");
+  }
   return 0;
 }
 

@@ -44,6 +44,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr const char* kLeftOnCpuKey = "epctx.left_on_cpu";  // written by the session (src/session/session.cc)
+
 // Printable form of an untrusted string for the terminal: control bytes and '\\' escaped, UTF-8 passed through.
 std::string Printable(const std::string& s, size_t max_len = 4096) {
   std::string out;
@@ -499,6 +501,17 @@ StatusOr<json> Inspect(const std::string& path, bool steps, std::vector<Failure>
   }
   j["metadata"] = metadata;
   j["compatibility"] = compat;
+  // Why the nodes that are not EPContext nodes stay on the CPU EP, as the compiling session recorded it.
+  j["left_on_cpu"] = nullptr;
+  if (metadata.contains(kLeftOnCpuKey)) {
+    json left = json::parse(metadata[kLeftOnCpuKey].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    bool ok = left.is_array();
+    for (const auto& e : ok ? left : json::array())
+      ok &= e.is_object() && e.contains("node") && e["node"].is_string() && e.contains("op") && e["op"].is_string() &&
+            e.contains("reasons") && e["reasons"].is_object();
+    if (ok) j["left_on_cpu"] = left;
+    else warnings.push_back(std::string("metadata '") + kLeftOnCpuKey + "' is not the list epctx writes; ignored");
+  }
   json inputs = json::array(), outputs = json::array();
   for (const auto& v : m.graph().input()) inputs.push_back(ValueInfoJson(v));
   for (const auto& v : m.graph().output()) outputs.push_back(ValueInfoJson(v));
@@ -605,8 +618,13 @@ void PrintText(const json& j) {
     opsets += (opsets.empty() ? "" : ", ") + Printable(d) + " " + std::to_string(v.get<int64_t>());
   std::printf("opsets: %s\n", opsets.empty() ? "(none)" : opsets.c_str());
   std::printf("metadata:%s\n", j["metadata"].empty() ? " (none)" : "");
-  for (const auto& [k, v] : j["metadata"].items())
+  for (const auto& [k, v] : j["metadata"].items()) {
+    if (k == kLeftOnCpuKey && j["left_on_cpu"].is_array()) {  // long: shown grouped under "CPU nodes"
+      std::printf("  %s = (%zu nodes, below)\n", k.c_str(), j["left_on_cpu"].size());
+      continue;
+    }
     std::printf("  %s = %s\n", Printable(k).c_str(), Printable(v.get<std::string>()).c_str());
+  }
   std::printf("compatibility info:%s\n", j["compatibility"].empty() ? " (none)" : "");
   for (const auto& [k, v] : j["compatibility"].items())
     std::printf("  %s: %s\n", Printable(k).c_str(), Printable(v.get<std::string>()).c_str());
@@ -654,6 +672,22 @@ void PrintText(const json& j) {
   const long long cpu = j["cpu_nodes"]["count"].get<int64_t>();
   if (cpu) std::printf("CPU nodes: %lld (%s)\n", cpu, ops.c_str());
   else std::printf("CPU nodes: 0\n");
+  if (j["left_on_cpu"].is_array()) {
+    std::vector<LeftOnCpuNode> left;
+    for (const auto& e : j["left_on_cpu"]) {
+      LeftOnCpuNode n;
+      n.name = Printable(e["node"].get<std::string>());
+      n.op_type = Printable(e["op"].get<std::string>());
+      if (e.contains("graph") && e["graph"].is_string()) n.graph = Printable(e["graph"].get<std::string>());
+      for (const auto& [ep, why] : e["reasons"].items())
+        n.reasons.emplace_back(Printable(ep), why.is_string() ? Printable(why.get<std::string>()) : "?");
+      left.push_back(std::move(n));
+    }
+    PrintLeftOnCpu(stdout, left, "  ");
+  } else if (cpu && !j["ep_context_nodes"].empty()) {
+    std::printf("  why they stay on the CPU EP was not recorded in this model; `epctx perf -v -e EP SOURCE_MODEL` "
+                "shows it\n");
+  }
   for (const auto& w : j["warnings"]) std::printf("warning: %s\n", Str(w).c_str());
 }
 

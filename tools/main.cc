@@ -1,4 +1,4 @@
-// The epctx command line: test, perf, run (more subcommands arrive with their layers).
+// The epctx command line: test, perf, run, inspect, share-compile, compile, compare.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -84,6 +84,19 @@ int main(int argc, char** argv) {
   sc->add_option("models", share_models, "model1.onnx,model2.onnx[,...] (comma-separated, no spaces)")->required();
   sc->add_flag("-v,--verbose", share_verbose, "print each session's report");
 
+  CompareOptions compare;
+  auto* cmp = app.add_subcommand(
+      "compare", "run a model on an EP and on the CPU EP; when an output differs, name the first node whose output "
+                 "differs (exit 0 same, 1 different, 2 error)");
+  AddCommon(cmp, &compare.common);
+  cmp->add_option("model", compare.model, "model path (a source model, not a _ctx.onnx)")->required();
+  cmp->add_option("--inputs", compare.inputs_dir, "a test_data_set_N folder with input_N.pb files (default: random)");
+  cmp->add_flag("-I", compare.random_inputs, "random inputs (the default without --inputs)");
+  cmp->add_option("--seed", compare.seed, "seed of the random inputs (default 1234)");
+  cmp->add_option("--rtol", compare.rtol, "relative tolerance (default 1e-3)");
+  cmp->add_option("--atol", compare.atol, "absolute tolerance (default 1e-4)");
+  cmp->add_flag("-v,--verbose", compare.verbose, "print every graph cut compiled while bisecting");
+
   CommonFlags compile;
   auto* cc = AddCompileSubcommand(&app);
   AddCommon(cc, &compile);
@@ -101,5 +114,6 @@ int main(int argc, char** argv) {
   if (in->parsed()) return RunInspectCommand(inspect);
   if (sc->parsed()) return RunShareCompileCommand(share, share_models, share_verbose);
   if (cc->parsed()) return RunCompileCommand(compile);
+  if (cmp->parsed()) return RunCompareCommand(compare);
   return 2;
 }

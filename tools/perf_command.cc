@@ -134,6 +134,10 @@ int RunPerfCommand(const PerfOptions& opts) {
                 rss_before, rss_created, peak_created);
   }
   if (opts.verbose) std::printf("session report: %s\n", s.ReportJson().c_str());
+  if (opts.verbose && !opts.json) {
+    PrintLeftOnCpu(stdout, s.left_on_cpu(), "");
+    if (!s.left_on_cpu().empty()) PrintFreeDims(stdout, s.free_dims(), "");
+  }
   return 0;
 }
 

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <unistd.h>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "core/mapped_file.h"
@@ -193,6 +195,8 @@ double AsDouble(const Tensor& t, int64_t i) {
     return 0;
 }
 
+}  // namespace
+
 double ElementAsDouble(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
 #define X(e, T, n) \
@@ -203,6 +207,8 @@ double ElementAsDouble(const Tensor& t, int64_t i) {
     default: return 0;
   }
 }
+
+namespace {
 
 bool TensorsClose(const Tensor& a, const Tensor& e, double rtol, double atol, std::string* why) {
   if (a.dtype() != e.dtype()) {
@@ -327,6 +333,93 @@ std::string Summarize(const IValue& v, size_t max_elems) {
 int Fail(const Status& status) {
   std::fprintf(stderr, "epctx: %s: %s\n", ErrorCodeName(status.code()), status.message().c_str());
   return 1;
+}
+
+void PrintLeftOnCpu(FILE* out, const std::vector<LeftOnCpuNode>& left, const std::string& prefix) {
+  if (left.empty()) return;
+  struct Group {
+    std::vector<const LeftOnCpuNode*> nodes;
+    std::map<std::string, size_t> ops;
+  };
+  // Reasons name the node's own values ("input 'a' dim 0 is free ('N')"); grouped with the names masked, so the
+  // nodes downstream of one free dim form one group. A group of one node shows its reason unmasked.
+  auto mask = [](const std::string& why) {
+    std::string out;
+    for (size_t i = 0; i < why.size();) {
+      size_t hit = std::string::npos, len = 0;
+      for (const char* w : {"input '", "output '"}) {
+        size_t p = why.find(w, i);
+        if (p < hit) hit = p, len = std::strlen(w);
+      }
+      size_t close = hit == std::string::npos ? hit : why.find('\'', hit + len);
+      if (close == std::string::npos) {
+        out += why.substr(i);
+        break;
+      }
+      out += why.substr(i, hit + len - i) + "...'";
+      i = close + 1;
+    }
+    return out;
+  };
+  std::map<std::string, Group> groups;  // masked reason text -> nodes
+  std::map<std::string, std::string> exact;  // masked -> the first node's reason
+  for (const LeftOnCpuNode& n : left) {
+    std::string key, full;
+    for (const auto& [ep, why] : n.reasons) {
+      key += (key.empty() ? "" : "; ") + ep + ": " + mask(why);
+      full += (full.empty() ? "" : "; ") + ep + ": " + why;
+    }
+    if (key.empty()) key = full = "no EP gave a reason";
+    exact.emplace(key, full);
+    Group& g = groups[key];
+    g.nodes.push_back(&n);
+    ++g.ops[n.op_type];
+  }
+  std::vector<std::pair<std::string, const Group*>> sorted;
+  for (const auto& [k, g] : groups) sorted.emplace_back(k, &g);
+  // Largest first, except groups of Constant nodes only: they cost nothing on the CPU EP, so they come last.
+  auto constants_only = [](const Group* g) { return g->ops.size() == 1 && g->ops.count("Constant"); };
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) {
+    if (constants_only(a.second) != constants_only(b.second)) return !constants_only(a.second);
+    return a.second->nodes.size() > b.second->nodes.size();
+  });
+  std::fprintf(out, "%snodes left on the CPU EP: %zu, for %zu reason(s)\n", prefix.c_str(), left.size(),
+               sorted.size());
+  constexpr size_t kNamesShown = 4;
+  for (const auto& [reason, g] : sorted) {
+    std::string ops;
+    for (const auto& [op, c] : g->ops) ops += (ops.empty() ? "" : ", ") + op + (c > 1 ? " " + std::to_string(c) : "");
+    std::fprintf(out, "%s  %zu node%s (%s): %s\n", prefix.c_str(), g->nodes.size(), g->nodes.size() == 1 ? "" : "s",
+                 ops.c_str(), g->nodes.size() == 1 ? exact[reason].c_str() : reason.c_str());
+    std::string names;
+    for (size_t i = 0; i < g->nodes.size() && i < kNamesShown; ++i) {
+      const LeftOnCpuNode& n = *g->nodes[i];
+      names += (i ? ", " : "") + (n.name.empty() ? "(unnamed " + n.op_type + ")" : "'" + n.name + "'");
+      if (!n.graph.empty()) names += " in subgraph '" + n.graph + "'";
+    }
+    if (g->nodes.size() > kNamesShown) names += " and " + std::to_string(g->nodes.size() - kNamesShown) + " more";
+    std::fprintf(out, "%s    %s\n", prefix.c_str(), names.c_str());
+  }
+}
+
+void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free, const std::string& prefix) {
+  if (free.empty()) return;
+  std::string dims, flags;
+  std::set<std::string> named;
+  for (const auto& d : free) {
+    dims += (dims.empty() ? "" : ", ") + std::string("'") + d.input + "' dim " + std::to_string(d.dim) +
+            (d.symbol.empty() ? " (unnamed)" : " ('" + d.symbol + "')");
+    if (!d.symbol.empty() && named.insert(d.symbol).second) flags += " -f " + d.symbol + ":N";
+  }
+  std::fprintf(out, "%sthe model's inputs have free dimensions: %s; nodes whose shapes depend on them cannot be "
+                    "compiled ahead of time\n", prefix.c_str(), dims.c_str());
+  if (!flags.empty())
+    std::fprintf(out, "%spin them with the sizes the model will run with (N):%s\n", prefix.c_str(), flags.c_str());
+  bool unnamed = false;
+  for (const auto& d : free) unnamed |= d.symbol.empty();
+  if (unnamed)
+    std::fprintf(out, "%san unnamed dim has no dim_param to pin with -f; give that input a static shape\n",
+                 prefix.c_str());
 }
 
 }  // namespace epctx::tools

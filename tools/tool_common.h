@@ -2,6 +2,7 @@
 // value comparison, printing.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,11 +40,21 @@ StatusOr<std::vector<IValue>> ReadTestData(const std::string& dir, const std::st
 // Compares `actual` with `expected`; on mismatch returns a message naming the first differing element.
 bool ValuesClose(const IValue& actual, const IValue& expected, double rtol, double atol, std::string* why);
 
+// Element i of a numeric tensor as a double (0 for strings and other non-numeric types).
+double ElementAsDouble(const Tensor& t, int64_t i);
+
 // Random tensors for the graph's inputs (free dims = 1 unless overridden by the session's config).
 StatusOr<std::vector<IValue>> RandomInputs(const std::vector<ValueInfo>& inputs, uint32_t seed);
 
 // Prints a value compactly: shape, dtype and the first elements.
 std::string Summarize(const IValue& v, size_t max_elems = 8);
+
+// Prints the nodes left on the CPU EP grouped by identical reason, the largest group first: "N nodes (ops): EP:
+// reason" and the first few node names. Each line starts with `prefix`. Nothing when `left` is empty.
+void PrintLeftOnCpu(FILE* out, const std::vector<LeftOnCpuNode>& left, const std::string& prefix);
+// The warning for free input dims: which dims, and the -f flags that pin the named ones (N: the size to use).
+// Nothing when `free` is empty.
+void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free, const std::string& prefix);
 
 // Prints "epctx: <CODE>: <message>" to stderr and returns the exit code 1.
 int Fail(const Status& status);
@@ -88,5 +99,18 @@ struct InspectOptions {
   bool steps = false;  // also list every step of each AotCpu graph
 };
 int RunInspectCommand(const InspectOptions& opts);
+
+// `epctx compare MODEL -e EP` (compare_command.cc): the model on the EP and on the CPU EP with the same inputs;
+// when an output differs, the first node whose output differs. Exit 0 same, 1 different, 2 error.
+struct CompareOptions {
+  CommonFlags common;
+  std::string model;
+  std::string inputs_dir;      // --inputs (a test_data_set_N folder)
+  bool random_inputs = false;  // -I (the default without --inputs)
+  uint32_t seed = 1234;        // --seed for -I
+  double rtol = 1e-3, atol = 1e-4;
+  bool verbose = false;        // -v: print every cut compiled
+};
+int RunCompareCommand(const CompareOptions& opts);
 
 }  // namespace epctx::tools

@@ -463,6 +463,16 @@ struct EpctxApi {
    * took. Session::GetSessionReport shows it per partition. */
   EpctxStatus* (*ReportEpContextLoad)(const EpctxNode* fused_node, const char* file, uint64_t bytes_mapped,
                                      uint64_t bytes_read, double milliseconds);
+
+  /* Observability (optional for EPs): during GetCapability, says why the EP does not take `node` (borrowed, from
+   * the graph given to GetCapability), e.g. "op Loop is not compiled by this EP" or "input 'x' dim 0 is free
+   * ('batch')". `reason` is copied; a second call for the same node replaces the first. A reason for a node the EP
+   * (or an EP before it) claims is ignored. The runtime keeps, for every node left on the CPU EP, the EP asked and
+   * its reason, and shows them in Session::GetSessionReport ("left_on_cpu"), `epctx perf -v`, `epctx compile` and
+   * in the metadata of a generated context model (key "epctx.left_on_cpu", read by `epctx inspect`).
+   * INVALID_ARGUMENT for a NULL argument or a node of another graph. */
+  EpctxStatus* (*EpGraphSupportInfo_SetNodeRejectionReason)(EpctxEpGraphSupportInfo* support_info,
+                                                            const EpctxNode* node, const char* reason);
 };
 
 /* Handed to CreateEpFactories: GetApi(version) returns the table for that version, or NULL when the runtime does

@@ -340,7 +340,8 @@ class Session {
   // What session creation did, as one JSON object (cache observability): phase times (load, partition and compile,
   // plan, context-model generation), each EP's GetCapability/Compile time and compatibility verdict, every
   // partition (EP, node count; for EPContext partitions: source, embed mode, binary path and size / payload size),
-  // the number of nodes left on the CPU EP, and the context model written, if any.
+  // the number of nodes left on the CPU EP, and the context model written, if any; "free_dims" (input dims still
+  // free after the overrides) and "left_on_cpu" (every node no EP took, with each EP's reason for not taking it).
   std::string GetSessionReport() const;
 
   struct Impl;

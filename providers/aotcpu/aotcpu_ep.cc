@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,76 @@ Graph Restrict(const Graph& g, const std::vector<int>& nodes) {
   return sub;
 }
 
+// dim_params of the graph's inputs: the symbols a free-dimension override (-f) can pin. Symbols elsewhere were
+// made up by shape inference (unk__N) or name outputs only, and pinning them changes nothing upstream.
+std::set<std::string> InputSymbols(const EpctxGraph* graph) {
+  std::set<std::string> out;
+  std::vector<const EpctxValueInfo*> inputs(g_api->Graph_GetNumInputs(graph));
+  if (EpctxStatus* st = g_api->Graph_GetInputs(graph, inputs.data(), inputs.size())) {
+    g_api->ReleaseStatus(st);
+    return out;
+  }
+  for (const EpctxValueInfo* vi : inputs) {
+    const int64_t rank = vi ? g_api->ValueInfo_GetRank(vi) : -1;
+    if (rank <= 0) continue;
+    std::vector<const char*> symbols(static_cast<size_t>(rank), nullptr);
+    if (EpctxStatus* st = g_api->ValueInfo_GetShape(vi, nullptr, symbols.data(), symbols.size())) {
+      g_api->ReleaseStatus(st);
+      continue;
+    }
+    for (const char* sym : symbols)
+      if (sym && *sym) out.insert(sym);
+  }
+  return out;
+}
+
+// A "no static shape" refusal made specific from the runtime's view of the node's values: which dim is free and
+// the free-dimension override that pins it, or that shape inference could not compute it. `why` when neither applies.
+std::string ShapeReason(const Graph& g, const Node& n, const std::string& why, const std::set<std::string>& pinnable) {
+  if (why.find("static") == std::string::npos || !n.handle) return why;  // "no static shape", "shapes must be static
+  for (const bool inputs : {true, false}) {
+    const size_t count = inputs ? g_api->Node_GetNumInputs(n.handle) : g_api->Node_GetNumOutputs(n.handle);
+    std::vector<const EpctxValueInfo*> vis(count);
+    EpctxStatus* st = inputs ? g_api->Node_GetInputs(n.handle, vis.data(), count)
+                             : g_api->Node_GetOutputs(n.handle, vis.data(), count);
+    if (st) {
+      g_api->ReleaseStatus(st);
+      return why;
+    }
+    for (const EpctxValueInfo* vi : vis) {
+      if (!vi) continue;
+      const std::string name = g_api->ValueInfo_GetName(vi);
+      const int v = g.Find(name);
+      if (v >= 0 && g.v(v).has_shape) continue;  // folding gave it a shape
+      const std::string what = std::string(inputs ? "input '" : "output '") + name + "'";
+      const int64_t rank = g_api->ValueInfo_GetRank(vi);
+      if (rank < 0) return what + " has no known rank (shape inference could not compute it)";
+      std::vector<int64_t> dims(static_cast<size_t>(rank));
+      std::vector<const char*> symbols(static_cast<size_t>(rank), nullptr);
+      st = g_api->ValueInfo_GetShape(vi, dims.data(), symbols.data(), dims.size());
+      if (st) {
+        g_api->ReleaseStatus(st);
+        continue;
+      }
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] >= 0) continue;
+        const std::string sym = symbols[d] ? symbols[d] : "";
+        if (pinnable.count(sym))
+          return what + " dim " + std::to_string(d) + " is free ('" + sym + "'); pin it with -f " + sym + ":N";
+        return what + " dim " + std::to_string(d) +
+               " is unknown before run time (shape inference could not compute it)";
+      }
+    }
+  }
+  return why;
+}
+
+void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::string& reason) {
+  if (!n.handle || reason.empty()) return;
+  EpctxStatus* st = g_api->EpGraphSupportInfo_SetNodeRejectionReason(support, n.handle, reason.c_str());
+  if (st) g_api->ReleaseStatus(st);  // a reason is information only
+}
+
 EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
   {
     std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graph));
@@ -168,18 +239,32 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
-  if (!r.ok) return nullptr;  // a malformed constant subgraph: claim nothing, the CPU EP reports the problem
+  if (!r.ok) {  // a malformed constant subgraph: claim nothing, the CPU EP reports the problem
+    for (const Node& n : original.nodes) SetReason(support, n, "constant folding failed: " + r.reason);
+    return nullptr;
+  }
   folded.resize(g.nodes.size(), false);
   std::vector<bool> supported(g.nodes.size(), false);
+  std::vector<std::string> reasons(g.nodes.size());  // why each node is not taken (handed to the runtime)
+  const std::set<std::string> pinnable = InputSymbols(graph);
   size_t compute_nodes = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.has_subgraphs) continue;
+    if (n.has_subgraphs) {
+      reasons[i] = "has subgraphs (If/Loop/Scan run on the CPU EP)";
+      continue;
+    }
     std::string why;
     supported[i] = folded[i] || IsNodeSupported(g, n, &why);
+    if (!supported[i]) reasons[i] = ShapeReason(g, n, why, pinnable);
     if (supported[i] && !folded[i]) ++compute_nodes;
   }
-  if (compute_nodes == 0) return nullptr;  // only constants: nothing worth a partition
+  if (compute_nodes == 0) {  // only constants: nothing worth a partition
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      SetReason(support, g.nodes[i],
+                reasons[i].empty() ? "only constants are left to compute in this graph (no partition made)" : reasons[i]);
+    return nullptr;
+  }
   // Each partition's Compile sees only its own nodes: a value made by another partition (or the CPU EP) arrives
   // without the data folding gave it and with the runtime's shape. Re-check every group that way and drop the
   // nodes that would fail there (Reshape to a shape folded elsewhere, a mask shaped only by folding), until stable.
@@ -194,6 +279,9 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
         std::string why;
         if (ok && (sub_folded[k] || IsNodeSupported(sub, sub.nodes[k], &why))) continue;
         supported[static_cast<size_t>(group[k])] = false;
+        reasons[static_cast<size_t>(group[k])] =
+            "in its partition, without the values folding computed outside it: " +
+            (ok ? ShapeReason(sub, sub.nodes[k], why, pinnable) : std::string("constant folding failed"));
         changed = true;
       }
     }
@@ -201,15 +289,69 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   for (const std::vector<int>& group : GroupNodes(g, supported)) {
     bool computes = false;
     for (int n : group) computes |= !folded[static_cast<size_t>(n)];
-    if (!computes) continue;
+    if (!computes) {
+      for (int n : group)
+        reasons[static_cast<size_t>(n)] = "folds to a constant in a group with nothing to compute (no partition made)";
+      continue;
+    }
     std::vector<const EpctxNode*> nodes;
     for (int n : group) nodes.push_back(g.nodes[static_cast<size_t>(n)].handle);
     AOT_RETURN_IF_ERROR(g_api->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(), nodes.size()));
   }
+  for (size_t i = 0; i < g.nodes.size(); ++i) SetReason(support, g.nodes[i], reasons[i]);
   return nullptr;
 }
 
 // ---- 4. Compile ----
+
+// Test hook, for tests of `epctx compare` only (docs/aotcpu.md): EPCTX_AOTCPU_TEST_PLANT_BUG set to
+//   wrong-on-purpose:<node name>           compiles that node wrong on purpose: its first constant float operand is
+//                                          replaced (for this node only) by a copy with 0.5 added to every element;
+//   wrong-on-purpose-if-fused:<node name>  the same, only when no output of the node leaves its partition (a bug
+//                                          that shows only while the node is fused with its consumers).
+// Any other value is ignored. Every compile that applies it logs a warning, so a plant set by mistake cannot go
+// unnoticed; the prefix keeps an accidental match impossible.
+void PlantTestBug(AotCpuEp* ep, Graph* g, const std::vector<std::string>& partition_outputs) {
+  static const char* env = ::getenv("EPCTX_AOTCPU_TEST_PLANT_BUG");
+  if (!env) return;
+  const std::string spec = env;
+  static const std::string kAlways = "wrong-on-purpose:", kFused = "wrong-on-purpose-if-fused:";
+  const bool only_fused = spec.compare(0, kFused.size(), kFused) == 0;
+  if (!only_fused && spec.compare(0, kAlways.size(), kAlways) != 0) return;
+  const std::string target = spec.substr(only_fused ? kFused.size() : kAlways.size());
+  for (Node& n : g->nodes) {
+    if (n.name != target) continue;
+    if (only_fused)
+      for (int o : n.outputs)
+        if (o >= 0 && std::find(partition_outputs.begin(), partition_outputs.end(), g->v(o).name) !=
+                          partition_outputs.end())
+          return;
+    for (int& in : n.inputs) {
+      if (in < 0 || !g->v(in).is_const() || g->v(in).dtype != kF32 || g->v(in).numel() <= 0) continue;
+      Value planted = g->v(in);
+      planted.name += "__planted_bug";
+      planted.is_initializer = false;
+      planted.is_graph_input = planted.is_graph_output = false;
+      planted.producer = -1;
+      planted.consumers.clear();
+      planted.folded = std::make_shared<std::string>(static_cast<const char*>(planted.data), planted.bytes());
+      float* f = reinterpret_cast<float*>(planted.folded->data());
+      for (int64_t k = 0; k < planted.numel(); ++k) f[k] += 0.5f;
+      planted.data = planted.folded->data();
+      const int id = static_cast<int>(g->values.size());
+      const int node_index = static_cast<int>(&n - g->nodes.data());
+      auto& consumers = g->v(in).consumers;
+      auto it = std::find(consumers.begin(), consumers.end(), node_index);
+      if (it != consumers.end()) consumers.erase(it);
+      planted.consumers.push_back(node_index);
+      g->by_name[planted.name] = id;
+      g->values.push_back(std::move(planted));
+      in = id;
+      LogWarning(ep, "EPCTX_AOTCPU_TEST_PLANT_BUG: node '" + target + "' is compiled WRONG ON PURPOSE (test hook)");
+      return;
+    }
+  }
+}
 
 std::vector<std::string> IoNames(const EpctxNode* fused, bool inputs) {
   const size_t n = inputs ? g_api->Node_GetNumInputs(fused) : g_api->Node_GetNumOutputs(fused);
@@ -284,6 +426,7 @@ EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
     Graph g;
     CheckResult r = BuildGraph(g_api, graphs[i], &g);
     if (!r.ok) return Error(EPCTX_EP_FAIL, "graph '" + name + "': " + r.reason);
+    PlantTestBug(ep, &g, IoNames(fused_nodes[i], false));
     CompileOptions options;
     options.isa = ep->isa;
     options.portable_layouts = ep->portable;

@@ -277,6 +277,12 @@ EpctxStatus* ClaimNodes(const EpctxApi* api, const EpctxGraph* graph, EpctxEpGra
   std::unordered_map<std::string, size_t> producer;  // value name -> node
   for (size_t i = 0; i < n; ++i) {
     supported[i] = IsSupportedNode(api, nodes[i]);
+    if (!supported[i]) {  // why, for the session report (optional; a reason is information only)
+      const std::string why = std::string("op ") + api->Node_GetOperatorType(nodes[i]) +
+                              ": this EP takes only Add and Mul (opset >= 7) and Relu on float tensors";
+      if (EpctxStatus* st = api->EpGraphSupportInfo_SetNodeRejectionReason(support, nodes[i], why.c_str()))
+        api->ReleaseStatus(st);
+    }
     std::vector<const EpctxValueInfo*> outputs(api->Node_GetNumOutputs(nodes[i]));
     RETURN_IF_ERROR(api->Node_GetOutputs(nodes[i], outputs.data(), outputs.size()));
     for (const EpctxValueInfo* vi : outputs) {

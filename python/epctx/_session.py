@@ -135,5 +135,6 @@ class InferenceSession:
         return self._sess.get_partition_assignments()
 
     def get_session_report(self):
-        "epctx: what session creation did (phases, partitions, EPContext loads and writes) as a dict."
+        "epctx: what session creation did (phases, partitions, EPContext loads and writes, nodes left on the CPU EP "
+        "with each EP's reason in 'left_on_cpu', free input dims in 'free_dims') as a dict."
         return json.loads(self._sess.get_session_report())

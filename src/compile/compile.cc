@@ -180,7 +180,7 @@ Status CompileOptions::Check() const {
   return Status::OK();
 }
 
-Status CompileOptions::Compile() const {
+Status CompileOptions::Compile(Report* report) const {
   RETURN_IF_ERROR(Check());
   auto gen = std::make_shared<GenerationOptions>();
   gen->compile_api = true;
@@ -214,6 +214,10 @@ Status CompileOptions::Compile() const {
   StatusOr<std::unique_ptr<InferenceSession>> session =
       input_from_buffer_ ? InferenceSession::CreateFromBytes(input_data_, input_size_, config)
                          : InferenceSession::CreateFromFile(input_path_, config);
+  if (session.ok() && report) {
+    report->left_on_cpu = session.value()->left_on_cpu();
+    report->free_dims = session.value()->free_dims();
+  }
   return session.status();  // the session is released here: compiling is done
 }
 

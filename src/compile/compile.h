@@ -50,8 +50,14 @@ class CompileOptions {
 
   // ONNX Runtime's ModelCompilationOptions::Check(): the combination is usable (INVALID_ARGUMENT otherwise).
   Status Check() const;
+  // What the compiling session saw, for tools that explain a compile (epctx compile's warnings).
+  struct Report {
+    std::vector<LeftOnCpuNode> left_on_cpu;               // nodes no EP took, with the EPs' reasons
+    std::vector<InferenceSession::FreeDim> free_dims;     // input dims still free after the overrides
+  };
   // Check(), then the session that writes the output. On failure nothing it wrote remains (see session.cc).
-  Status Compile() const;
+  // `report` (may be null) is filled when the compile succeeds.
+  Status Compile(Report* report = nullptr) const;
 
   const SessionConfig& session_config() const { return session_; }
 

@@ -188,6 +188,10 @@ Status WriteContextModel(const ContextModelSpec& spec) {
   for (const auto& p : src.metadata_props()) metadata[p.key()] = p.value();
   for (const auto& [ep, info] : spec.compatibility)
     if (!info.empty()) metadata["ep_compatibility_info." + ep] = info;
+  for (const auto& [k, v] : spec.metadata) {
+    if (v.empty()) metadata.erase(k);
+    else metadata[k] = v;
+  }
   for (const auto& [k, v] : metadata) {
     auto* p = out.add_metadata_props();
     p->set_key(k);

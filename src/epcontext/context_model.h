@@ -23,6 +23,7 @@ struct ContextModelSpec {
   const Graph* partitioned = nullptr;            // fused nodes have domain "epctx.fused"
   std::map<std::string, Node> ep_context_nodes;  // fused node name -> its EPContext node
   std::map<std::string, std::string> compatibility;  // EP name -> compatibility string ("" = none)
+  std::map<std::string, std::string> metadata;       // extra metadata_props (e.g. epctx.left_on_cpu); "" removes one
   // The model's path: where a file output goes; for buffer/write-function outputs the path whose folder relative
   // external files are placed in and checked against (and the name used in messages).
   std::string output_path;

@@ -415,6 +415,15 @@ EpctxStatus* SupportAddSingle(EpctxEpGraphSupportInfo* info, const EpctxNode* no
   return SupportAddNodes(info, &node, 1);
 }
 
+EpctxStatus* SupportSetRejectionReason(EpctxEpGraphSupportInfo* info, const EpctxNode* node, const char* reason) {
+  if (!info || !node || !reason) return NullArg("EpGraphSupportInfo_SetNodeRejectionReason");
+  if (node->graph != info->graph)
+    return Err(EPCTX_INVALID_ARGUMENT, "EpGraphSupportInfo_SetNodeRejectionReason: node '" + node->get().name +
+                                           "' does not belong to the graph given to GetCapability");
+  info->rejection_reasons[node->id] = reason;
+  return nullptr;
+}
+
 const char* ComputeCtxName(const EpctxNodeComputeContext* c) { return c ? c->node_name.c_str() : ""; }
 size_t KcInputCount(const EpctxKernelContext* c) { return c ? c->inputs.size() : 0; }
 size_t KcOutputCount(const EpctxKernelContext* c) { return c ? c->outputs.size() : 0; }
@@ -634,6 +643,7 @@ EpctxApi MakeApi() {
   a.ReleaseNode = ReleaseNodeImpl;
   a.ProfilingEventSink_AddEvent = SinkAddEvent;
   a.ReportEpContextLoad = ReportLoad;
+  a.EpGraphSupportInfo_SetNodeRejectionReason = SupportSetRejectionReason;
   return a;
 }
 

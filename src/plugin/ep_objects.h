@@ -128,6 +128,7 @@ struct EpctxEpGraphSupportInfo {
   const EpctxGraph* graph = nullptr;
   std::vector<std::vector<const EpctxNode*>> groups;
   std::vector<bool> claimed;  // by node id
+  std::map<size_t, std::string> rejection_reasons;  // by node id (EpGraphSupportInfo_SetNodeRejectionReason)
 };
 
 struct EpctxNodeComputeContext {

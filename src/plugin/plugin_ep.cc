@@ -141,7 +141,7 @@ Status PluginEp::CollectProfile(std::vector<EpctxProfilingEventSink::Event>* eve
 
 Status PluginEp::GetCapability(const Graph& graph, const std::vector<size_t>& available_topo,
                                const std::string& model_path, int64_t ir_version,
-                               std::vector<std::vector<size_t>>* groups) {
+                               std::vector<std::vector<size_t>>* groups, std::map<size_t, std::string>* reasons) {
   auto view = BuildGraphView(graph, available_topo, model_path, ir_version, graph.name, false);
   // GetCapability sees the whole graph's inputs/outputs for orientation.
   EpctxEpGraphSupportInfo info;
@@ -153,6 +153,9 @@ Status PluginEp::GetCapability(const Graph& graph, const std::vector<size_t>& av
     for (const EpctxNode* n : g) idx.push_back(available_topo[n->id]);
     groups->push_back(std::move(idx));
   }
+  if (reasons)
+    for (const auto& [id, why] : info.rejection_reasons)
+      if (!info.claimed[id]) (*reasons)[available_topo[id]] = why;
   return Status::OK();
 }
 
@@ -337,6 +340,7 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
   const std::string hash = HashHex(g);
   std::set<std::string> graph_outputs;
   for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  std::map<size_t, std::vector<std::pair<std::string, std::string>>> rejected;  // node -> (EP, reason)
   for (size_t e = 0; e < eps.size(); ++e) {
     std::vector<size_t> available;
     for (size_t i : order)
@@ -344,7 +348,9 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
     if (available.empty()) break;
     std::vector<std::vector<size_t>> groups;
     auto t0 = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(eps[e]->GetCapability(g, available, model_path, ir_version, &groups));
+    std::map<size_t, std::string> reasons;
+    RETURN_IF_ERROR(eps[e]->GetCapability(g, available, model_path, ir_version, &groups, &reasons));
+    for (auto& [n, why] : reasons) rejected[n].emplace_back(eps[e]->name(), std::move(why));
     double cap_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     bool seen = false;
     for (auto& t : result.ep_timings)
@@ -355,6 +361,9 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
       if (!IsConvex(g, members)) {
         std::fprintf(stderr, "[epctx WARNING] %s claimed %zu nodes that cannot be fused without a cycle; they stay "
                              "on the next EP\n", eps[e]->name().c_str(), grp.size());
+        for (size_t n : grp)
+          rejected[n].emplace_back(eps[e]->name(), "claimed in a group of " + std::to_string(grp.size()) +
+                                                       " nodes that cannot be fused without a cycle");
         continue;
       }
       bool all_ctx = true;
@@ -390,6 +399,20 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
           if (!o.empty() && (used_outside.count(o) || graph_outputs.count(o))) fg.outputs.push_back(o);
       per_ep[e].push_back(std::move(fg));
     }
+  }
+  // Nodes left on the CPU EP with what the EPs said, in topological order; a subgraph's after its parent graph's.
+  {
+    std::vector<LeftOnCpuNode> left;
+    for (size_t i : order) {
+      if (owner[i] >= 0) continue;
+      const Node& n = g.nodes[i];
+      LeftOnCpuNode l{g.parent ? g.name : std::string(), n.name, n.op_type, n.domain, {}};
+      auto it = rejected.find(i);
+      if (it != rejected.end()) l.reasons = it->second;
+      left.push_back(std::move(l));
+    }
+    result.left_on_cpu.insert(g.parent ? result.left_on_cpu.end() : result.left_on_cpu.begin(), left.begin(),
+                              left.end());
   }
   bool any = false;
   for (size_t e = 0; e < eps.size(); ++e) {

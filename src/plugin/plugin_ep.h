@@ -41,6 +41,13 @@ struct PartitionReport {
   uint64_t bytes_mapped = 0, bytes_read = 0;
   double load_ms = 0;
 };
+// A node no EP took (it runs on the CPU EP), with what each EP that was offered it said
+// (EpGraphSupportInfo_SetNodeRejectionReason); `reasons` is empty when no EP said anything.
+struct LeftOnCpuNode {
+  std::string graph;             // "" for the main graph, else the subgraph's name
+  std::string name, op_type, domain;
+  std::vector<std::pair<std::string, std::string>> reasons;  // (EP name, reason), in EP order
+};
 struct EpTiming {
   std::string ep;
   double get_capability_ms = 0, compile_ms = 0;
@@ -73,8 +80,10 @@ class PluginEp {
     std::vector<std::string> inputs, outputs;
   };
   // GetCapability on the nodes still available; returns groups (indices into graph.nodes).
+  // `reasons` (may be null) receives the EP's rejection reasons by node index into graph.nodes.
   Status GetCapability(const Graph& graph, const std::vector<size_t>& available_topo, const std::string& model_path,
-                       int64_t ir_version, std::vector<std::vector<size_t>>* groups);
+                       int64_t ir_version, std::vector<std::vector<size_t>>* groups,
+                       std::map<size_t, std::string>* reasons = nullptr);
   // Compiles the groups and returns a kernel factory per fused node name. When `generating`, every group must
   // come back with an EPContext node (made by CreateNode), returned in `ep_context_nodes` by fused node name.
   Status Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
@@ -106,6 +115,7 @@ struct PartitionResult {
   std::vector<PartitionReport> partitions;
   std::map<std::string, PartitionReport> load_reports;  // fused node name -> load facts from the EP
   std::vector<EpTiming> ep_timings;
+  std::vector<LeftOnCpuNode> left_on_cpu;  // nodes no EP took, main graph first (empty when no plugin EP ran)
 };
 
 // Applies `eps` in order to the main graph. Nodes nobody claims stay for the CPU EP.

@@ -205,6 +205,37 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   return s;
 }
 
+namespace {
+std::string Esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+// [{"node":..,"op":..,["domain":..,]["graph":..,]"reasons":{EP:reason,...}},...]: the session report's
+// "left_on_cpu" and a context model's "epctx.left_on_cpu" metadata (read by `epctx inspect`).
+std::string LeftOnCpuJson(const std::vector<LeftOnCpuNode>& left) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < left.size(); ++i) {
+    const LeftOnCpuNode& n = left[i];
+    o << (i ? "," : "") << "{\"node\":\"" << Esc(n.name) << "\",\"op\":\"" << Esc(n.op_type) << "\"";
+    if (!n.domain.empty()) o << ",\"domain\":\"" << Esc(n.domain) << "\"";
+    if (!n.graph.empty()) o << ",\"graph\":\"" << Esc(n.graph) << "\"";
+    o << ",\"reasons\":{";
+    for (size_t k = 0; k < n.reasons.size(); ++k)
+      o << (k ? "," : "") << "\"" << Esc(n.reasons[k].first) << "\":\"" << Esc(n.reasons[k].second) << "\"";
+    o << "}}";
+  }
+  o << "]";
+  return o.str();
+}
+}  // namespace
+
 Status InferenceSession::GenerateContextModel(bool already_compiled) {
   if (already_compiled) {
     std::fprintf(stderr, "[epctx WARNING] ep.context_enable=1 but the model already holds EPContext nodes; it was "
@@ -234,6 +265,9 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
   spec.options = &gen;
   for (auto& ep : plugin_eps_)
     spec.compatibility[ep->name()] = ep->CompatibilityInfo(*model_->graph, model_->path, model_->ir_version);
+  // Written only when some node is left (an old value copied from the source is dropped otherwise).
+  spec.metadata["epctx.left_on_cpu"] =
+      partition_.left_on_cpu.empty() ? std::string() : LeftOnCpuJson(partition_.left_on_cpu);
   const std::string folder = FolderOfPath(spec.output_path);
   // The context binaries this model names as its own (embed_mode=0, main_context=1, a plain relative name), where
   // the EPs wrote them: beside ep.context_file_path.
@@ -410,17 +444,6 @@ Status InferenceSession::ValidateCompatibility(const EpRequest& req) {
   }
 }
 
-namespace {
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
-  }
-  return o;
-}
-}  // namespace
 
 std::string InferenceSession::ReportJson() const {
   std::ostringstream o;
@@ -457,8 +480,24 @@ std::string InferenceSession::ReportJson() const {
   }
   size_t cpu_nodes = 0;
   for (const auto& n : partition_.graph->nodes) cpu_nodes += n.domain != kFusedDomain;
-  o << "],\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"}";
+  o << "],\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
+  o << ",\"free_dims\":[";
+  const std::vector<FreeDim> free = free_dims();
+  for (size_t i = 0; i < free.size(); ++i)
+    o << (i ? "," : "") << "{\"input\":\"" << Esc(free[i].input) << "\",\"dim\":" << free[i].dim << ",\"symbol\":\""
+      << Esc(free[i].symbol) << "\"}";
+  o << "],\"left_on_cpu\":" << LeftOnCpuJson(partition_.left_on_cpu) << "}";
   return o.str();
+}
+
+std::vector<InferenceSession::FreeDim> InferenceSession::free_dims() const {
+  std::vector<FreeDim> out;
+  for (const ValueInfo& in : inputs_) {
+    if (in.type.kind != ValueType::Kind::kTensor || !in.type.has_shape) continue;
+    for (size_t d = 0; d < in.type.dims.size(); ++d)
+      if (!in.type.dims[d].known()) out.push_back(FreeDim{in.name, d, in.type.dims[d].symbol});
+  }
+  return out;
 }
 
 std::vector<std::string> InferenceSession::ep_names() const {

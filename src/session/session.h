@@ -87,9 +87,20 @@ class InferenceSession {
   // Writes the profile (when profiling is enabled) and returns its path.
   StatusOr<std::string> EndProfiling();
   Status SetEpDynamicOptions(const std::map<std::string, std::string>& options);
+  // Nodes no plugin EP took (they run on the CPU EP) with each EP's reason; empty when the session has no plugin EP.
+  const std::vector<LeftOnCpuNode>& left_on_cpu() const { return partition_.left_on_cpu; }
+  // Dimensions of the graph inputs still free after the free-dimension overrides (input, dim index, dim_param or ""
+  // for an unnamed unknown dim), in input order.
+  struct FreeDim {
+    std::string input;
+    size_t dim = 0;
+    std::string symbol;
+  };
+  std::vector<FreeDim> free_dims() const;
   // What session creation did, as one JSON object: phase times, EPs with GetCapability/Compile times, partitions
   // (which EP, which ops; for EPContext partitions the source, embed mode and binary with its size), the
-  // compatibility verdicts, and the context model written (if any).
+  // compatibility verdicts, the context model written (if any), the free input dims ("free_dims") and the nodes
+  // left on the CPU EP with the EPs' reasons ("left_on_cpu": [{"node","op","graph"?,"reasons":{EP: reason}}]).
   std::string ReportJson() const;
   ~InferenceSession();
 

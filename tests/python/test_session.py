@@ -131,6 +131,20 @@ def test_providers_argument_registers_bundled_aotcpu(ort):
     assert any("CUDAExecutionProvider" in str(x.message) for x in w)
 
 
+def test_session_report_says_why_nodes_stay_on_the_cpu_ep(ort):
+    # add_relu_model has a free dim N: AotCpu takes nothing and says why, per node; pinned, only Cast is left.
+    m = add_relu_model().SerializeToString()
+    r = ort.InferenceSession(m, providers=[AOT]).get_session_report()
+    assert r["free_dims"] == [{"input": "x", "dim": 0, "symbol": "N"}, {"input": "y", "dim": 0, "symbol": ""}]
+    left = {n["node"] if n["node"] else n["op"]: n["reasons"][AOT] for n in r["left_on_cpu"]}
+    assert set(left) == {"Add", "Relu", "Cast"}, r["left_on_cpu"]
+    assert "dim 0 is free ('N'); pin it with -f N:N" in left["Add"] or "dim 0 is unknown" in left["Add"], left
+    so = ort.SessionOptions()
+    so.add_free_dimension_override_by_name("N", 3)
+    r = ort.InferenceSession(m, so, providers=[AOT]).get_session_report()
+    assert [d["symbol"] for d in r["free_dims"]] == [""]  # y's unnamed dim stays free
+
+
 def test_devices_and_library_registration(ort):
     devices = ort.get_ep_devices()
     cpu = devices[0]
