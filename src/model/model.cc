@@ -336,16 +336,28 @@ void KeepIf(Field* field, Keep keep) {
 
 }  // namespace
 
-Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error) {
-  inference_error->clear();
-  Graph& g = *model->graph;
-  onnx::GraphProto* gp = model->proto->mutable_graph();
-  RETURN_ERROR_IF(static_cast<size_t>(gp->node_size()) != g.nodes.size(), FAIL, "internal: the model's graph has ",
+namespace {
+
+// One graph of a rewrite, the Graph and its proto alike (subgraph rewrites first: nodes with subgraphs are kept).
+Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite& rewrite) {
+  Graph& g = *graph;
+  RETURN_ERROR_IF(static_cast<size_t>(gp->node_size()) != g.nodes.size(), FAIL, "internal: graph '", g.name, "' has ",
                   g.nodes.size(), " nodes but its proto ", gp->node_size());
   std::vector<bool> removed(g.nodes.size(), false);
   for (size_t i : rewrite.remove_nodes) {
     RETURN_ERROR_IF(i >= g.nodes.size(), FAIL, "internal: node index ", i, " out of range");
     removed[i] = true;
+  }
+  for (const InitializerRewrite& sub : rewrite.subgraphs) {
+    RETURN_ERROR_IF(sub.node >= g.nodes.size() || removed[sub.node], FAIL, "internal: subgraph rewrite of node ",
+                    sub.node, " which is out of range or removed");
+    auto it = g.nodes[sub.node].attributes.find(sub.attribute);
+    onnx::AttributeProto* ap = nullptr;
+    for (auto& a : *gp->mutable_node(static_cast<int>(sub.node))->mutable_attribute())
+      if (a.name() == sub.attribute) ap = &a;
+    RETURN_ERROR_IF(it == g.nodes[sub.node].attributes.end() || !it->second.g || !ap || !ap->has_g(), FAIL,
+                    "internal: node ", sub.node, " has no graph attribute '", sub.attribute, "'");
+    RETURN_IF_ERROR(RewriteGraph(it->second.g.get(), ap->mutable_g(), sub));
   }
   std::set<std::string> graph_io;
   for (const auto& v : g.inputs) graph_io.insert(v.name);
@@ -386,21 +398,30 @@ Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, 
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
-  for (const auto& [name, t] : rewrite.initializers) g.initializers[name] = t;
+  for (const auto& [name, t] : rewrite.initializers) {
+    g.initializers[name] = t;
+    g.value_types.erase(name);
+  }
   for (const std::string& name : drop) {
     g.initializers.erase(name);
     g.external_initializers.erase(name);
   }
+  return Status::OK();
+}
 
+}  // namespace
+
+Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error) {
+  inference_error->clear();
+  RETURN_IF_ERROR(RewriteGraph(model->graph.get(), model->proto->mutable_graph(), rewrite));
   try {
     onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};
     onnx::shape_inference::InferShapes(*model->proto, onnx::OpSchemaRegistry::Instance(), sio);
   } catch (const std::exception& e) {
     *inference_error = e.what();
-    for (const auto& [name, t] : rewrite.initializers) g.value_types.erase(name);
     return Status::OK();
   }
-  RefreshValueTypes(*gp, &g);
+  RefreshValueTypes(model->proto->graph(), model->graph.get());
   return Status::OK();
 }
 

@@ -80,9 +80,22 @@ bool FoldShapeOrSize(const Node& n, const Shape& in, Tensor* out) {
 
 class Folder {
  public:
-  Folder(Model* model, const ConstantFoldingOptions& options) : model_(model), g_(*model->graph), options_(options) {
+  // `parent` is the folder of the graph that holds `g` as an If branch (nullptr for the main graph).
+  Folder(Graph& g, const Folder* parent, const ConstantFoldingOptions& options)
+      : g_(g), parent_(parent), options_(options) {
     for (const auto& v : g_.inputs) graph_inputs_.insert(v.name);
     for (const auto& v : g_.outputs) graph_outputs_.insert(v.name);
+    local_ = graph_inputs_;
+    for (const auto& [name, t] : g_.initializers) local_.insert(name);
+    for (const Node& n : g_.nodes)
+      for (const auto& o : n.outputs) local_.insert(o);
+  }
+
+  // Nodes removed by `rewrite` and its subgraph rewrites.
+  static size_t Count(const InitializerRewrite& rewrite) {
+    size_t n = rewrite.remove_nodes.size();
+    for (const auto& sub : rewrite.subgraphs) n += Count(sub);
+    return n;
   }
 
   // One pass in topological order; fills `rewrite` with what folded. False when the graph cannot be ordered.
@@ -92,6 +105,20 @@ class Folder {
     folded_.clear();
     for (size_t idx : order.value()) {
       const Node& n = g_.nodes[idx];
+      // An If branch runs with the enclosing graph's values, whose shapes are fixed: its constant work and the
+      // shapes it takes are what they would be at run time. (Loop and Scan bodies are left alone: a loop-carried
+      // value may change shape from one iteration to the next.)
+      if (n.op_type == "If" && n.domain.empty()) {
+        for (const auto& [name, a] : n.attributes) {
+          if (!a.g) continue;
+          Folder branch(*a.g, this, options_);
+          InitializerRewrite sub;
+          if (!branch.Pass(&sub) || Count(sub) == 0) continue;
+          sub.node = idx;
+          sub.attribute = name;
+          rewrite->subgraphs.push_back(std::move(sub));
+        }
+      }
       std::vector<Tensor> outs;
       if (!Foldable(n) || !Evaluate(n, &outs)) continue;
       rewrite->remove_nodes.push_back(idx);
@@ -136,13 +163,21 @@ class Folder {
     return any_output;
   }
 
-  // A constant value: an initializer that no feed can override, or a value folded earlier in this pass.
+  // A constant value: an initializer that no feed can override, or a value folded earlier in this pass, of this
+  // graph or (not shadowed here) of an enclosing one.
   const Tensor* Constant(const std::string& name) const {
     auto f = folded_.find(name);
     if (f != folded_.end()) return &f->second;
+    if (!local_.count(name)) return parent_ ? parent_->Constant(name) : nullptr;
     if (graph_inputs_.count(name)) return nullptr;
     auto it = g_.initializers.find(name);
     return it == g_.initializers.end() ? nullptr : &it->second;
+  }
+
+  // The declared or inferred type of a value of this graph or an enclosing one.
+  const ValueType* FindType(const std::string& name) const {
+    if (local_.count(name) || !parent_) return g_.FindType(name);
+    return parent_->FindType(name);
   }
 
   bool Evaluate(const Node& n, std::vector<Tensor>* outs) {
@@ -159,7 +194,7 @@ class Folder {
     if (!all_constant) {
       if ((n.op_type != "Shape" && n.op_type != "Size") || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
       Shape shape;
-      if (!StaticShape(g_.FindType(n.inputs[0]), &shape)) return false;
+      if (!StaticShape(FindType(n.inputs[0]), &shape)) return false;
       return FoldShapeOrSize(n, shape, &(*outs)[0]);
     }
     // The outputs' shapes must be known before the kernel allocates them: no folding may materialise a huge tensor.
@@ -200,10 +235,10 @@ class Folder {
     return true;
   }
 
-  Model* model_;
   Graph& g_;
+  const Folder* parent_;
   ConstantFoldingOptions options_;
-  std::unordered_set<std::string> graph_inputs_, graph_outputs_;
+  std::unordered_set<std::string> graph_inputs_, graph_outputs_, local_;
   std::unordered_map<std::string, Tensor> folded_;
 };
 
@@ -214,12 +249,12 @@ StatusOr<ConstantFoldingStats> FoldConstants(Model* model, const ConstantFolding
   for (const Node& n : model->graph->nodes)
     if (n.op_type == "EPContext") return stats;  // a compiled model stays as it was compiled
   for (int pass = 0; pass < options.max_passes; ++pass) {
-    Folder folder(model, options);
+    Folder folder(*model->graph, nullptr, options);
     InitializerRewrite rewrite;
-    if (!folder.Pass(&rewrite) || rewrite.remove_nodes.empty()) break;
+    if (!folder.Pass(&rewrite) || Folder::Count(rewrite) == 0) break;
     std::string inference_error;
     RETURN_IF_ERROR(ApplyInitializerRewrite(model, rewrite, &inference_error));
-    stats.nodes_folded += rewrite.remove_nodes.size();
+    stats.nodes_folded += Folder::Count(rewrite);
     ++stats.passes;
     if (!inference_error.empty()) {
       stats.inference_error = inference_error;

@@ -6,8 +6,10 @@
 // Shape -> Gather -> Concat) become static downstream, and the passes repeat until nothing more folds. Execution
 // providers' GetCapability and Compile, and a written context model, see the folded graph.
 //
-// What never folds: nodes with subgraphs (If, Loop, Scan) and everything inside subgraphs; nodes that produce a
-// graph output (graph input and output names and order never change); ops outside the default ONNX domain;
+// If branches fold the same way (they run with the enclosing graph's values, whose shapes are fixed; constants of
+// enclosing graphs count), nested Ifs too. What never folds: nodes with subgraphs themselves, and Loop and Scan
+// bodies (a loop-carried value may change shape between iterations); nodes that produce a graph's (or branch's)
+// output (graph input and output names and order never change); ops outside the default ONNX domain;
 // random ops, Dropout, DequantizeLinear (kept for quantized groups, as ONNX Runtime does); a node whose output shape
 // ONNX shape inference does not know statically, or whose kernel gives another shape than inference says, or
 // whose outputs would be larger than ConstantFoldingOptions::max_output_bytes and than its constant inputs

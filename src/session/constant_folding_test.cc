@@ -134,6 +134,27 @@ std::vector<int64_t> Int64s(const Tensor& t) {
   return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.NumElements());
 }
 
+// ---- through a session: the optimization level decides, and folding changes no value ----
+
+StatusOr<std::unique_ptr<InferenceSession>> NewSession(const onnx::ModelProto& m, int level,
+                                                       const std::map<std::string, int64_t>& overrides) {
+  const std::string bytes = Serialize(m);
+  SessionConfig config;
+  config.graph_optimization_level = level;
+  config.intra_op_num_threads = 1;
+  config.free_dimension_overrides = overrides;
+  return InferenceSession::CreateFromBytes(bytes.data(), bytes.size(), config);
+}
+
+std::vector<float> RunFloat(const InferenceSession& s, const std::string& input, const Tensor& x) {
+  std::vector<IValue> out;
+  Status st = s.Run({input}, {IValue(x)}, {}, &out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!st.ok() || out.empty() || !out[0].is_tensor()) return {};
+  const Tensor& y = out[0].tensor();
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.NumElements());
+}
+
 TEST(ConstantFoldingTest, ShapeSubgraphFoldsToAStaticReshape) {
   std::shared_ptr<Model> model = Load(ShapeSubgraphModel(), {{"N", 3}});
   ASSERT_TRUE(model);
@@ -251,7 +272,7 @@ TEST(ConstantFoldingTest, LargeResultsStayNodes) {
   }
 }
 
-TEST(ConstantFoldingTest, GraphOutputsOverridableInitializersRandomOpsAndSubgraphsStay) {
+TEST(ConstantFoldingTest, GraphOutputsOverridableInitializersRandomOpsAndLoopBodiesStay) {
   onnx::ModelProto m = NewModel("kept", 13);
   auto* g = m.mutable_graph();
   AddInput(g, "X", {"2"});
@@ -261,6 +282,7 @@ TEST(ConstantFoldingTest, GraphOutputsOverridableInitializersRandomOpsAndSubgrap
   AddOutput(g, "Y", 1);
   AddOutput(g, "K", 1);
   AddOutput(g, "Z", 1);
+  AddOutput(g, "L", 1);
   AddNode(g, "Add", "w_plus_c", {"W", "C"}, "wc");           // reads W: not constant
   AddNode(g, "Neg", "neg_c", {"C"}, "K");                    // a graph output: keeps its node
   auto* rnd = AddNode(g, "RandomUniform", "rnd", {}, "u");   // not a function of its inputs
@@ -270,35 +292,112 @@ TEST(ConstantFoldingTest, GraphOutputsOverridableInitializersRandomOpsAndSubgrap
   shape->add_ints(2);
   AddNode(g, "Add", "add_u", {"X", "u"}, "xu");
   AddNode(g, "Add", "add", {"xu", "wc"}, "Y");
-  // If(cond) with a constant condition and constant work in its branches: not folded (subgraphs are left alone).
   testing::AddWeight(g, "one", {1});
-  AddNode(g, "Neg", "neg1", {"one"}, "m1");  // folds; the branches read it from the outer scope
+  AddNode(g, "Neg", "neg1", {"one"}, "m1");  // folds; the If branches read it from the outer scope
   auto* cond = g->add_initializer();
   cond->set_name("cond");
   cond->set_data_type(onnx::TensorProto::BOOL);
   cond->add_int32_data(1);
+  // If: each branch folds its constant work and the shape of the outer X, but not the node making its output.
   auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
-  for (const char* branch : {"then_branch", "else_branch"}) {
+  for (const std::string branch : {"then_branch", "else_branch"}) {
     auto* a = iff->add_attribute();
     a->set_name(branch);
     a->set_type(onnx::AttributeProto::GRAPH);
     auto* b = a->mutable_g();
     b->set_name(branch);
-    AddNode(b, "Neg", std::string(branch) + "_neg", {"C"}, std::string(branch) + "_nc");
-    AddNode(b, "Add", std::string(branch) + "_add", {std::string(branch) + "_nc", "m1"}, std::string(branch) + "_out");
-    AddOutput(b, std::string(branch) + "_out", -1);
+    AddNode(b, "Neg", branch + "_neg", {"C"}, branch + "_nc");
+    AddNode(b, "Add", branch + "_add", {branch + "_nc", "m1"}, branch + "_t");
+    AddNode(b, "Shape", branch + "_shape", {"X"}, branch + "_sx");
+    AddIntAttr(AddNode(b, "Cast", branch + "_cast", {branch + "_sx"}, branch + "_sxf"), "to", onnx::TensorProto::FLOAT);
+    AddNode(b, "Add", branch + "_out", {branch + "_t", branch + "_sxf"}, branch + "_out");
+    AddOutput(b, branch + "_out", -1);
   }
+  // Loop (3 iterations): its body's constant work stays (bodies of loops are never folded).
+  AddInt64Init(g, "trips", {}, {3});
+  auto* loop = AddNode(g, "Loop", "loop", {"trips", "", "X"}, "L");
+  auto* body_attr = loop->add_attribute();
+  body_attr->set_name("body");
+  body_attr->set_type(onnx::AttributeProto::GRAPH);
+  auto* body = body_attr->mutable_g();
+  body->set_name("body");
+  AddInput(body, "i", {}, onnx::TensorProto::INT64);
+  AddInput(body, "c_in", {}, onnx::TensorProto::BOOL);
+  AddInput(body, "v_in", {"2"});
+  AddNode(body, "Identity", "c_out", {"c_in"}, "c_out");
+  AddNode(body, "Neg", "body_neg", {"C"}, "body_nc");
+  AddNode(body, "Add", "v_out", {"v_in", "body_nc"}, "v_out");
+  AddOutput(body, "c_out", -1, onnx::TensorProto::BOOL);
+  AddOutput(body, "v_out", -1);
   std::shared_ptr<Model> model = Load(m, {});
   ASSERT_TRUE(model);
   StatusOr<ConstantFoldingStats> stats = FoldConstants(model.get(), ConstantFoldingOptions());
-  ASSERT_TRUE(stats.ok());
-  EXPECT_EQ(stats.value().nodes_folded, 1u);  // neg1
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats.value().nodes_folded, 9u);  // neg1, and Neg, Add, Shape, Cast in each branch
   EXPECT_EQ(OpTypes(*model->graph),
-            (std::vector<std::string>{"Add", "Neg", "RandomUniform", "Add", "Add", "If"}));
-  EXPECT_TRUE(model->graph->initializers.count("m1"));  // read by the branches
-  for (const auto& [name, a] : model->graph->nodes.back().attributes) {
-    ASSERT_TRUE(a.g);
-    EXPECT_EQ(OpTypes(*a.g), (std::vector<std::string>{"Neg", "Add"}));
+            (std::vector<std::string>{"Add", "Neg", "RandomUniform", "Add", "Add", "If", "Loop"}));
+  const Node& if_node = model->graph->nodes[5];
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    const Attribute* a = if_node.attr(branch);
+    ASSERT_TRUE(a && a->g);
+    EXPECT_EQ(OpTypes(*a->g), (std::vector<std::string>{"Add"}));
+    ASSERT_TRUE(a->g->initializers.count(std::string(branch) + "_sxf"));
+    const Tensor& sxf = a->g->initializers.at(std::string(branch) + "_sxf");
+    EXPECT_EQ(std::vector<float>(sxf.data<float>(), sxf.data<float>() + 1), (std::vector<float>{2}));
+  }
+  EXPECT_EQ(OpTypes(*model->graph->nodes[6].attr("body")->g), (std::vector<std::string>{"Identity", "Neg", "Add"}));
+  // The proto's branches match (context models are written from it).
+  const auto& if_proto = model->proto->graph().node(5);
+  ASSERT_EQ(if_proto.op_type(), "If");
+  for (const auto& a : if_proto.attribute()) EXPECT_EQ(a.g().node_size(), 1);
+}
+
+TEST(ConstantFoldingTest, FoldedIfBranchesGiveTheValuesOfUnfoldedOnes) {
+  // Z = If(X.sum > 0) then (X + Cast(Shape(X)) + Neg(C)) else (X - Neg(C)): both branches run on the same inputs
+  // folded and unfolded.
+  onnx::ModelProto m = NewModel("branches", 13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {"2"});
+  AddOutput(g, "Z", 1);
+  testing::AddWeight(g, "C", {3.25f, -4.5f});
+  testing::AddWeight(g, "zero", {0});
+  AddNode(g, "ReduceSum", "sum", {"X"}, "sum");
+  AddNode(g, "Greater", "positive", {"sum", "zero"}, "positive1");
+  AddNode(g, "Squeeze", "cond", {"positive1"}, "cond");
+  auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
+  for (const std::string branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    b->set_name(branch);
+    AddNode(b, "Neg", branch + "_neg", {"C"}, branch + "_nc");
+    if (branch == "then_branch") {
+      AddNode(b, "Shape", "shape", {"X"}, "sx");
+      AddIntAttr(AddNode(b, "Cast", "cast", {"sx"}, "sxf"), "to", onnx::TensorProto::FLOAT);
+      AddNode(b, "Add", "plus_shape", {"X", "sxf"}, "xs");
+      AddNode(b, "Add", branch + "_out", {"xs", branch + "_nc"}, branch + "_out");
+    } else {
+      AddNode(b, "Sub", branch + "_out", {"X", branch + "_nc"}, branch + "_out");
+    }
+    AddOutput(b, branch + "_out", -1);
+  }
+  StatusOr<std::unique_ptr<InferenceSession>> plain = NewSession(m, 0, {});
+  StatusOr<std::unique_ptr<InferenceSession>> folded = NewSession(m, 99, {});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  EXPECT_EQ(folded.value()->folding().nodes_folded, 4u);
+  for (float sign : {1.f, -1.f}) {
+    auto x = Tensor::Allocate(DataType::kFloat, {2});
+    ASSERT_TRUE(x.ok());
+    x.value().data<float>()[0] = 0.75f * sign;
+    x.value().data<float>()[1] = 1.5f * sign;
+    const std::vector<float> a = RunFloat(*plain.value(), "X", x.value());
+    const std::vector<float> b = RunFloat(*folded.value(), "X", x.value());
+    ASSERT_EQ(a.size(), 2u);
+    EXPECT_EQ(a, b);
+    if (sign > 0) EXPECT_EQ(a, (std::vector<float>{0.75f + 2 - 3.25f, 1.5f + 2 + 4.5f}));
+    else EXPECT_EQ(a, (std::vector<float>{-0.75f + 3.25f, -1.5f - 4.5f}));
   }
 }
 
@@ -323,27 +422,6 @@ TEST(ConstantFoldingTest, CompiledModelsAreNotFolded) {
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats.value().nodes_folded, 0u);
   EXPECT_EQ(model.graph->nodes.size(), 2u);
-}
-
-// ---- through a session: the optimization level decides, and folding changes no value ----
-
-StatusOr<std::unique_ptr<InferenceSession>> NewSession(const onnx::ModelProto& m, int level,
-                                                       const std::map<std::string, int64_t>& overrides) {
-  const std::string bytes = Serialize(m);
-  SessionConfig config;
-  config.graph_optimization_level = level;
-  config.intra_op_num_threads = 1;
-  config.free_dimension_overrides = overrides;
-  return InferenceSession::CreateFromBytes(bytes.data(), bytes.size(), config);
-}
-
-std::vector<float> RunFloat(const InferenceSession& s, const std::string& input, const Tensor& x) {
-  std::vector<IValue> out;
-  Status st = s.Run({input}, {IValue(x)}, {}, &out);
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  if (!st.ok() || out.empty() || !out[0].is_tensor()) return {};
-  const Tensor& y = out[0].tensor();
-  return std::vector<float>(y.data<float>(), y.data<float>() + y.NumElements());
 }
 
 TEST(ConstantFoldingTest, OptimizationLevelZeroKeepsTheGraph) {
