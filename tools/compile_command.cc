@@ -31,7 +31,7 @@ struct CompileFlags {
   size_t ext_threshold = 1024;     // --ext-threshold (ONNX Runtime's Python ModelCompiler default)
   std::string bin_dir, bin_name;   // --bin-dir / --bin-name
   std::string flags;               // --flags error-if-no-nodes,error-if-exists
-  int opt_level = 0;               // --opt-level
+  int opt_level = 1;               // --opt-level (1: constant folding; the compile API itself defaults to 0)
   bool to_stdout = false;          // --stdout
   bool from_bytes = false;         // --from-bytes
   int64_t externalize_over = -1;   // --externalize-over BYTES
@@ -140,7 +140,8 @@ CLI::App* AddCompileSubcommand(CLI::App* app) {
   c->add_option("--bin-dir", f.bin_dir, "folder for the EPs' context binaries (SetEpContextBinaryInformation)");
   c->add_option("--bin-name", f.bin_name, "model name the binaries are named after (with --bin-dir)");
   c->add_option("--flags", f.flags, "comma-separated: error-if-no-nodes, error-if-exists");
-  c->add_option("--opt-level", f.opt_level, "graph optimization level 0, 1, 2, 3 or 99 (default 0)");
+  c->add_option("--opt-level", f.opt_level, "graph optimization level 0, 1, 2, 3 or 99 (default 1: constant folding, so "
+                                            "shape subgraphs fold before the EPs see the graph; 0 disables it)");
   c->add_flag("--stdout", f.to_stdout, "write the model to stdout through the write function");
   c->add_flag("--from-bytes", f.from_bytes, "read the model into memory and compile it from the buffer");
   c->add_option("--externalize-over", f.externalize_over,

@@ -150,6 +150,10 @@ class SessionOptions {
   // Fixes a free (named) input dimension, e.g. ("batch", 1), before shapes are inferred.
   // INVALID_ARGUMENT for an empty name or a negative value.
   SessionOptions& AddFreeDimensionOverrideByName(const char* dim_name, int64_t value);
+  // ORT_ENABLE_BASIC and above (the default is ORT_ENABLE_ALL) fold constants before any EP sees the graph: nodes
+  // whose inputs are constant, and Shape/Size of values with a static shape, are computed once by the CPU EP's
+  // kernels and become initializers, so shapes computed at run time become static (src/session/constant_folding.h).
+  // ORT_DISABLE_ALL keeps the graph as loaded. epctx has no other graph optimization yet.
   SessionOptions& SetGraphOptimizationLevel(GraphOptimizationLevel level);
   // Adds a plugin EP on the given devices (all from one EP). Provider options become session config entries
   // "ep.<lowercase ep name>.<key>" (device defaults first, then these). EPs are used in the order appended.
@@ -337,11 +341,12 @@ class Session {
   // EP names in priority order, and the EP of each partition (fused node name -> EP name).
   std::vector<std::string> GetExecutionProviders() const;
   std::map<std::string, std::string> GetPartitionAssignments() const;
-  // What session creation did, as one JSON object (cache observability): phase times (load, partition and compile,
-  // plan, context-model generation), each EP's GetCapability/Compile time and compatibility verdict, every
-  // partition (EP, node count; for EPContext partitions: source, embed mode, binary path and size / payload size),
-  // the number of nodes left on the CPU EP, and the context model written, if any; "free_dims" (input dims still
-  // free after the overrides) and "left_on_cpu" (every node no EP took, with each EP's reason for not taking it).
+  // What session creation did, as one JSON object (cache observability): phase times (load, constant folding,
+  // partition and compile, plan, context-model generation), each EP's GetCapability/Compile time and compatibility
+  // verdict, every partition (EP, node count; for EPContext partitions: source, embed mode, binary path and size /
+  // payload size), the nodes constant folding replaced by initializers, the number of nodes left on the CPU EP, and
+  // the context model written, if any; "free_dims" (input dims still free after the overrides) and "left_on_cpu"
+  // (every node no EP took, with each EP's reason for not taking it).
   std::string GetSessionReport() const;
 
   struct Impl;
@@ -449,7 +454,8 @@ class ModelCompilationOptions {
                                                          const std::string& model_name);
   // OrtCompileApiFlags bits; replaces both flags.
   ModelCompilationOptions& SetFlags(uint32_t flags);
-  // INVALID_ARGUMENT for a value that is not one of the enumerators.
+  // INVALID_ARGUMENT for a value that is not one of the enumerators. The default is ORT_DISABLE_ALL (as in ONNX
+  // Runtime), which compiles the graph as loaded; ORT_ENABLE_BASIC and above fold constants first, as for a session.
   ModelCompilationOptions& SetGraphOptimizationLevel(GraphOptimizationLevel level);
 
   struct Impl;

@@ -268,6 +268,9 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   // Each partition's Compile sees only its own nodes: a value made by another partition (or the CPU EP) arrives
   // without the data folding gave it and with the runtime's shape. Re-check every group that way and drop the
   // nodes that would fail there (Reshape to a shape folded elsewhere, a mask shaped only by folding), until stable.
+  // The runtime folds constants before GetCapability at graph optimization level >= 1, so then this rarely drops a
+  // node (a result over the runtime's size cap); it is still needed at level 0 (the compile API's default) and
+  // keeps every partition compilable whatever the runtime did.
   for (bool changed = true; changed;) {
     changed = false;
     for (const std::vector<int>& group : GroupNodes(g, supported)) {

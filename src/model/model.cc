@@ -296,6 +296,135 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   return model;
 }
 
+namespace {
+
+// Copies the value types of `gp` into `g`, whose nodes correspond one to one (same order) to the proto's; recurses
+// into subgraphs the same way.
+void RefreshValueTypes(const onnx::GraphProto& gp, Graph* g) {
+  g->value_types.clear();
+  for (const auto& vi : gp.value_info()) g->value_types[vi.name()] = ValueTypeFromProto(vi.type());
+  for (size_t i = 0; i < g->inputs.size() && i < static_cast<size_t>(gp.input_size()); ++i)
+    if (g->inputs[i].name == gp.input(static_cast<int>(i)).name())
+      g->inputs[i].type = ValueTypeFromProto(gp.input(static_cast<int>(i)).type());
+  for (size_t i = 0; i < g->outputs.size() && i < static_cast<size_t>(gp.output_size()); ++i)
+    if (g->outputs[i].name == gp.output(static_cast<int>(i)).name())
+      g->outputs[i].type = ValueTypeFromProto(gp.output(static_cast<int>(i)).type());
+  if (static_cast<size_t>(gp.node_size()) != g->nodes.size()) return;
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    for (const auto& a : gp.node(static_cast<int>(i)).attribute()) {
+      auto it = g->nodes[i].attributes.find(a.name());
+      if (it == g->nodes[i].attributes.end()) continue;
+      Attribute& attr = it->second;
+      if (a.has_g() && attr.g) RefreshValueTypes(a.g(), attr.g.get());
+      if (static_cast<size_t>(a.graphs_size()) == attr.graphs.size())
+        for (size_t k = 0; k < attr.graphs.size(); ++k) RefreshValueTypes(a.graphs(static_cast<int>(k)), attr.graphs[k].get());
+    }
+  }
+}
+
+// Keeps the elements of `field` for which keep(index) is true, in order.
+template <typename Field, typename Keep>
+void KeepIf(Field* field, Keep keep) {
+  int w = 0;
+  for (int r = 0; r < field->size(); ++r) {
+    if (!keep(r)) continue;
+    if (w != r) field->SwapElements(w, r);
+    ++w;
+  }
+  field->DeleteSubrange(w, field->size() - w);
+}
+
+}  // namespace
+
+namespace {
+
+// One graph of a rewrite, the Graph and its proto alike (subgraph rewrites first: nodes with subgraphs are kept).
+Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite& rewrite) {
+  Graph& g = *graph;
+  RETURN_ERROR_IF(static_cast<size_t>(gp->node_size()) != g.nodes.size(), FAIL, "internal: graph '", g.name, "' has ",
+                  g.nodes.size(), " nodes but its proto ", gp->node_size());
+  std::vector<bool> removed(g.nodes.size(), false);
+  for (size_t i : rewrite.remove_nodes) {
+    RETURN_ERROR_IF(i >= g.nodes.size(), FAIL, "internal: node index ", i, " out of range");
+    removed[i] = true;
+  }
+  for (const InitializerRewrite& sub : rewrite.subgraphs) {
+    RETURN_ERROR_IF(sub.node >= g.nodes.size() || removed[sub.node], FAIL, "internal: subgraph rewrite of node ",
+                    sub.node, " which is out of range or removed");
+    auto it = g.nodes[sub.node].attributes.find(sub.attribute);
+    onnx::AttributeProto* ap = nullptr;
+    for (auto& a : *gp->mutable_node(static_cast<int>(sub.node))->mutable_attribute())
+      if (a.name() == sub.attribute) ap = &a;
+    RETURN_ERROR_IF(it == g.nodes[sub.node].attributes.end() || !it->second.g || !ap || !ap->has_g(), FAIL,
+                    "internal: node ", sub.node, " has no graph attribute '", sub.attribute, "'");
+    RETURN_IF_ERROR(RewriteGraph(it->second.g.get(), ap->mutable_g(), sub));
+  }
+  std::set<std::string> graph_io;
+  for (const auto& v : g.inputs) graph_io.insert(v.name);
+  for (const auto& v : g.outputs) graph_io.insert(v.name);
+  for (const auto& [name, t] : rewrite.initializers)
+    RETURN_ERROR_IF(g.initializers.count(name) || graph_io.count(name), FAIL, "internal: '", name,
+                    "' cannot become an initializer (it is one already, or a graph input or output)");
+  for (const std::string& name : rewrite.drop_initializers)
+    RETURN_ERROR_IF(graph_io.count(name), FAIL, "internal: initializer '", name, "' is a graph input or output");
+
+  // The proto: a Constant node's tensor moves into its initializer (no copy); other values are serialized.
+  std::set<std::string> added;
+  for (size_t i = 0; i < removed.size(); ++i) {
+    if (!removed[i]) continue;
+    onnx::NodeProto* np = gp->mutable_node(static_cast<int>(i));
+    if (np->op_type() != "Constant" || np->output_size() != 1 || !rewrite.initializers.count(np->output(0))) continue;
+    for (auto& a : *np->mutable_attribute())
+      if (a.name() == "value" && a.has_t()) {
+        onnx::TensorProto* tp = gp->add_initializer();
+        tp->Swap(a.mutable_t());
+        tp->set_name(np->output(0));
+        added.insert(np->output(0));
+      }
+  }
+  for (const auto& [name, t] : rewrite.initializers)
+    if (!added.count(name)) TensorToProto(t, name, gp->add_initializer());
+  KeepIf(gp->mutable_node(), [&](int r) { return !removed[static_cast<size_t>(r)]; });
+  const std::set<std::string> drop(rewrite.drop_initializers.begin(), rewrite.drop_initializers.end());
+  KeepIf(gp->mutable_initializer(), [&](int r) { return !drop.count(gp->initializer(r).name()); });
+  KeepIf(gp->mutable_value_info(), [&](int r) {
+    const std::string& n = gp->value_info(r).name();
+    return !rewrite.initializers.count(n) && !drop.count(n);
+  });
+
+  // The Graph, the same way.
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size() - rewrite.remove_nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  for (const auto& [name, t] : rewrite.initializers) {
+    g.initializers[name] = t;
+    g.value_types.erase(name);
+  }
+  for (const std::string& name : drop) {
+    g.initializers.erase(name);
+    g.external_initializers.erase(name);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error) {
+  inference_error->clear();
+  RETURN_IF_ERROR(RewriteGraph(model->graph.get(), model->proto->mutable_graph(), rewrite));
+  try {
+    onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};
+    onnx::shape_inference::InferShapes(*model->proto, onnx::OpSchemaRegistry::Instance(), sio);
+  } catch (const std::exception& e) {
+    *inference_error = e.what();
+    return Status::OK();
+  }
+  RefreshValueTypes(model->proto->graph(), model->graph.get());
+  return Status::OK();
+}
+
 StatusOr<std::shared_ptr<Model>> LoadModelFromBytes(const void* data, size_t size, const ModelLoadOptions& options) {
   auto proto = std::make_shared<onnx::ModelProto>();
   RETURN_IF_ERROR(ParseModel(data, size, "(from memory)", proto.get()));

@@ -52,4 +52,23 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromBytes(const void* data, size_t siz
 StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelProto> proto, const std::string& path,
                                                     const ModelLoadOptions& options);
 
+// A graph rewrite that replaces main-graph nodes by initializers (constant folding, session/constant_folding.h),
+// applied to the Graph and the proto alike so that writers (context models) see the rewritten graph.
+struct InitializerRewrite {
+  std::vector<size_t> remove_nodes;            // indices into the graph's nodes (the proto's node order)
+  std::map<std::string, Tensor> initializers;  // new initializers, named after outputs of removed nodes
+  std::vector<std::string> drop_initializers;  // initializers no node reads any more (never graph inputs/outputs)
+  // Rewrites of subgraphs of nodes this rewrite keeps; each names its node (index in this graph, before removal)
+  // and graph attribute.
+  std::vector<InitializerRewrite> subgraphs;
+  size_t node = 0;
+  std::string attribute;
+};
+
+// Applies `rewrite` to the main graph (and its subgraph rewrites to those subgraphs), then re-runs ONNX shape inference (values now constant make shapes static
+// downstream, e.g. a Reshape's target) and refreshes every value type of the Graph, subgraphs included. The
+// rewrite itself is applied even when shape inference fails; the Graph then keeps its previous (less specific, still
+// correct) types and *inference_error says why. FAIL for an index out of range or a name collision.
+Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error);
+
 }  // namespace epctx

@@ -12,6 +12,7 @@
 #include "epcontext/generation.h"
 #include "model/model.h"
 #include "plugin/plugin_ep.h"
+#include "session/constant_folding.h"
 #include "session/execution_plan.h"
 #include "session/profiler.h"
 
@@ -56,6 +57,7 @@ struct SessionConfig {
 // Time spent in each phase of Create, for `epctx perf` and cache observability.
 struct SessionTimings {
   double load_ms = 0;       // parse, check, infer, convert
+  double fold_ms = 0;       // constant folding (graph optimization level >= 1)
   double partition_ms = 0;  // EP creation, GetCapability, Compile
   double plan_ms = 0;       // kernels created, weights packed
   double generate_ms = 0;   // context model written
@@ -79,6 +81,8 @@ class InferenceSession {
   const Model& model() const { return *model_; }
   const SessionConfig& config() const { return config_; }
   const SessionTimings& timings() const { return timings_; }
+  // What constant folding did (nothing at graph optimization level 0 or for a compiled model).
+  const ConstantFoldingStats& folding() const { return folding_; }
   int num_threads() const { return num_threads_; }
   // The EPs the session uses, in priority order (plugins, then CPUExecutionProvider).
   std::vector<std::string> ep_names() const;
@@ -134,6 +138,7 @@ class InferenceSession {
   std::vector<ValueInfo> inputs_;
   int num_threads_ = 1;
   SessionTimings timings_;
+  ConstantFoldingStats folding_;
 };
 
 }  // namespace epctx
