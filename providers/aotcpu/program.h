@@ -20,10 +20,10 @@
 namespace epctx {
 namespace aotcpu {
 
-// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax. The writer stamps the lowest version that holds
+// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad and kLstm. The writer stamps the lowest version that holds
 // the program's step kinds (a program without the newer kinds stays readable by older builds); readers accept
 // 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 2;
+inline constexpr uint32_t kProgramVersion = 3;
 inline constexpr size_t kMaxRank = 12;           // DNNL_MAX_NDIMS
 inline constexpr size_t kMaxStepOperands = 64;
 inline constexpr size_t kMaxStepParams = 256;
@@ -83,6 +83,13 @@ enum class StepKind : uint32_t {
   kBatchNorm = 16,   // ops: src, scale, shift, mean, variance, dst. floats: epsilon. Inference (global stats).
   kMaskedSoftmax = 17,  // (version 2) ops: src, mask, dst; f32, dense row-major. dst = softmax(src + mask) over the
                         //   last dim; mask has src's rank and last dim, other dims 1 (broadcast) or src's.
+  kPad = 18,         // (version 3) ops: src, dst; f32, dense row-major, equal rank n >= 1. ints: mode (0 constant,
+                     //   1 reflect, 2 edge), n, pads_begin[n], pads_end[n] (>= 0; reflect: < src dim). floats: the
+                     //   constant value. dst dim k = src dim k + pads_begin[k] + pads_end[k] (ONNX Pad).
+  kLstm = 19,        // (version 3) ops: src_layer [T,N,I], src_iter [1,1,N,H]|none, src_iter_c [1,1,N,H]|none,
+                     //   weights_layer [1,1,I,4,H], weights_iter [1,1,H,4,H], bias [1,1,4,H] (gates in oneDNN's
+                     //   order i, f, c~, o), dst_layer [T,N,H], dst_iter [1,1,N,H]|none, dst_iter_c [1,1,N,H]|none;
+                     //   f32, plain (ldigo / ldgo / tnc / ldnc). ints: direction (0 left to right, 1 right to left).
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
