@@ -414,6 +414,24 @@ TEST_F(AotCpuOps, CastToAnotherTypeStaysOnTheCpuEp) {
   Check(m, {{"X", {2, 3}, Values({2, 3}, 19)}}, false);
 }
 
+// A same-type Cast is a zero-copy view: claimed inside a partition that computes, but a group of only views (a lone
+// Cast or Reshape between nodes left on the CPU EP, as hey_jarvis's bool Cast before its If) is not worth a partition.
+TEST_F(AotCpuOps, ViewsAloneAreNotAPartition) {
+  for (bool with_relu : {false, true}) {
+    SCOPED_TRACE(with_relu ? "Relu + Cast + Reshape" : "Cast + Reshape alone");
+    onnx::ModelProto m = NewModel("views", 13);
+    auto* g = m.mutable_graph();
+    AddInput(g, "X", {2, 3});
+    AddOutput(g, "Y", {3, 2});
+    AddInts(g, "shape", {3, 2});
+    if (with_relu) Node(g, "Relu", {"X"}, {"r"});
+    auto* c = Node(g, "Cast", {with_relu ? "r" : "X"}, {"c"});
+    IntAttr(c, "to", onnx::TensorProto::FLOAT);
+    Node(g, "Reshape", {"c", "shape"}, {"Y"});
+    Check(m, {{"X", {2, 3}, Values({2, 3}, 21)}}, with_relu);
+  }
+}
+
 // ---- Softmax before opset 13: the input coerced to 2-D at `axis` ----
 
 TEST_F(AotCpuOps, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
@@ -480,14 +498,16 @@ onnx::ModelProto LstmModel(const LstmCase& c, int64_t t, int64_t n, int64_t in, 
 }
 
 // oneDNN's LSTM with the gates reordered (ONNX i, o, f, c -> oneDNN i, f, c~, o) and the two biases summed at
-// compile time; optional inputs and outputs absent or present; reverse direction.
+// compile time; optional inputs and outputs absent or present (one initial state alone: the other is zeros, as
+// ONNX's default); reverse direction.
 TEST_F(AotCpuOps, LstmMatchesTheCpuEp) {
   const int64_t t = 5, n = 2, in = 7, h = 6;
   const LstmCase cases[] = {
       {"forward", true, true, true, true, true, true, ""},
       {"forward", false, false, false, false, false, true, ""},
-      {"reverse", true, true, false, true, false, true, ""},
-      {"forward", true, false, true, false, true, true, ""},
+      {"reverse", true, true, false, true, true, true, ""},
+      {"forward", true, false, true, true, true, true, ""},   // initial_c only: initial_h is zeros
+      {"forward", true, true, true, false, true, false, ""},  // Y_c without Y_h: oneDNN writes both or neither
       {"bidirectional", true, false, false, false, false, false, ""},  // Y layout differs from oneDNN's: not claimed
       {"forward", true, false, false, false, false, false, "clip"},    // clip: not reproduced
   };

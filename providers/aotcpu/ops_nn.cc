@@ -1672,7 +1672,9 @@ bool SupportLstm(const Graph& g, const Node& n, std::string* why) {
   LstmSpec s;
   if (!ResolveLstm(g, n, &s, why)) return false;
   try {
-    LstmPd(LstmDescs(s.t, s.n, s.i, s.h, s.h0 >= 0, s.c0 >= 0, s.yh >= 0, s.yc >= 0), s.direction, ProbeEngine());
+    // One initial state without the other gets zeros for the other (oneDNN takes both or neither).
+    const bool iter = s.h0 >= 0 || s.c0 >= 0;
+    LstmPd(LstmDescs(s.t, s.n, s.i, s.h, iter, iter, s.yh >= 0, s.yc >= 0), s.direction, ProbeEngine());
   } catch (const dnnl::error&) {
     return Reject(why, "oneDNN refuses this LSTM");
   }
@@ -1703,7 +1705,8 @@ CheckResult LowerLstm(LowerContext& ctx, int node) {
     for (int64_t gate = 0; gate < 4; ++gate)
       for (int64_t j = 0; j < h; ++j)
         bias[static_cast<size_t>(gate * h + j)] = b[kOnnxGate[gate] * h + j] + b[4 * h + kOnnxGate[gate] * h + j];
-  const LstmMds m = LstmDescs(s.t, s.n, in, h, s.h0 >= 0, s.c0 >= 0, s.yh >= 0, s.yc >= 0);
+  const bool iter = s.h0 >= 0 || s.c0 >= 0;
+  const LstmMds m = LstmDescs(s.t, s.n, in, h, iter, iter, s.yh >= 0, s.yc >= 0);
   Step st;
   st.kind = StepKind::kLstm;
   st.name = NodeName(ctx, node);
@@ -1715,6 +1718,10 @@ CheckResult LowerLstm(LowerContext& ctx, int node) {
       o = ctx.UsePlain(v);
       o.dims = {1, 1, s.n, h};
       o.strides = {s.n * h, s.n * h, h, 1};
+    } else if (iter) {  // the other initial state is given: this one is zeros (ONNX's default)
+      CheckResult rc = ctx.AddWeight(NodeName(ctx, node) + (st.ops.size() == 1 ? "/initial_h" : "/initial_c") + ":zeros",
+                                     std::string(static_cast<size_t>(s.n * h) * sizeof(float), '\0'), m.src_iter, &o);
+      if (!rc.ok) return rc;
     }
     st.ops.push_back(o);
   }
