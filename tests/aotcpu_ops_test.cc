@@ -297,7 +297,8 @@ TEST_F(AotCpuOps, SplitFormsMatchTheCpuEp) {
 // ---- Slice ----
 
 // Views that start inside the input's inner rows and reach its end were refused before (the executor's extent
-// check used to measure them as oneDNN sizes them); also omitted axes, steps > 1 and clamped starts/ends.
+// check used to measure them as oneDNN sizes them); also omitted axes, steps > 1, negative steps (a StridedCopy
+// step) and clamped starts/ends.
 TEST_F(AotCpuOps, SliceFormsMatchTheCpuEp) {
   struct SliceCase {
     Dims x, starts, ends, axes, steps, y;
@@ -308,7 +309,10 @@ TEST_F(AotCpuOps, SliceFormsMatchTheCpuEp) {
       {{3, 258}, {0}, {129}, {1}, {1}, {3, 129}, true},
       {{4, 5, 6}, {1, -4}, {3, 100}, {}, {}, {2, 4, 6}, true},   // no axes: the first ones; ends clamp
       {{4, 5, 6}, {-100, 1}, {-1, 6}, {0, 2}, {2, 2}, {2, 5, 3}, true},
-      {{2, 6}, {-1}, {-100}, {1}, {-1}, {2, 6}, false},          // negative step: not reproduced
+      {{2, 6}, {-1}, {-100}, {1}, {-1}, {2, 6}, true},           // negative step: reversed (StridedCopy)
+      {{1, 3, 4}, {-1}, {INT64_MIN}, {-1}, {-1}, {1, 3, 4}, true},  // Silero's reflection: steps -1, ends INT64_MIN
+      {{5, 7}, {10, -2}, {0, 1}, {}, {-2, -3}, {2, 2}, true},    // starts clamp to dim-1; ends exclusive
+      {{5, 7}, {1}, {4}, {0}, {-1}, {0, 7}, false},              // start before end with a negative step: empty
   };
   for (const SliceCase& c : cases) {
     onnx::ModelProto m = NewModel("slice", 13);

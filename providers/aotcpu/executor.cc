@@ -352,6 +352,7 @@ int DstOperand(const Step& s) {
   switch (s.kind) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
     case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf: case StepKind::kPad:
+    case StepKind::kStridedCopy:
       return 1;
     case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax:
       return 2;

@@ -67,6 +67,7 @@ EPCTX_AOT_OP(Pad)
 EPCTX_AOT_STEP(Concat)
 EPCTX_AOT_STEP(Gather)
 EPCTX_AOT_STEP(Pad)
+EPCTX_AOT_STEP(StridedCopy)
 
 // executor.cc
 EPCTX_AOT_STEP(Reorder)

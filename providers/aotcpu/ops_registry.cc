@@ -75,7 +75,7 @@ const StepEntry kSteps[] = {
     {StepKind::kGather, BuildGather},       {StepKind::kErf, BuildErf},
     {StepKind::kInnerProduct, BuildInnerProduct}, {StepKind::kBatchNorm, BuildBatchNorm},
     {StepKind::kMaskedSoftmax, BuildMaskedSoftmax}, {StepKind::kPad, BuildPad},
-    {StepKind::kLstm, BuildLstm},
+    {StepKind::kLstm, BuildLstm},           {StepKind::kStridedCopy, BuildStridedCopy},
 };
 
 }  // namespace

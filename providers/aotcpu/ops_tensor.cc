@@ -221,13 +221,23 @@ bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
     if (!NormAxis(axes[i], rank, &ax) || seen[static_cast<size_t>(ax)]) return Why(why, "bad or repeated axis");
     seen[static_cast<size_t>(ax)] = true;
     const int64_t dim = x[static_cast<size_t>(ax)], s = steps[i];
-    if (s <= 0) return Why(why, "steps <= 0 are not supported");
+    if (s == 0) return Why(why, "a step of 0");
+    if (s < -(int64_t{1} << 40) || s > (int64_t{1} << 40)) return Why(why, "step out of range");
     int64_t b = starts[i], e = ends[i];
-    if (b < 0) b += dim;
-    if (e < 0) e += dim;
-    b = std::clamp<int64_t>(b, 0, dim);
-    e = std::clamp<int64_t>(e, 0, dim);
-    const int64_t count = e > b ? (e - b - 1) / s + 1 : 0;
+    if (b < 0) b = b < -dim ? -1 : b + dim;  // (written so that INT64_MIN does not overflow)
+    if (e < 0) e = e < -dim ? -1 : e + dim;
+    int64_t count;
+    if (dim == 0) {
+      count = 0;
+    } else if (s > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > b ? (e - b - 1) / s + 1 : 0;
+    } else {  // ONNX: starts clamp to [0, dim-1], ends to [-1, dim-1]
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = b > e ? (b - e - 1) / -s + 1 : 0;
+    }
     p->dims[static_cast<size_t>(ax)] = count;
     p->begin[static_cast<size_t>(ax)] = count ? b : 0;
     p->step[static_cast<size_t>(ax)] = count > 1 ? s : 1;
@@ -240,8 +250,15 @@ bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
     p->offset += rs[i] * p->begin[i];
   }
   // The executor checks a strided view up to its last element (not oneDNN's max(dims * strides), which passes the
-  // end of the input for a view of inner rows), so every in-range view is accepted.
+  // end of the input for a view of inner rows), so every in-range view is accepted. A negative step gives a
+  // negative stride: oneDNN's reorder cannot read that, our StridedCopy step can.
   return true;
+}
+
+bool Reversed(const SliceParams& p) {
+  for (int64_t st : p.strides)
+    if (st < 0) return true;
+  return false;
 }
 
 // ---- Gather step -------------------------------------------------------------------------------------------------
@@ -425,11 +442,95 @@ CheckResult LowerSlice(LowerContext& ctx, int node) {
   if (!SliceOf(ctx.graph(), n, &p, &why)) return ctx.Fail(node, why);
   const Operand in = ctx.UsePlain(n.inputs[0]);
   Step s;
-  s.kind = StepKind::kReorder;
   s.name = StepName(ctx.graph(), n);
-  s.ops.push_back(StridedView(in, x.dtype, p.dims, p.strides, p.offset));
-  s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+  if (Reversed(p)) {
+    s.kind = StepKind::kStridedCopy;
+    s.ops.push_back(in);
+    s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+    s.ints.push_back(p.offset);
+    s.ints.insert(s.ints.end(), p.strides.begin(), p.strides.end());
+  } else {
+    s.kind = StepKind::kReorder;
+    s.ops.push_back(StridedView(in, x.dtype, p.dims, p.strides, p.offset));
+    s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+  }
   ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+// ---- StridedCopy step (Slice with negative steps) ----------------------------------------------------------------
+
+namespace {
+class StridedCopyExec : public StepExec {
+ public:
+  StridedCopyExec(int src, int dst, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t offset,
+                  size_t elem)
+      : src_(src), dst_(dst), dims_(std::move(dims)), strides_(std::move(strides)), offset_(offset), elem_(elem) {}
+
+  void Run(RunContext& rc) override {
+    const char* src = static_cast<const char*>(rc.ptr(src_));
+    char* dst = static_cast<char*>(rc.ptr(dst_));
+    const size_t rank = dims_.size();
+    const int64_t inner = dims_[rank - 1], is = strides_[rank - 1];
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < rank; ++k) rows *= dims_[k];
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off = offset_, rem = r;
+      for (size_t k = rank - 1; k-- > 0;) {
+        off += (rem % dims_[k]) * strides_[k];
+        rem /= dims_[k];
+      }
+      char* out = dst + static_cast<size_t>(r * inner) * elem_;
+      for (int64_t j = 0; j < inner; ++j)
+        std::memcpy(out + static_cast<size_t>(j) * elem_, src + static_cast<size_t>(off + j * is) * elem_, elem_);
+    }
+  }
+
+ private:
+  int src_, dst_;
+  std::vector<int64_t> dims_, strides_;
+  int64_t offset_;
+  size_t elem_;
+};
+}  // namespace
+
+CheckResult BuildStridedCopy(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  const Step& s = bc.step();
+  CheckResult r = bc.ExpectCounts(2, false, SIZE_MAX, 0);
+  if (!r.ok) return r;
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (!src.present() || !dst.present()) return bc.Fail("src and dst are required");
+  if (src.dtype != dst.dtype || DtypeSize(src.dtype) == 0) return bc.Fail("src and dst differ in type");
+  if (!IsPlain(src) || !IsPlain(dst)) return bc.Fail("operands must be plain row-major");
+  const size_t rank = dst.dims.size();
+  if (rank == 0 || s.ints.size() != 1 + rank) return bc.Fail("needs an offset and one stride per dst dim");
+  // Every element read lies in src: the lowest and highest offsets the loop reaches, without overflow (dims and
+  // strides are bounded so that no sum below can overflow).
+  const int64_t kBound = int64_t{1} << 40;
+  int64_t lo = s.ints[0], hi = s.ints[0], src_numel = 1, dst_numel = 1;
+  if (lo < 0 || lo > kBound) return bc.Fail("offset out of range");
+  for (int64_t d : src.dims) {
+    if (d <= 0 || d > kBound) return bc.Fail("src dims out of range");
+    src_numel *= d;
+    if (src_numel > kBound) return bc.Fail("src too large");
+  }
+  for (size_t k = 0; k < rank; ++k) {
+    const int64_t d = dst.dims[k], st = s.ints[1 + k];
+    if (d <= 0 || d > kBound || st < -kBound || st > kBound) return bc.Fail("dims or strides out of range");
+    dst_numel *= d;
+    if (dst_numel > kBound) return bc.Fail("dst too large");
+    int64_t reach;
+    if (__builtin_mul_overflow(d - 1, st, &reach) || reach < -kBound || reach > kBound)
+      return bc.Fail("strides reach out of range");
+    (reach < 0 ? lo : hi) += reach;
+    if (lo < -kBound || hi > kBound) return bc.Fail("strides reach out of range");
+  }
+  if (lo < 0 || hi >= src_numel) return bc.Fail("the copy reads outside src");
+  dnnl::memory::desc d0, d1;
+  if (!(r = bc.Desc(0, &d0)).ok || !(r = bc.Desc(1, &d1)).ok) return r;  // both fit their buffers
+  *out = std::make_unique<StridedCopyExec>(bc.Slot(0, d0), bc.Slot(1, d1), dst.dims,
+                                           std::vector<int64_t>(s.ints.begin() + 1, s.ints.end()), s.ints[0],
+                                           DtypeSize(src.dtype));
   return CheckResult::Ok();
 }
 

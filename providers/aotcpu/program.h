@@ -20,9 +20,9 @@
 namespace epctx {
 namespace aotcpu {
 
-// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad and kLstm. The writer stamps the lowest version that holds
-// the program's step kinds (a program without the newer kinds stays readable by older builds); readers accept
-// 1..kProgramVersion and refuse a step kind newer than the stamped version.
+// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm and kStridedCopy. The writer
+// stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
+// by older builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
 inline constexpr uint32_t kProgramVersion = 3;
 inline constexpr size_t kMaxRank = 12;           // DNNL_MAX_NDIMS
 inline constexpr size_t kMaxStepOperands = 64;
@@ -90,6 +90,9 @@ enum class StepKind : uint32_t {
                      //   weights_layer [1,1,I,4,H], weights_iter [1,1,H,4,H], bias [1,1,4,H] (gates in oneDNN's
                      //   order i, f, c~, o), dst_layer [T,N,H], dst_iter [1,1,N,H]|none, dst_iter_c [1,1,N,H]|none;
                      //   f32, plain (ldigo / ldgo / tnc / ldnc). ints: direction (0 left to right, 1 right to left).
+  kStridedCopy = 20, // (version 3) ops: src, dst; dense row-major, same dtype. ints: offset, strides[rank of dst]
+                     //   (elements of src, may be negative): dst[i] = src[offset + sum(i_k * strides_k)]; every
+                     //   element read must lie in src (a Slice with negative steps).
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -274,6 +275,53 @@ TEST(AotCpuProgram, PadBuilderRefusesDamagedSteps) {
   refused([](Step* s) { s->ops[0].dtype = 6; });
   refused([](Step* s) { s->ops.pop_back(); });
   refused([](Step* s) { s->ops[0].offset = 8; });           // src passes the end of the input
+}
+
+// Y[2,3] = X[2,3] reversed on both axes: StridedCopy (version 3) with negative strides; damaged steps that would
+// read outside X are refused.
+Program ReverseProgram() {
+  Program p;
+  p.inputs = {{"X", 1, {2, 3}}};
+  p.outputs = {{"Y", 1, {2, 3}}};
+  Step s;
+  s.kind = StepKind::kStridedCopy;
+  s.name = "reverse";
+  s.ops = {Op(Buf::kInput, 0, 0, {2, 3}, {3, 1}), Op(Buf::kOutput, 0, 0, {2, 3}, {3, 1})};
+  s.ints = {5, -3, -1};
+  p.steps = {s};
+  return p;
+}
+
+TEST(AotCpuProgram, StridedCopyReversesAndStaysInBounds) {
+  const std::string records = SerializeProgram(ReverseProgram());
+  uint32_t version = 0;
+  std::memcpy(&version, records.data() + 8, 4);
+  EXPECT_EQ(version, 3u);
+  Program p;
+  ASSERT_TRUE(ParseProgram(records, 0, &p).ok);
+  std::unique_ptr<Executor> exec;
+  CheckResult r = Executor::Create(p, {}, 1, &exec);
+  ASSERT_TRUE(r.ok) << r.reason;
+  const std::vector<float> x = {0, 1, 2, 3, 4, 5};
+  std::vector<float> y(6, -1.f);
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  EXPECT_EQ(y, (std::vector<float>{5, 4, 3, 2, 1, 0}));
+  auto refused = [](const std::function<void(Step*)>& damage) {
+    Program q = ReverseProgram();
+    damage(&q.steps[0]);
+    std::unique_ptr<Executor> e;
+    CheckResult rr = Executor::Create(q, {}, 1, &e);
+    EXPECT_FALSE(rr.ok);
+    EXPECT_FALSE(rr.reason.empty());
+  };
+  refused([](Step* s) { s->ints[0] = 6; });        // the first element read is past X
+  refused([](Step* s) { s->ints[0] = 4; });        // the last element read is before X
+  refused([](Step* s) { s->ints[1] = -4; });
+  refused([](Step* s) { s->ints[2] = INT64_MIN; });  // overflowing reach
+  refused([](Step* s) { s->ints.pop_back(); });
+  refused([](Step* s) { s->ops[1].dtype = 7; });
+  refused([](Step* s) { s->ops[0].strides = {1, 2}; });
+  refused([](Step* s) { s->ops.pop_back(); });
 }
 
 TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {
