@@ -71,6 +71,13 @@ void AddFloat(onnx::GraphProto* g, const std::string& name, float value) {
   t->set_data_type(onnx::TensorProto::FLOAT);
   t->add_float_data(value);
 }
+void AddFloats(onnx::GraphProto* g, const std::string& name, const Dims& dims, const std::vector<float>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float x : v) t->add_float_data(x);
+}
 onnx::NodeProto* Node(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in,
                       const std::vector<std::string>& out) {
   auto* n = g->add_node();
@@ -135,8 +142,14 @@ class AotCpuOps : public ::testing::Test {
     std::vector<Value> outs = s.Run(names, values, s.GetOutputNames());
     std::vector<std::vector<float>> r;
     for (const Value& v : outs) {
+      const auto info = v.GetTensorTypeAndShapeInfo();
+      if (info.GetElementType() == ElementType::BOOL) {  // compared as 0/1
+        const auto* b = static_cast<const unsigned char*>(v.GetTensorRawData());
+        r.emplace_back(b, b + info.GetElementCount());
+        continue;
+      }
       const float* p = v.GetTensorData<float>();
-      r.emplace_back(p, p + v.GetTensorTypeAndShapeInfo().GetElementCount());
+      r.emplace_back(p, p + info.GetElementCount());
     }
     return r;
   }
@@ -436,6 +449,32 @@ TEST_F(AotCpuOps, ViewsAloneAreNotAPartition) {
   }
 }
 
+// ---- comparisons ----
+
+// f32 comparisons into bool (oneDNN binary ge/gt/le/lt/eq with a u8 dst), either operand broadcast (a broadcast
+// first operand swaps to the mirrored comparison), then a bool -> bool Cast as in hey_jarvis (score >= 0.5 feeds
+// its If through one); the bool output is compared as 0/1.
+TEST_F(AotCpuOps, ComparisonsMatchTheCpuEp) {
+  for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
+    for (int form = 0; form < 3; ++form) {
+      SCOPED_TRACE(std::string(op) + " form " + std::to_string(form));
+      onnx::ModelProto m = NewModel("compare", 13);
+      auto* g = m.mutable_graph();
+      AddInput(g, "X", {2, 3, 4});
+      epctx::testing::AddTensorValueInfo(g->add_output(), "Y", {2, 3, 4}, onnx::TensorProto::BOOL);
+      AddFloats(g, "row", {4}, {0.5f, -0.5f, 0.f, 1.f});
+      AddFloat(g, "half", 0.5f);
+      if (form == 0) Node(g, op, {"X", "row"}, {"b"});    // second operand broadcast
+      if (form == 1) Node(g, op, {"row", "X"}, {"b"});    // first operand broadcast: mirrored
+      if (form == 2) Node(g, op, {"X", "half"}, {"b"});   // a scalar, as hey_jarvis's threshold
+      auto* c = Node(g, "Cast", {"b"}, {"Y"});
+      IntAttr(c, "to", onnx::TensorProto::BOOL);
+      // Values() has exact repeats of 0.5, -0.5, 0 and 1, so equality and the ties of >= and <= are exercised.
+      Check(m, {{"X", {2, 3, 4}, Values({2, 3, 4}, 53)}}, true);
+    }
+  }
+}
+
 // ---- Softmax before opset 13: the input coerced to 2-D at `axis` ----
 
 TEST_F(AotCpuOps, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
@@ -459,13 +498,6 @@ TEST_F(AotCpuOps, SoftmaxBeforeOpset13NormalizesTheFlattenedTail) {
 
 // ---- LSTM ----
 
-void AddFloats(onnx::GraphProto* g, const std::string& name, const Dims& dims, const std::vector<float>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  for (float x : v) t->add_float_data(x);
-}
 
 struct LstmCase {
   std::string direction;

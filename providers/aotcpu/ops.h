@@ -44,6 +44,7 @@ EPCTX_AOT_STEP(Lstm)
 EPCTX_AOT_OP(MatMul)
 EPCTX_AOT_OP(Unary)   // Relu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Sqrt, Erf, Abs, Neg, Log, ...
 EPCTX_AOT_OP(Binary)  // Add, Sub, Mul, Div, Pow, Max, Min
+EPCTX_AOT_OP(Compare)  // Equal, Greater, GreaterOrEqual, Less, LessOrEqual (f32 -> bool)
 EPCTX_AOT_OP(Softmax)
 EPCTX_AOT_OP(LayerNorm)
 EPCTX_AOT_OP(Reduce)  // ReduceMean, ReduceMax, ReduceMin, ReduceSum

@@ -624,7 +624,8 @@ bool IsEltwiseAlg(int64_t a) {
   return std::find(std::begin(kAlgs), std::end(kAlgs), a) != std::end(kAlgs);
 }
 
-bool IsBinaryAlg(int64_t a) { return a >= dnnl_binary_add && a <= dnnl_binary_sub; }
+bool IsBinaryAlg(int64_t a) { return a >= dnnl_binary_add && a <= dnnl_binary_ne; }
+bool IsCompareAlg(int64_t a) { return a >= dnnl_binary_ge && a <= dnnl_binary_ne; }
 
 CheckResult GetDescs(BuildContext& bc, size_t n, std::vector<memory::desc>* descs) {
   descs->resize(n);
@@ -1344,6 +1345,11 @@ CheckResult BuildBinary(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   if (!r.ok) return r;
   const Step& st = bc.step();
   if (!IsBinaryAlg(st.ints[0])) return bc.Fail("unknown binary algorithm " + std::to_string(st.ints[0]));
+  // Comparisons write bool (u8 0/1) and take no post-ops; arithmetic writes f32.
+  const bool compare = IsCompareAlg(st.ints[0]);
+  if (compare && (!st.post_ops.empty() || st.ops.size() != 3)) return bc.Fail("a comparison takes no post-ops");
+  if (st.ops[2].dtype != (compare ? kBool : kF32) || st.ops[0].dtype != kF32 || st.ops[1].dtype != kF32)
+    return bc.Fail(compare ? "a comparison reads f32 and writes bool" : "binary operands must be f32");
   std::vector<memory::desc> d;
   if (!(r = GetDescs(bc, 3, &d)).ok) return r;
   dnnl::primitive_attr attr;
@@ -1362,6 +1368,64 @@ CheckResult BuildBinary(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   } catch (const dnnl::error& e) {
     return bc.Fail(std::string("binary: ") + e.what());
   }
+  return CheckResult::Ok();
+}
+
+// ---- comparisons ------------------------------------------------------------------------------------------------
+
+namespace {
+// The oneDNN comparison for an ONNX op, and the one with operands swapped (a < b == b > a).
+bool CompareAlgs(const std::string& op, uint32_t* alg, uint32_t* swapped) {
+  if (op == "Equal") *alg = *swapped = dnnl_binary_eq;
+  else if (op == "Greater") *alg = dnnl_binary_gt, *swapped = dnnl_binary_lt;
+  else if (op == "GreaterOrEqual") *alg = dnnl_binary_ge, *swapped = dnnl_binary_le;
+  else if (op == "Less") *alg = dnnl_binary_lt, *swapped = dnnl_binary_gt;
+  else if (op == "LessOrEqual") *alg = dnnl_binary_le, *swapped = dnnl_binary_ge;
+  else return false;
+  return true;
+}
+}  // namespace
+
+bool SupportCompare(const Graph& g, const Node& n, std::string* why) {
+  uint32_t alg, swapped;
+  if (!CompareAlgs(n.op, &alg, &swapped)) return Reject(why, "not a comparison");
+  if (n.inputs.size() != 2 || n.outputs.size() != 1 || n.inputs[0] < 0 || n.inputs[1] < 0)
+    return Reject(why, "needs exactly 2 inputs and 1 output");
+  const Value& a = g.v(n.inputs[0]);
+  const Value& b = g.v(n.inputs[1]);
+  const Value& y = g.v(n.outputs[0]);
+  if (a.dtype != kF32 || b.dtype != kF32) return Reject(why, "only float inputs");
+  if (y.dtype != kBool) return Reject(why, "output is not bool");
+  if (!a.has_shape || !b.has_shape || !y.has_shape) return Reject(why, "shapes must be static");
+  if (n.opset < 7 && a.dims != b.dims) return Reject(why, "opset " + std::to_string(n.opset) + " broadcasting");
+  Dims out;
+  if (!BroadcastShapes(a.dims, b.dims, &out) || out != y.dims) return Reject(why, "shapes do not broadcast to the output");
+  if (y.dims.size() > kMaxRank || Numel(y.dims) == 0) return Reject(why, "empty tensor or rank too high");
+  if (PadLeft(a.dims, y.dims.size()) != y.dims && PadLeft(b.dims, y.dims.size()) != y.dims)
+    return Reject(why, "oneDNN binary needs one operand with the output shape");
+  return true;
+}
+
+CheckResult LowerCompare(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  uint32_t alg, swapped;
+  if (!CompareAlgs(n.op, &alg, &swapped)) return ctx.Fail(node, "not a comparison");
+  const Dims yd = g.v(n.outputs[0]).dims;
+  const Dims cd = AtLeast1D(yd);
+  int s0 = n.inputs[0], s1 = n.inputs[1];
+  if (PadLeft(g.v(s0).dims, yd.size()) != yd) {  // the full-shape operand goes first: a > b computed as b < a
+    std::swap(s0, s1);
+    alg = swapped;
+  }
+  Operand o0 = ctx.UsePlain(s0), o1 = ctx.UsePlain(s1);
+  if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
+  Step step;
+  step.kind = StepKind::kBinary;
+  step.name = n.name;
+  step.ints = {static_cast<int64_t>(alg)};
+  step.ops = {Reshaped(o0, cd), Reshaped(o1, PadLeft(AtLeast1D(g.v(s1).dims), cd.size())), DefineAs(ctx, n.outputs[0], cd)};
+  ctx.Emit(std::move(step));
   return CheckResult::Ok();
 }
 

@@ -20,7 +20,8 @@
 namespace epctx {
 namespace aotcpu {
 
-// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm and kStridedCopy. The writer
+// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
+// algorithms of kBinary. The writer
 // stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
 // by older builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
 inline constexpr uint32_t kProgramVersion = 3;
@@ -71,7 +72,8 @@ enum class StepKind : uint32_t {
   kMatMul = 4,       // ops: src, weights, bias|none, dst, post-op srcs...
   kPool = 5,         // ops: src, dst. ints: alg, n, kernel[n], strides[n], pads_begin[n], pads_end[n], dilations[n].
   kEltwise = 6,      // ops: src, dst. ints: alg. floats: alpha, beta.
-  kBinary = 7,       // ops: src0, src1, dst, post-op srcs... ints: alg.
+  kBinary = 7,       // ops: src0, src1, dst, post-op srcs... ints: alg (add..sub: f32; version 3 also ge, gt, le,
+                     //   lt, eq, ne: f32 srcs, a bool dst, no post-ops).
   kSoftmax = 8,      // ops: src, dst. ints: axis, log (0/1).
   kLayerNorm = 9,    // ops: src, scale|none, shift|none, dst. floats: epsilon. Normalizes the last dim.
   kReduction = 10,   // ops: src, dst. ints: alg. floats: p, eps.

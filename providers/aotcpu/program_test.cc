@@ -324,6 +324,36 @@ TEST(AotCpuProgram, StridedCopyReversesAndStaysInBounds) {
   refused([](Step* s) { s->ops.pop_back(); });
 }
 
+// Comparison algorithms of kBinary came with version 3: stamped 3, refused under an older stamp.
+TEST(AotCpuProgram, ComparisonsAreVersion3) {
+  Program p = Sample();
+  p.steps[2].ints[0] = dnnl_binary_ge;
+  p.steps[2].ops[2].dtype = 9;
+  p.outputs[0].dtype = 9;
+  const std::string v3 = SerializeProgram(p);
+  uint32_t version = 0;
+  std::memcpy(&version, v3.data() + 8, 4);
+  EXPECT_EQ(version, 3u);
+  Program q;
+  ASSERT_TRUE(ParseProgram(v3, 1, &q).ok);
+  std::string forged = v3;
+  version = 2;
+  std::memcpy(&forged[8], &version, 4);
+  CheckResult r = ParseProgram(forged, 1, &q);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("step 2 is a comparison, which program version 2 does not have"), std::string::npos)
+      << r.reason;
+  // A comparison with post-ops or a float dst is refused by the builder.
+  std::vector<float> w = Weight();
+  for (int damage = 0; damage < 2; ++damage) {
+    Program d = p;
+    if (damage == 0) d.steps[2].ops[2].dtype = 1, d.outputs[0].dtype = 1;
+    if (damage == 1) d.steps[2].post_ops.push_back(PostOp());
+    std::unique_ptr<Executor> exec;
+    EXPECT_FALSE(Executor::Create(d, {{w.data(), w.size() * 4}}, 1, &exec).ok) << damage;
+  }
+}
+
 TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {
   const std::string records = SerializeProgram(Sample());
   std::vector<float> w = Weight();
