@@ -290,11 +290,22 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     }
   }
   for (const std::vector<int>& group : GroupNodes(g, supported)) {
+    // A group of only constants and zero-copy views (a lone Reshape or same-type Cast between nodes left on the
+    // CPU EP) would cost a partition and its boundary copies and compute nothing: it stays on the CPU EP.
     bool computes = false;
-    for (int n : group) computes |= !folded[static_cast<size_t>(n)];
+    for (int n : group) {
+      const Node& node = g.nodes[static_cast<size_t>(n)];
+      static const char* const kViews[] = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast"};
+      bool view = false;
+      for (const char* op : kViews) view |= node.op == op;
+      computes |= !folded[static_cast<size_t>(n)] && !view;
+    }
     if (!computes) {
       for (int n : group)
-        reasons[static_cast<size_t>(n)] = "folds to a constant in a group with nothing to compute (no partition made)";
+        reasons[static_cast<size_t>(n)] =
+            folded[static_cast<size_t>(n)]
+                ? "folds to a constant in a group with nothing to compute (no partition made)"
+                : "a zero-copy view in a group with nothing to compute (a partition would only add copies)";
       continue;
     }
     std::vector<const EpctxNode*> nodes;

@@ -351,7 +351,8 @@ CheckResult BuildReorder(BuildContext& bc, std::unique_ptr<StepExec>* out) {
 int DstOperand(const Step& s) {
   switch (s.kind) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
-    case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf:
+    case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf: case StepKind::kPad:
+    case StepKind::kStridedCopy:
       return 1;
     case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax:
       return 2;
@@ -360,6 +361,8 @@ int DstOperand(const Step& s) {
       return 3;
     case StepKind::kBatchNorm:
       return 5;
+    case StepKind::kLstm:  // also writes operands 7 and 8 when present; its builder checks those
+      return 6;
     case StepKind::kConcat:
       return static_cast<int>(s.ops.size()) - 1;
   }

@@ -1,9 +1,10 @@
 // Per-op support checks, lowering functions and step builders of the AotCpu EP, by family. The tables tying them to
 // op types and step kinds are in ops_registry.cc.
-//   ops_nn.cc      Conv, ConvTranspose, BatchNormalization, pooling, Resize, Gemm
+//   ops_nn.cc      Conv, ConvTranspose, BatchNormalization, pooling, Resize, Gemm, LSTM
 //   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax (and mask Add + Softmax),
-//                  LayerNormalization, ReduceMean
-//   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Transpose, Slice, Gather, Concat
+//                  LayerNormalization, ReduceMean/Max/Min/Sum
+//   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type), Transpose, Slice, Split, Gather,
+//                  Concat, Pad
 //   fold.cc        constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   executor.cc    Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_OPS_H_
@@ -30,20 +31,23 @@ EPCTX_AOT_OP(BatchNorm)
 EPCTX_AOT_OP(Pool)  // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
 EPCTX_AOT_OP(Resize)
 EPCTX_AOT_OP(Gemm)
+EPCTX_AOT_OP(Lstm)
 EPCTX_AOT_STEP(Conv)
 EPCTX_AOT_STEP(Deconv)
 EPCTX_AOT_STEP(Pool)
 EPCTX_AOT_STEP(Resample)
 EPCTX_AOT_STEP(InnerProduct)
 EPCTX_AOT_STEP(BatchNorm)
+EPCTX_AOT_STEP(Lstm)
 
 // ops_math.cc
 EPCTX_AOT_OP(MatMul)
 EPCTX_AOT_OP(Unary)   // Relu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Sqrt, Erf, Abs, Neg, Log, ...
 EPCTX_AOT_OP(Binary)  // Add, Sub, Mul, Div, Pow, Max, Min
+EPCTX_AOT_OP(Compare)  // Equal, Greater, GreaterOrEqual, Less, LessOrEqual (f32 -> bool)
 EPCTX_AOT_OP(Softmax)
 EPCTX_AOT_OP(LayerNorm)
-EPCTX_AOT_OP(ReduceMean)
+EPCTX_AOT_OP(Reduce)  // ReduceMean, ReduceMax, ReduceMin, ReduceSum
 EPCTX_AOT_STEP(MatMul)
 EPCTX_AOT_STEP(Eltwise)
 EPCTX_AOT_STEP(Binary)
@@ -54,13 +58,17 @@ EPCTX_AOT_STEP(Erf)
 EPCTX_AOT_STEP(MaskedSoftmax)
 
 // ops_tensor.cc
-EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity
+EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)
 EPCTX_AOT_OP(Transpose)
 EPCTX_AOT_OP(Slice)
 EPCTX_AOT_OP(Gather)
 EPCTX_AOT_OP(Concat)
+EPCTX_AOT_OP(Split)
+EPCTX_AOT_OP(Pad)
 EPCTX_AOT_STEP(Concat)
 EPCTX_AOT_STEP(Gather)
+EPCTX_AOT_STEP(Pad)
+EPCTX_AOT_STEP(StridedCopy)
 
 // executor.cc
 EPCTX_AOT_STEP(Reorder)

@@ -1,4 +1,4 @@
-// MatMul, elementwise unary/binary ops (with the Erf-form GELU), Softmax, LayerNormalization and ReduceMean:
+// MatMul, elementwise unary/binary ops (with the Erf-form GELU), Softmax, LayerNormalization and reductions:
 // support checks, lowering with post-op fusion, and the executor's step builders (see ops.h).
 //
 // Fusion: a MatMul or Binary step absorbs the nodes that follow it while each is the sole consumer of the previous
@@ -624,7 +624,8 @@ bool IsEltwiseAlg(int64_t a) {
   return std::find(std::begin(kAlgs), std::end(kAlgs), a) != std::end(kAlgs);
 }
 
-bool IsBinaryAlg(int64_t a) { return a >= dnnl_binary_add && a <= dnnl_binary_sub; }
+bool IsBinaryAlg(int64_t a) { return a >= dnnl_binary_add && a <= dnnl_binary_ne; }
+bool IsCompareAlg(int64_t a) { return a >= dnnl_binary_ge && a <= dnnl_binary_ne; }
 
 CheckResult GetDescs(BuildContext& bc, size_t n, std::vector<memory::desc>* descs) {
   descs->resize(n);
@@ -1064,15 +1065,22 @@ bool SupportUnary(const Graph& g, const Node& n, std::string* why) {
   if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] < 0)
     return Reject(why, "needs one input and one output");
   if (n.op == "Clip") {
-    // Bounds must be constant: only X and Y need to be float tensors.
+    // Bounds are float scalars, constant or not: only X and Y need to be static float tensors.
     const Value& x = g.v(n.inputs[0]);
     const Value& yv = g.v(n.outputs[0]);
     if (x.dtype != kF32 || yv.dtype != kF32) return Reject(why, "Clip: only float tensors");
     if (!x.has_shape || !yv.has_shape) return Reject(why, "Clip: shapes must be static");
+    if (n.opset < 11 && n.inputs.size() != 1) return Reject(why, "expects one input");
+    if (n.inputs.size() > 3) return Reject(why, "Clip: too many inputs");
     for (size_t i = 1; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] < 0) continue;
+      const Value& b = g.v(n.inputs[i]);
+      // Constant bounds become eltwise parameters; others (computed at run time) binary max/min operands.
+      if (b.dtype != kF32 || !b.has_shape || b.numel() != 1 || b.dims.size() > 1)
+        return Reject(why, "Clip: min/max must be float scalars");
       float f;
-      if (n.inputs[i] >= 0 && (g.v(n.inputs[i]).dtype != kF32 || !g.ConstScalar(n.inputs[i], &f)))
-        return Reject(why, "Clip: min/max must be constant float scalars");
+      if (b.is_const() && (!g.ConstScalar(n.inputs[i], &f) || std::isnan(f)))
+        return Reject(why, "Clip: a constant min/max is NaN");
     }
   } else {
     if (!StaticFloatTensors(g, n, why)) return false;
@@ -1083,16 +1091,57 @@ bool SupportUnary(const Graph& g, const Node& n, std::string* why) {
   if (x.dims.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
   if (Numel(x.dims) == 0) return Reject(why, "empty tensor");
   if (n.op == "Erf" || n.op == "HardSigmoid") return true;
+  if (n.op == "Clip" && n.opset >= 11) return true;  // constant bounds: eltwise; others: LowerClipRuntime
   uint32_t alg;
   float alpha, beta;
   if (!EltwiseFor(g, n, &alg, &alpha, &beta)) return Reject(why, "not expressible as a oneDNN eltwise");
   return true;
 }
 
+namespace {
+// Clip whose bounds are computed at run time: y = min(max(x, lo), hi) as one binary step, max(x, lo) with the min by
+// hi as a binary post-op (either bound may be absent; a constant bound is a weight operand like any other).
+CheckResult LowerClipRuntime(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const int x = n.inputs[0], y = n.outputs[0];
+  const Dims cd = AtLeast1D(g.v(y).dims);
+  std::vector<std::pair<int, uint32_t>> bounds;  // value, binary algorithm
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) bounds.push_back({n.inputs[1], dnnl_binary_max});
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0) bounds.push_back({n.inputs[2], dnnl_binary_min});
+  if (bounds.empty()) return ctx.Fail(node, "Clip without bounds is not a run-time clip");
+  Operand src = ctx.UsePlain(x);
+  if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
+  Step step;
+  step.kind = StepKind::kBinary;
+  step.name = n.name;
+  step.ints = {static_cast<int64_t>(bounds[0].second)};
+  step.ops = {Reshaped(src, cd)};
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    Operand b = ctx.UsePlain(bounds[i].first);
+    if (!IsRowMajor(b)) return ctx.Fail(node, "bound is not row-major");
+    step.ops.push_back(Reshaped(b, Dims(cd.size(), 1)));
+    if (i == 0) step.ops.push_back(Operand());  // dst, defined below
+  }
+  if (bounds.size() == 2) {
+    PostOp q;
+    q.kind = PostOp::kBinary;
+    q.alg = bounds[1].second;
+    q.operand = 3;
+    step.post_ops.push_back(q);
+  }
+  step.ops[2] = DefineAs(ctx, y, cd);
+  ctx.Emit(std::move(step));
+  return CheckResult::Ok();
+}
+}  // namespace
+
 CheckResult LowerUnary(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
   const int x = n.inputs[0], y = n.outputs[0];
+  uint32_t alg0;
+  float alpha0, beta0;
   if (n.op == "Erf") {
     Operand src = ctx.UsePlain(x);
     const Dims dims = AtLeast1D(g.v(x).dims);
@@ -1104,6 +1153,7 @@ CheckResult LowerUnary(LowerContext& ctx, int node) {
     ctx.Emit(std::move(s));
     return CheckResult::Ok();
   }
+  if (n.op == "Clip" && !EltwiseFor(g, n, &alg0, &alpha0, &beta0)) return LowerClipRuntime(ctx, node);
   std::vector<PostOp> algs;
   if (n.op == "HardSigmoid") {
     HardSigmoidOps(n, &algs);
@@ -1295,6 +1345,11 @@ CheckResult BuildBinary(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   if (!r.ok) return r;
   const Step& st = bc.step();
   if (!IsBinaryAlg(st.ints[0])) return bc.Fail("unknown binary algorithm " + std::to_string(st.ints[0]));
+  // Comparisons write bool (u8 0/1) and take no post-ops; arithmetic writes f32.
+  const bool compare = IsCompareAlg(st.ints[0]);
+  if (compare && (!st.post_ops.empty() || st.ops.size() != 3)) return bc.Fail("a comparison takes no post-ops");
+  if (st.ops[2].dtype != (compare ? kBool : kF32) || st.ops[0].dtype != kF32 || st.ops[1].dtype != kF32)
+    return bc.Fail(compare ? "a comparison reads f32 and writes bool" : "binary operands must be f32");
   std::vector<memory::desc> d;
   if (!(r = GetDescs(bc, 3, &d)).ok) return r;
   dnnl::primitive_attr attr;
@@ -1316,18 +1371,88 @@ CheckResult BuildBinary(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   return CheckResult::Ok();
 }
 
+// ---- comparisons ------------------------------------------------------------------------------------------------
+
+namespace {
+// The oneDNN comparison for an ONNX op, and the one with operands swapped (a < b == b > a).
+bool CompareAlgs(const std::string& op, uint32_t* alg, uint32_t* swapped) {
+  if (op == "Equal") *alg = *swapped = dnnl_binary_eq;
+  else if (op == "Greater") *alg = dnnl_binary_gt, *swapped = dnnl_binary_lt;
+  else if (op == "GreaterOrEqual") *alg = dnnl_binary_ge, *swapped = dnnl_binary_le;
+  else if (op == "Less") *alg = dnnl_binary_lt, *swapped = dnnl_binary_gt;
+  else if (op == "LessOrEqual") *alg = dnnl_binary_le, *swapped = dnnl_binary_ge;
+  else return false;
+  return true;
+}
+}  // namespace
+
+bool SupportCompare(const Graph& g, const Node& n, std::string* why) {
+  uint32_t alg, swapped;
+  if (!CompareAlgs(n.op, &alg, &swapped)) return Reject(why, "not a comparison");
+  if (n.inputs.size() != 2 || n.outputs.size() != 1 || n.inputs[0] < 0 || n.inputs[1] < 0)
+    return Reject(why, "needs exactly 2 inputs and 1 output");
+  const Value& a = g.v(n.inputs[0]);
+  const Value& b = g.v(n.inputs[1]);
+  const Value& y = g.v(n.outputs[0]);
+  if (a.dtype != kF32 || b.dtype != kF32) return Reject(why, "only float inputs");
+  if (y.dtype != kBool) return Reject(why, "output is not bool");
+  if (!a.has_shape || !b.has_shape || !y.has_shape) return Reject(why, "shapes must be static");
+  if (n.opset < 7 && a.dims != b.dims) return Reject(why, "opset " + std::to_string(n.opset) + " broadcasting");
+  Dims out;
+  if (!BroadcastShapes(a.dims, b.dims, &out) || out != y.dims) return Reject(why, "shapes do not broadcast to the output");
+  if (y.dims.size() > kMaxRank || Numel(y.dims) == 0) return Reject(why, "empty tensor or rank too high");
+  if (PadLeft(a.dims, y.dims.size()) != y.dims && PadLeft(b.dims, y.dims.size()) != y.dims)
+    return Reject(why, "oneDNN binary needs one operand with the output shape");
+  return true;
+}
+
+CheckResult LowerCompare(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  uint32_t alg, swapped;
+  if (!CompareAlgs(n.op, &alg, &swapped)) return ctx.Fail(node, "not a comparison");
+  const Dims yd = g.v(n.outputs[0]).dims;
+  const Dims cd = AtLeast1D(yd);
+  int s0 = n.inputs[0], s1 = n.inputs[1];
+  if (PadLeft(g.v(s0).dims, yd.size()) != yd) {  // the full-shape operand goes first: a > b computed as b < a
+    std::swap(s0, s1);
+    alg = swapped;
+  }
+  Operand o0 = ctx.UsePlain(s0), o1 = ctx.UsePlain(s1);
+  if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
+  Step step;
+  step.kind = StepKind::kBinary;
+  step.name = n.name;
+  step.ints = {static_cast<int64_t>(alg)};
+  step.ops = {Reshaped(o0, cd), Reshaped(o1, PadLeft(AtLeast1D(g.v(s1).dims), cd.size())), DefineAs(ctx, n.outputs[0], cd)};
+  ctx.Emit(std::move(step));
+  return CheckResult::Ok();
+}
+
 // ---- Softmax ----------------------------------------------------------------------------------------------------
 
 namespace {
-// Normalized softmax axis, or -1 when unsupported.
+// Normalized softmax axis, or -1 when out of range.
 int SoftmaxAxis(const Node& n, size_t rank) {
   int64_t axis = n.Int("axis", n.opset >= 13 ? -1 : 1);
   int64_t r = static_cast<int64_t>(rank);
   if (axis < -r || axis >= r) return -1;
   if (axis < 0) axis += r;
-  // Before opset 13 the input is coerced to 2-D at `axis`: the same as a last-axis softmax only for axis = rank-1.
-  if (n.opset < 13 && axis != r - 1) return -1;
   return static_cast<int>(axis);
+}
+
+// The dims the softmax runs over and its axis in them. Opset 13+: the input's dims, the node's axis. Before 13 the
+// input is coerced to 2-D [prod(dims[:axis]), prod(dims[axis:])] and normalized over the second dim (the same as
+// opset 13 only for the last axis).
+Dims SoftmaxDims(const Node& n, const Dims& d, int axis, int* compute_axis) {
+  if (n.opset >= 13) {
+    *compute_axis = axis;
+    return d;
+  }
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < d.size(); ++i) (static_cast<int>(i) < axis ? outer : inner) *= d[i];
+  *compute_axis = 1;
+  return {outer, inner};
 }
 }  // namespace
 
@@ -1337,8 +1462,8 @@ bool SupportSoftmax(const Graph& g, const Node& n, std::string* why) {
   const Dims& d = g.v(n.inputs[0]).dims;
   if (d.empty() || d.size() > kMaxRank) return Reject(why, "rank must be 1.." + std::to_string(kMaxRank));
   if (Numel(d) == 0) return Reject(why, "empty tensor");
-  if (SoftmaxAxis(n, d.size()) < 0)
-    return Reject(why, "axis out of range, or opset < 13 with axis != rank-1 (2-D coercion)");
+  if (g.v(n.outputs[0]).dims != d) return Reject(why, "output shape differs from the input");
+  if (SoftmaxAxis(n, d.size()) < 0) return Reject(why, "axis out of range");
   return true;
 }
 
@@ -1348,13 +1473,15 @@ CheckResult LowerSoftmax(LowerContext& ctx, int node) {
   const Dims& d = g.v(n.inputs[0]).dims;
   int axis = SoftmaxAxis(n, d.size());
   if (axis < 0) return ctx.Fail(node, "unsupported axis");
+  int compute_axis = axis;
+  const Dims cd = SoftmaxDims(n, d, axis, &compute_axis);
   Operand src = ctx.UsePlain(n.inputs[0]);
   if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
   Step s;
   s.kind = StepKind::kSoftmax;
   s.name = n.name;
-  s.ops = {Reshaped(src, d), DefineAs(ctx, n.outputs[0], d)};
-  s.ints = {axis, 0};
+  s.ops = {Reshaped(src, cd), DefineAs(ctx, n.outputs[0], cd)};
+  s.ints = {compute_axis, 0};
   ctx.Emit(std::move(s));
   return CheckResult::Ok();
 }
@@ -1606,49 +1733,92 @@ CheckResult BuildLayerNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   return CheckResult::Ok();
 }
 
-// ---- ReduceMean -------------------------------------------------------------------------------------------------
+// ---- ReduceMean, ReduceMax, ReduceMin, ReduceSum ----------------------------------------------------------------
 
 namespace {
-// Src dims with the reduced axes set to 1 (keepdims form); false for bad axes.
-bool ReducedDims(const Node& n, const Dims& d, Dims* out) {
-  std::vector<int64_t> axes = n.Ints("axes");
+// The oneDNN algorithm of a reduce op; false for others.
+bool ReduceAlg(const std::string& op, dnnl_alg_kind_t* alg) {
+  if (op == "ReduceMean") *alg = dnnl_reduction_mean;
+  else if (op == "ReduceMax") *alg = dnnl_reduction_max;
+  else if (op == "ReduceMin") *alg = dnnl_reduction_min;
+  else if (op == "ReduceSum") *alg = dnnl_reduction_sum;
+  else return false;
+  return true;
+}
+
+// Src dims with the reduced axes set to 1 (keepdims form); false (with why) for bad or non-constant axes. Axes are
+// an attribute, or an input from opset 18 (ReduceSum: 13); with none (or an empty list) every axis is reduced
+// unless noop_with_empty_axes (then nothing is).
+bool ReducedDims(const Graph& g, const Node& n, const Dims& d, Dims* out, std::string* why,
+                 std::vector<bool>* reduced = nullptr) {
+  const int64_t since_input = n.op == "ReduceSum" ? 13 : 18;
+  std::vector<int64_t> axes;
+  if (n.opset >= since_input) {
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0 && !g.ConstInts(n.inputs[1], &axes))
+      return Reject(why, "axes are not constant");
+  } else {
+    axes = n.Ints("axes");
+  }
   const int64_t r = static_cast<int64_t>(d.size());
   *out = d;
-  if (axes.empty()) {  // absent (or empty): every axis
-    for (auto& x : *out) x = 1;
-    return true;
-  }
   std::vector<bool> seen(d.size(), false);
+  if (axes.empty()) {
+    if (!(n.opset >= since_input && n.Int("noop_with_empty_axes", 0) != 0)) {
+      for (auto& x : *out) x = 1;
+      seen.assign(d.size(), true);
+    }
+  }
   for (int64_t a : axes) {
-    if (a < -r || a >= r) return false;
+    if (a < -r || a >= r) return Reject(why, "axis out of range");
     if (a < 0) a += r;
-    if (seen[static_cast<size_t>(a)]) return false;
+    if (seen[static_cast<size_t>(a)]) return Reject(why, "repeated axis");
     seen[static_cast<size_t>(a)] = true;
     (*out)[static_cast<size_t>(a)] = 1;
   }
+  if (reduced) *reduced = seen;
   return true;
+}
+
+// The ONNX output dims: keepdims keeps the reduced axes as 1, otherwise they are dropped.
+Dims ReduceOutputDims(const Node& n, const Dims& kd, const std::vector<bool>& reduced) {
+  if (n.Int("keepdims", 1) != 0) return kd;
+  Dims out;
+  for (size_t i = 0; i < kd.size(); ++i)
+    if (!reduced[i]) out.push_back(kd[i]);
+  return out;
 }
 }  // namespace
 
-bool SupportReduceMean(const Graph& g, const Node& n, std::string* why) {
-  if (!StaticFloatTensors(g, n, why)) return false;
-  if (n.opset >= 18) return Reject(why, "opset 18 axes input not supported");
-  if (n.inputs.size() != 1 || n.outputs.size() != 1) return Reject(why, "needs one input and one output");
-  const Dims& d = g.v(n.inputs[0]).dims;
+bool SupportReduce(const Graph& g, const Node& n, std::string* why) {
+  dnnl_alg_kind_t alg;
+  if (!ReduceAlg(n.op, &alg)) return Reject(why, "not a supported reduction");
+  if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return Reject(why, "needs an input and one output");
+  const int64_t since_input = n.op == "ReduceSum" ? 13 : 18;
+  if (n.inputs.size() > (n.opset >= since_input ? 2u : 1u)) return Reject(why, "too many inputs");
+  const Value& x = g.v(n.inputs[0]);
+  const Value& y = g.v(n.outputs[0]);
+  if (x.dtype != kF32 || y.dtype != kF32) return Reject(why, "only float tensors");
+  if (!x.has_shape || !y.has_shape) return Reject(why, "shapes must be static");
+  const Dims& d = x.dims;
   if (d.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
   if (Numel(d) == 0) return Reject(why, "empty tensor");
   Dims kd;
-  if (!ReducedDims(n, d, &kd)) return Reject(why, "bad axes");
-  if (Numel(g.v(n.outputs[0]).dims) != Numel(kd)) return Reject(why, "output shape does not match the axes");
+  std::vector<bool> reduced;
+  if (!ReducedDims(g, n, d, &kd, why, &reduced)) return false;
+  if (y.dims != ReduceOutputDims(n, kd, reduced))
+    return Reject(why, "output shape does not match the axes and keepdims");
   return true;
 }
 
-CheckResult LowerReduceMean(LowerContext& ctx, int node) {
+CheckResult LowerReduce(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
+  dnnl_alg_kind_t alg;
+  if (!ReduceAlg(n.op, &alg)) return ctx.Fail(node, "not a supported reduction");
   const Dims sd = AtLeast1D(g.v(n.inputs[0]).dims);
   Dims kd;
-  if (!ReducedDims(n, g.v(n.inputs[0]).dims, &kd)) return ctx.Fail(node, "bad axes");
+  std::string why;
+  if (!ReducedDims(g, n, g.v(n.inputs[0]).dims, &kd, &why)) return ctx.Fail(node, why);
   kd = AtLeast1D(kd);
   Operand src = ctx.UsePlain(n.inputs[0]);
   if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
@@ -1658,7 +1828,7 @@ CheckResult LowerReduceMean(LowerContext& ctx, int node) {
   s.name = n.name;
   s.ops = {Reshaped(src, sd), DefineAs(ctx, n.outputs[0], kd)};
   if (s.kind == StepKind::kReduction) {
-    s.ints = {static_cast<int64_t>(dnnl_reduction_mean)};
+    s.ints = {static_cast<int64_t>(alg)};
     s.floats = {0.f, 0.f};
   }
   ctx.Emit(std::move(s));

@@ -17,6 +17,7 @@ const OpEntry kOps[] = {
     {"GlobalMaxPool", SupportPool, LowerPool},
     {"Resize", SupportResize, LowerResize},
     {"Gemm", SupportGemm, LowerGemm},
+    {"LSTM", SupportLstm, LowerLstm},
     {"MatMul", SupportMatMul, LowerMatMul},
     {"Relu", SupportUnary, LowerUnary},
     {"LeakyRelu", SupportUnary, LowerUnary},
@@ -40,18 +41,29 @@ const OpEntry kOps[] = {
     {"Pow", SupportBinary, LowerBinary},
     {"Max", SupportBinary, LowerBinary},
     {"Min", SupportBinary, LowerBinary},
+    {"Equal", SupportCompare, LowerCompare},
+    {"Greater", SupportCompare, LowerCompare},
+    {"GreaterOrEqual", SupportCompare, LowerCompare},
+    {"Less", SupportCompare, LowerCompare},
+    {"LessOrEqual", SupportCompare, LowerCompare},
     {"Softmax", SupportSoftmax, LowerSoftmax},
     {"LayerNormalization", SupportLayerNorm, LowerLayerNorm},
-    {"ReduceMean", SupportReduceMean, LowerReduceMean},
+    {"ReduceMean", SupportReduce, LowerReduce},
+    {"ReduceMax", SupportReduce, LowerReduce},
+    {"ReduceMin", SupportReduce, LowerReduce},
+    {"ReduceSum", SupportReduce, LowerReduce},
     {"Reshape", SupportReshape, LowerReshape},
     {"Squeeze", SupportReshape, LowerReshape},
     {"Unsqueeze", SupportReshape, LowerReshape},
     {"Flatten", SupportReshape, LowerReshape},
     {"Identity", SupportReshape, LowerReshape},
+    {"Cast", SupportReshape, LowerReshape},
     {"Transpose", SupportTranspose, LowerTranspose},
     {"Slice", SupportSlice, LowerSlice},
     {"Gather", SupportGather, LowerGather},
     {"Concat", SupportConcat, LowerConcat},
+    {"Split", SupportSplit, LowerSplit},
+    {"Pad", SupportPad, LowerPad},
 };
 
 struct StepEntry {
@@ -67,7 +79,8 @@ const StepEntry kSteps[] = {
     {StepKind::kConcat, BuildConcat},       {StepKind::kResample, BuildResample},
     {StepKind::kGather, BuildGather},       {StepKind::kErf, BuildErf},
     {StepKind::kInnerProduct, BuildInnerProduct}, {StepKind::kBatchNorm, BuildBatchNorm},
-    {StepKind::kMaskedSoftmax, BuildMaskedSoftmax},
+    {StepKind::kMaskedSoftmax, BuildMaskedSoftmax}, {StepKind::kPad, BuildPad},
+    {StepKind::kLstm, BuildLstm},           {StepKind::kStridedCopy, BuildStridedCopy},
 };
 
 }  // namespace

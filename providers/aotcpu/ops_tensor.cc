@@ -1,6 +1,10 @@
-// Data movement: Reshape/Squeeze/Unsqueeze/Flatten/Identity (zero-copy views), Transpose and Slice (one oneDNN
-// reorder from a strided view), Concat (oneDNN concat) and Gather (a bounds-checked row copy).
+// Data movement: Reshape/Squeeze/Unsqueeze/Flatten/Identity/same-type Cast (zero-copy views), Transpose, Slice and
+// Split (one oneDNN reorder from a strided view per output), Concat (oneDNN concat), Gather (a bounds-checked row
+// copy) and Pad (our own row loop, step kind kPad).
+#include <omp.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -101,7 +105,7 @@ bool ReshapeDims(const Graph& g, const Node& n, std::vector<int64_t>* out, std::
   const std::vector<int64_t>& x = g.v(n.inputs[0]).dims;
   const int64_t rank = static_cast<int64_t>(x.size());
   const std::string& op = n.op;
-  if (op == "Identity") {
+  if (op == "Identity" || op == "Cast") {  // Cast: the support check lets only same-type casts through
     *out = x;
     return true;
   }
@@ -217,13 +221,23 @@ bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
     if (!NormAxis(axes[i], rank, &ax) || seen[static_cast<size_t>(ax)]) return Why(why, "bad or repeated axis");
     seen[static_cast<size_t>(ax)] = true;
     const int64_t dim = x[static_cast<size_t>(ax)], s = steps[i];
-    if (s <= 0) return Why(why, "steps <= 0 are not supported");
+    if (s == 0) return Why(why, "a step of 0");
+    if (s < -(int64_t{1} << 40) || s > (int64_t{1} << 40)) return Why(why, "step out of range");
     int64_t b = starts[i], e = ends[i];
-    if (b < 0) b += dim;
-    if (e < 0) e += dim;
-    b = std::clamp<int64_t>(b, 0, dim);
-    e = std::clamp<int64_t>(e, 0, dim);
-    const int64_t count = e > b ? (e - b - 1) / s + 1 : 0;
+    if (b < 0) b = b < -dim ? -1 : b + dim;  // (written so that INT64_MIN does not overflow)
+    if (e < 0) e = e < -dim ? -1 : e + dim;
+    int64_t count;
+    if (dim == 0) {
+      count = 0;
+    } else if (s > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > b ? (e - b - 1) / s + 1 : 0;
+    } else {  // ONNX: starts clamp to [0, dim-1], ends to [-1, dim-1]
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = b > e ? (b - e - 1) / -s + 1 : 0;
+    }
     p->dims[static_cast<size_t>(ax)] = count;
     p->begin[static_cast<size_t>(ax)] = count ? b : 0;
     p->step[static_cast<size_t>(ax)] = count > 1 ? s : 1;
@@ -231,17 +245,20 @@ bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
   const std::vector<int64_t> rs = RowMajorStrides(x);
   p->strides.resize(rs.size());
   p->offset = 0;
-  int64_t extent = 1;
   for (size_t i = 0; i < rs.size(); ++i) {
     p->strides[i] = rs[i] * p->step[i];
     p->offset += rs[i] * p->begin[i];
-    extent = std::max(extent, p->dims[i] * p->strides[i]);
   }
-  // The executor checks a strided operand's bytes as oneDNN sizes it, max(dims[i] * strides[i]) elements from the
-  // view's start, which can pass the end of the input for a view starting inside the innermost rows although no
-  // element read does. Such slices stay on the CPU EP until that check measures the last element instead.
-  if (p->offset + extent > Numel(x)) return Why(why, "the strided view's oneDNN extent passes the end of the input");
+  // The executor checks a strided view up to its last element (not oneDNN's max(dims * strides), which passes the
+  // end of the input for a view of inner rows), so every in-range view is accepted. A negative step gives a
+  // negative stride: oneDNN's reorder cannot read that, our StridedCopy step can.
   return true;
+}
+
+bool Reversed(const SliceParams& p) {
+  for (int64_t st : p.strides)
+    if (st < 0) return true;
+  return false;
 }
 
 // ---- Gather step -------------------------------------------------------------------------------------------------
@@ -425,11 +442,95 @@ CheckResult LowerSlice(LowerContext& ctx, int node) {
   if (!SliceOf(ctx.graph(), n, &p, &why)) return ctx.Fail(node, why);
   const Operand in = ctx.UsePlain(n.inputs[0]);
   Step s;
-  s.kind = StepKind::kReorder;
   s.name = StepName(ctx.graph(), n);
-  s.ops.push_back(StridedView(in, x.dtype, p.dims, p.strides, p.offset));
-  s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+  if (Reversed(p)) {
+    s.kind = StepKind::kStridedCopy;
+    s.ops.push_back(in);
+    s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+    s.ints.push_back(p.offset);
+    s.ints.insert(s.ints.end(), p.strides.begin(), p.strides.end());
+  } else {
+    s.kind = StepKind::kReorder;
+    s.ops.push_back(StridedView(in, x.dtype, p.dims, p.strides, p.offset));
+    s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+  }
   ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+// ---- StridedCopy step (Slice with negative steps) ----------------------------------------------------------------
+
+namespace {
+class StridedCopyExec : public StepExec {
+ public:
+  StridedCopyExec(int src, int dst, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t offset,
+                  size_t elem)
+      : src_(src), dst_(dst), dims_(std::move(dims)), strides_(std::move(strides)), offset_(offset), elem_(elem) {}
+
+  void Run(RunContext& rc) override {
+    const char* src = static_cast<const char*>(rc.ptr(src_));
+    char* dst = static_cast<char*>(rc.ptr(dst_));
+    const size_t rank = dims_.size();
+    const int64_t inner = dims_[rank - 1], is = strides_[rank - 1];
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < rank; ++k) rows *= dims_[k];
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off = offset_, rem = r;
+      for (size_t k = rank - 1; k-- > 0;) {
+        off += (rem % dims_[k]) * strides_[k];
+        rem /= dims_[k];
+      }
+      char* out = dst + static_cast<size_t>(r * inner) * elem_;
+      for (int64_t j = 0; j < inner; ++j)
+        std::memcpy(out + static_cast<size_t>(j) * elem_, src + static_cast<size_t>(off + j * is) * elem_, elem_);
+    }
+  }
+
+ private:
+  int src_, dst_;
+  std::vector<int64_t> dims_, strides_;
+  int64_t offset_;
+  size_t elem_;
+};
+}  // namespace
+
+CheckResult BuildStridedCopy(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  const Step& s = bc.step();
+  CheckResult r = bc.ExpectCounts(2, false, SIZE_MAX, 0);
+  if (!r.ok) return r;
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (!src.present() || !dst.present()) return bc.Fail("src and dst are required");
+  if (src.dtype != dst.dtype || DtypeSize(src.dtype) == 0) return bc.Fail("src and dst differ in type");
+  if (!IsPlain(src) || !IsPlain(dst)) return bc.Fail("operands must be plain row-major");
+  const size_t rank = dst.dims.size();
+  if (rank == 0 || s.ints.size() != 1 + rank) return bc.Fail("needs an offset and one stride per dst dim");
+  // Every element read lies in src: the lowest and highest offsets the loop reaches, without overflow (dims and
+  // strides are bounded so that no sum below can overflow).
+  const int64_t kBound = int64_t{1} << 40;
+  int64_t lo = s.ints[0], hi = s.ints[0], src_numel = 1, dst_numel = 1;
+  if (lo < 0 || lo > kBound) return bc.Fail("offset out of range");
+  for (int64_t d : src.dims) {
+    if (d <= 0 || d > kBound) return bc.Fail("src dims out of range");
+    src_numel *= d;
+    if (src_numel > kBound) return bc.Fail("src too large");
+  }
+  for (size_t k = 0; k < rank; ++k) {
+    const int64_t d = dst.dims[k], st = s.ints[1 + k];
+    if (d <= 0 || d > kBound || st < -kBound || st > kBound) return bc.Fail("dims or strides out of range");
+    dst_numel *= d;
+    if (dst_numel > kBound) return bc.Fail("dst too large");
+    int64_t reach;
+    if (__builtin_mul_overflow(d - 1, st, &reach) || reach < -kBound || reach > kBound)
+      return bc.Fail("strides reach out of range");
+    (reach < 0 ? lo : hi) += reach;
+    if (lo < -kBound || hi > kBound) return bc.Fail("strides reach out of range");
+  }
+  if (lo < 0 || hi >= src_numel) return bc.Fail("the copy reads outside src");
+  dnnl::memory::desc d0, d1;
+  if (!(r = bc.Desc(0, &d0)).ok || !(r = bc.Desc(1, &d1)).ok) return r;  // both fit their buffers
+  *out = std::make_unique<StridedCopyExec>(bc.Slot(0, d0), bc.Slot(1, d1), dst.dims,
+                                           std::vector<int64_t>(s.ints.begin() + 1, s.ints.end()), s.ints[0],
+                                           DtypeSize(src.dtype));
   return CheckResult::Ok();
 }
 
@@ -628,6 +729,283 @@ CheckResult BuildGather(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   const int d0 = bc.Slot(0, dd[0]), d1 = bc.Slot(1, dd[1]), d2 = bc.Slot(2, dd[2]);
   *out = std::make_unique<GatherExec>(d0, d1, d2, outer, data.dims[static_cast<size_t>(axis)], inner,
                                       Numel(ind.dims), ind.dtype == kI64);
+  return CheckResult::Ok();
+}
+
+// ---- Split -------------------------------------------------------------------------------------------------------
+
+namespace {
+// The lengths of Split's outputs along its axis, per the node's opset: the `split` attribute (opset < 13) or input
+// (13+), else equal parts (opset 18: `num_outputs` parts of ceil(dim / num_outputs), the last one smaller; before:
+// as many equal parts as outputs, the dim divisible by their count).
+bool SplitLengths(const Graph& g, const Node& n, int64_t* axis, std::vector<int64_t>* lengths, std::string* why) {
+  if (n.inputs.empty() || n.inputs[0] < 0 || !g.v(n.inputs[0]).has_shape)
+    return Why(why, "input has no static shape");
+  if (n.opset < 2) return Why(why, "Split-1 is not supported");
+  const std::vector<int64_t>& x = g.v(n.inputs[0]).dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank == 0 || !NormAxis(n.Int("axis", 0), rank, axis)) return Why(why, "axis out of range");
+  const int64_t dim = x[static_cast<size_t>(*axis)];
+  const int64_t outs = static_cast<int64_t>(n.outputs.size());
+  if (outs == 0) return Why(why, "no outputs");
+  bool present = false;
+  if (!IntsArg(g, n, 1, "split", 13, lengths, &present)) return Why(why, "split is not constant");
+  if (n.opset >= 13 && n.inputs.size() > 1 && n.inputs[1] >= 0 && g.v(n.inputs[1]).has_shape &&
+      g.v(n.inputs[1]).numel() == 0)
+    present = false;  // an empty split input counts as absent
+  if (present) {
+    if (n.opset >= 18 && n.Has("num_outputs")) return Why(why, "both split and num_outputs are given");
+    if (static_cast<int64_t>(lengths->size()) != outs) return Why(why, "split has another length than the outputs");
+    int64_t total = 0;
+    for (int64_t l : *lengths) {
+      if (l < 0) return Why(why, "negative split length");
+      total += l;
+    }
+    if (total != dim) return Why(why, "split lengths do not add up to the axis");
+    return true;
+  }
+  lengths->clear();
+  if (n.opset >= 18) {
+    if (!n.Has("num_outputs")) return Why(why, "neither split nor num_outputs is given");
+    if (n.Int("num_outputs", 0) != outs) return Why(why, "num_outputs differs from the number of outputs");
+    const int64_t chunk = (dim + outs - 1) / outs;
+    for (int64_t i = 0, left = dim; i < outs; ++i, left -= chunk) lengths->push_back(std::clamp<int64_t>(left, 0, chunk));
+    if (chunk * (outs - 1) >= dim && outs > 1) return Why(why, "num_outputs leaves an output empty");
+    return true;
+  }
+  if (dim % outs != 0) return Why(why, "the axis is not divisible into equal parts");
+  lengths->assign(static_cast<size_t>(outs), dim / outs);
+  return true;
+}
+}  // namespace
+
+bool SupportSplit(const Graph& g, const Node& n, std::string* why) {
+  int64_t axis;
+  std::vector<int64_t> lengths;
+  if (!SplitLengths(g, n, &axis, &lengths, why)) return false;
+  const Value& x = g.v(n.inputs[0]);
+  if (!MovableType(x.dtype)) return Why(why, "unsupported element type");
+  if (x.dims.size() > kMaxRank) return Why(why, "rank above " + std::to_string(kMaxRank));
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    if (n.outputs[i] < 0) return Why(why, "absent output");
+    const Value& y = g.v(n.outputs[i]);
+    std::vector<int64_t> dims = x.dims;
+    dims[static_cast<size_t>(axis)] = lengths[i];
+    if (!y.has_shape || y.dtype != x.dtype || y.dims != dims)
+      return Why(why, "output " + std::to_string(i) + " is not " + DimsStr(dims) + " of the input's type");
+    if (Numel(dims) == 0) return Why(why, "empty output");
+  }
+  return true;
+}
+
+CheckResult LowerSplit(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  int64_t axis;
+  std::vector<int64_t> lengths;
+  std::string why;
+  if (!SplitLengths(ctx.graph(), n, &axis, &lengths, &why)) return ctx.Fail(node, why);
+  const Value& x = ctx.graph().v(n.inputs[0]);
+  const Operand in = ctx.UsePlain(n.inputs[0]);
+  const std::vector<int64_t> rs = RowMajorStrides(x.dims);
+  int64_t begin = 0;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    std::vector<int64_t> dims = x.dims;
+    dims[static_cast<size_t>(axis)] = lengths[i];
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.name = StepName(ctx.graph(), n) + ":" + std::to_string(i);
+    s.ops.push_back(StridedView(in, x.dtype, dims, rs, begin * rs[static_cast<size_t>(axis)]));
+    s.ops.push_back(ctx.DefinePlain(n.outputs[i]));
+    ctx.Emit(std::move(s));
+    begin += lengths[i];
+  }
+  return CheckResult::Ok();
+}
+
+// ---- Pad ---------------------------------------------------------------------------------------------------------
+
+namespace {
+enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2 };
+
+struct PadSpec {
+  int64_t mode = kPadConstant;
+  std::vector<int64_t> begin, end;
+  float value = 0;
+};
+
+// Pad's attributes and inputs per opset (2-10: pads/value attributes; 11+: pads, constant_value inputs; 18+: axes).
+bool PadOf(const Graph& g, const Node& n, PadSpec* p, std::string* why) {
+  if (n.opset < 2) return Why(why, "Pad-1 is not supported");
+  const std::vector<int64_t>& x = g.v(n.inputs[0]).dims;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const std::string mode = n.Str("mode", "constant");
+  if (mode == "constant") {
+    p->mode = kPadConstant;
+  } else if (mode == "reflect") {
+    p->mode = kPadReflect;
+  } else if (mode == "edge") {
+    p->mode = kPadEdge;
+  } else {
+    return Why(why, "mode '" + mode + "' is not supported");
+  }
+  std::vector<int64_t> pads, axes;
+  bool present = false;
+  if (!IntsArg(g, n, 1, "pads", 11, &pads, &present) || !present) return Why(why, "pads are not constant");
+  if (n.opset < 11) {
+    p->value = n.Float("value", 0.f);
+  } else if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+    const Value& cv = g.v(n.inputs[2]);
+    if (cv.dtype != kF32 || !g.ConstScalar(n.inputs[2], &p->value)) return Why(why, "constant_value is not a constant float");
+  }
+  bool has_axes = false;
+  if (n.opset >= 18 && !IntsArg(g, n, 3, "", 18, &axes, &has_axes)) return Why(why, "axes are not constant");
+  if (!has_axes)
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  if (pads.size() != 2 * axes.size()) return Why(why, "pads has " + std::to_string(pads.size()) + " entries for " +
+                                                   std::to_string(axes.size()) + " axes");
+  p->begin.assign(x.size(), 0);
+  p->end.assign(x.size(), 0);
+  std::vector<bool> seen(x.size(), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t ax;
+    if (!NormAxis(axes[i], rank, &ax) || seen[static_cast<size_t>(ax)]) return Why(why, "bad or repeated axis");
+    seen[static_cast<size_t>(ax)] = true;
+    const int64_t b = pads[i], e = pads[i + axes.size()], d = x[static_cast<size_t>(ax)];
+    if (b < 0 || e < 0) return Why(why, "negative pads (cropping) are not supported");
+    if (b > (int64_t{1} << 32) || e > (int64_t{1} << 32)) return Why(why, "pads too large");
+    if (p->mode == kPadReflect && (b >= d || e >= d)) return Why(why, "reflect pads must be smaller than the dim");
+    if (p->mode == kPadEdge && d == 0 && (b || e)) return Why(why, "edge-padding an empty axis");
+    p->begin[static_cast<size_t>(ax)] = b;
+    p->end[static_cast<size_t>(ax)] = e;
+  }
+  return true;
+}
+
+// The source index along one axis for destination index `i` (pads `b` before, source dim `d`); -1 = padding value.
+inline int64_t PadSource(int64_t i, int64_t b, int64_t d, int64_t mode) {
+  int64_t s = i - b;
+  if (s >= 0 && s < d) return s;
+  if (mode == kPadConstant) return -1;
+  if (mode == kPadEdge) return s < 0 ? 0 : d - 1;
+  return s < 0 ? -s : 2 * (d - 1) - s;  // reflect (pads < d, so one reflection lands inside)
+}
+
+class PadExec : public StepExec {
+ public:
+  PadExec(int src, int dst, std::vector<int64_t> sdims, std::vector<int64_t> begin, std::vector<int64_t> ddims,
+          int64_t mode, float value)
+      : src_(src), dst_(dst), sdims_(std::move(sdims)), begin_(std::move(begin)), ddims_(std::move(ddims)),
+        mode_(mode), value_(value) {}
+
+  void Run(RunContext& rc) override {
+    const float* src = static_cast<const float*>(rc.ptr(src_));
+    float* dst = static_cast<float*>(rc.ptr(dst_));
+    const size_t rank = ddims_.size();
+    const int64_t dinner = ddims_[rank - 1], sinner = sdims_[rank - 1], b = begin_[rank - 1];
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < rank; ++k) rows *= ddims_[k];
+    const std::vector<int64_t> sstrides = RowMajorStrides(sdims_);
+#pragma omp parallel for schedule(static) if (rows * dinner > (1 << 16))
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = dst + r * dinner;
+      // The source row for destination row r, or none (a row of the constant).
+      int64_t src_off = 0, rem = r;
+      bool fill = false;
+      for (size_t k = rank - 1; k-- > 0;) {
+        const int64_t i = rem % ddims_[k];
+        rem /= ddims_[k];
+        const int64_t s = PadSource(i, begin_[k], sdims_[k], mode_);
+        if (s < 0) {
+          fill = true;
+          break;
+        }
+        src_off += s * sstrides[k];
+      }
+      if (fill) {
+        std::fill(out, out + dinner, value_);
+        continue;
+      }
+      const float* in = src + src_off;
+      for (int64_t j = 0; j < b; ++j) {
+        const int64_t s = PadSource(j, b, sinner, mode_);
+        out[j] = s < 0 ? value_ : in[s];
+      }
+      std::memcpy(out + b, in, static_cast<size_t>(sinner) * sizeof(float));
+      for (int64_t j = b + sinner; j < dinner; ++j) {
+        const int64_t s = PadSource(j, b, sinner, mode_);
+        out[j] = s < 0 ? value_ : in[s];
+      }
+    }
+  }
+
+ private:
+  int src_, dst_;
+  std::vector<int64_t> sdims_, begin_, ddims_;
+  int64_t mode_;
+  float value_;
+};
+}  // namespace
+
+bool SupportPad(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticIo(g, n, 1, why)) return false;
+  const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  if (x.dtype != kF32 || y.dtype != kF32) return Why(why, "only float tensors");
+  if (x.dims.empty()) return Why(why, "scalar input");
+  if (Numel(x.dims) == 0) return Why(why, "empty input");
+  PadSpec p;
+  if (!PadOf(g, n, &p, why)) return false;
+  std::vector<int64_t> dims = x.dims;
+  for (size_t k = 0; k < dims.size(); ++k) dims[k] += p.begin[k] + p.end[k];
+  if (dims != y.dims) return Why(why, "computed shape " + DimsStr(dims) + " differs from the graph's " + DimsStr(y.dims));
+  return true;
+}
+
+CheckResult LowerPad(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  PadSpec p;
+  std::string why;
+  if (!PadOf(ctx.graph(), n, &p, &why)) return ctx.Fail(node, why);
+  Step s;
+  s.kind = StepKind::kPad;
+  s.name = StepName(ctx.graph(), n);
+  s.ops.push_back(ctx.UsePlain(n.inputs[0]));
+  s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+  s.ints = {p.mode, static_cast<int64_t>(p.begin.size())};
+  s.ints.insert(s.ints.end(), p.begin.begin(), p.begin.end());
+  s.ints.insert(s.ints.end(), p.end.begin(), p.end.end());
+  s.floats = {p.value};
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildPad(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  const Step& s = bc.step();
+  CheckResult r = bc.ExpectCounts(2, false, SIZE_MAX, 1);
+  if (!r.ok) return r;
+  if (s.ints.size() < 2) return bc.Fail("needs mode and rank");
+  const int64_t mode = s.ints[0], n = s.ints[1];
+  if (mode < kPadConstant || mode > kPadEdge) return bc.Fail("unknown pad mode " + std::to_string(mode));
+  if (n < 1 || n > static_cast<int64_t>(kMaxRank)) return bc.Fail("rank " + std::to_string(n) + " out of range");
+  if (s.ints.size() != static_cast<size_t>(2 + 2 * n)) return bc.Fail("pads do not match the rank");
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (!src.present() || !dst.present()) return bc.Fail("src and dst are required");
+  if (src.dtype != kF32 || dst.dtype != kF32) return bc.Fail("pad operands must be f32");
+  if (src.dims.size() != static_cast<size_t>(n) || dst.dims.size() != static_cast<size_t>(n))
+    return bc.Fail("operand ranks differ from the pad rank");
+  if (!IsPlain(src) || !IsPlain(dst)) return bc.Fail("operands must be plain row-major");
+  std::vector<int64_t> begin(s.ints.begin() + 2, s.ints.begin() + 2 + n);
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t b = s.ints[static_cast<size_t>(2 + k)], e = s.ints[static_cast<size_t>(2 + n + k)];
+    const int64_t sd = src.dims[static_cast<size_t>(k)], dd = dst.dims[static_cast<size_t>(k)];
+    if (b < 0 || e < 0 || b > (int64_t{1} << 40) || e > (int64_t{1} << 40)) return bc.Fail("pads out of range");
+    if (sd <= 0 || dd < 0) return bc.Fail("empty or negative dims");
+    if (dd != sd + b + e) return bc.Fail("dst dim " + std::to_string(k) + " is not src dim plus pads");
+    if (mode == kPadReflect && (b >= sd || e >= sd)) return bc.Fail("reflect pads must be smaller than the src dim");
+  }
+  dnnl::memory::desc d0, d1;
+  if (!(r = bc.Desc(0, &d0)).ok || !(r = bc.Desc(1, &d1)).ok) return r;  // both fit their buffers
+  *out = std::make_unique<PadExec>(bc.Slot(0, d0), bc.Slot(1, d1), src.dims, std::move(begin), dst.dims, mode,
+                                   s.floats[0]);
   return CheckResult::Ok();
 }
 

@@ -2,6 +2,7 @@
 
 #include <oneapi/dnnl/dnnl_types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,9 +15,9 @@ constexpr char kMagic[8] = {'A', 'O', 'T', 'P', 'R', 'G', '1', '\0'};
 constexpr uint32_t kMaxIo = 4096;
 constexpr uint32_t kMaxSteps = 1u << 20;
 constexpr uint32_t kMaxName = 1u << 16;
-constexpr uint32_t kMaxKind = 17;
+constexpr uint32_t kMaxKind = 20;
 // The newest step kind of each program version (index = version).
-constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17};
+constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20};
 static_assert(sizeof(kMaxKindOfVersion) / sizeof(kMaxKindOfVersion[0]) == kProgramVersion + 1);
 
 class Writer {
@@ -105,13 +106,18 @@ CheckResult ReadIo(Reader& r, const char* what, std::vector<IoInfo>* io) {
   return CheckResult::Ok();
 }
 
+// A binary step with a comparison algorithm (dnnl_binary_ge .. dnnl_binary_ne): program version 3.
+bool IsVersion3Compare(const Step& s) {
+  return s.kind == StepKind::kBinary && !s.ints.empty() && s.ints[0] >= dnnl_binary_ge && s.ints[0] <= dnnl_binary_ne;
+}
+
 }  // namespace
 
 const char* StepKindName(uint32_t kind) {
   static const char* const kNames[] = {"unknown", "Reorder",  "Conv",      "Deconv",    "MatMul", "Pool",
                                        "Eltwise", "Binary",   "Softmax",   "LayerNorm", "Reduction",
                                        "Concat",  "Resample", "Gather",    "Erf",       "InnerProduct",
-                                       "BatchNorm", "MaskedSoftmax"};
+                                       "BatchNorm", "MaskedSoftmax", "Pad", "Lstm", "StridedCopy"};
   return kind <= kMaxKind ? kNames[kind] : "unknown";
 }
 
@@ -119,8 +125,10 @@ std::string SerializeProgram(const Program& p) {
   Writer w;
   w.Raw(kMagic, 8);
   uint32_t version = 1;
-  for (const Step& s : p.steps)
+  for (const Step& s : p.steps) {
     while (static_cast<uint32_t>(s.kind) > kMaxKindOfVersion[version] && version < kProgramVersion) ++version;
+    if (IsVersion3Compare(s)) version = std::max<uint32_t>(version, 3);
+  }
   w.U32(version);
   WriteIo(w, p.inputs);
   WriteIo(w, p.outputs);
@@ -225,6 +233,9 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
       if (o.buf == Buf::kArena && o.index != 0) return CheckResult::Fail(which + " names arena " + std::to_string(o.index));
     }
     if (!r.I64s(&s.ints, kMaxStepParams)) return CheckResult::Fail(where + " parameters are truncated");
+    if (version < 3 && IsVersion3Compare(s))
+      return CheckResult::Fail(where + " is a comparison, which program version " + std::to_string(version) +
+                               " does not have");
     uint32_t nf = 0;
     if (!r.U32(&nf) || nf > kMaxStepParams) return CheckResult::Fail(where + " float parameters are truncated");
     s.floats.resize(nf);

@@ -20,10 +20,11 @@
 namespace epctx {
 namespace aotcpu {
 
-// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax. The writer stamps the lowest version that holds
-// the program's step kinds (a program without the newer kinds stays readable by older builds); readers accept
-// 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 2;
+// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
+// algorithms of kBinary. The writer
+// stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
+// by older builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
+inline constexpr uint32_t kProgramVersion = 3;
 inline constexpr size_t kMaxRank = 12;           // DNNL_MAX_NDIMS
 inline constexpr size_t kMaxStepOperands = 64;
 inline constexpr size_t kMaxStepParams = 256;
@@ -71,7 +72,8 @@ enum class StepKind : uint32_t {
   kMatMul = 4,       // ops: src, weights, bias|none, dst, post-op srcs...
   kPool = 5,         // ops: src, dst. ints: alg, n, kernel[n], strides[n], pads_begin[n], pads_end[n], dilations[n].
   kEltwise = 6,      // ops: src, dst. ints: alg. floats: alpha, beta.
-  kBinary = 7,       // ops: src0, src1, dst, post-op srcs... ints: alg.
+  kBinary = 7,       // ops: src0, src1, dst, post-op srcs... ints: alg (add..sub: f32; version 3 also ge, gt, le,
+                     //   lt, eq, ne: f32 srcs, a bool dst, no post-ops).
   kSoftmax = 8,      // ops: src, dst. ints: axis, log (0/1).
   kLayerNorm = 9,    // ops: src, scale|none, shift|none, dst. floats: epsilon. Normalizes the last dim.
   kReduction = 10,   // ops: src, dst. ints: alg. floats: p, eps.
@@ -83,6 +85,16 @@ enum class StepKind : uint32_t {
   kBatchNorm = 16,   // ops: src, scale, shift, mean, variance, dst. floats: epsilon. Inference (global stats).
   kMaskedSoftmax = 17,  // (version 2) ops: src, mask, dst; f32, dense row-major. dst = softmax(src + mask) over the
                         //   last dim; mask has src's rank and last dim, other dims 1 (broadcast) or src's.
+  kPad = 18,         // (version 3) ops: src, dst; f32, dense row-major, equal rank n >= 1. ints: mode (0 constant,
+                     //   1 reflect, 2 edge), n, pads_begin[n], pads_end[n] (>= 0; reflect: < src dim). floats: the
+                     //   constant value. dst dim k = src dim k + pads_begin[k] + pads_end[k] (ONNX Pad).
+  kLstm = 19,        // (version 3) ops: src_layer [T,N,I], src_iter [1,1,N,H]|none, src_iter_c [1,1,N,H]|none,
+                     //   weights_layer [1,1,I,4,H], weights_iter [1,1,H,4,H], bias [1,1,4,H] (gates in oneDNN's
+                     //   order i, f, c~, o), dst_layer [T,N,H], dst_iter [1,1,N,H]|none, dst_iter_c [1,1,N,H]|none;
+                     //   f32, plain (ldigo / ldgo / tnc / ldnc). ints: direction (0 left to right, 1 right to left).
+  kStridedCopy = 20, // (version 3) ops: src, dst; dense row-major, same dtype. ints: offset, strides[rank of dst]
+                     //   (elements of src, may be negative): dst[i] = src[offset + sum(i_k * strides_k)]; every
+                     //   element read must lie in src (a Slice with negative steps).
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

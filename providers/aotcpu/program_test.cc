@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "executor.h"
@@ -185,12 +188,169 @@ TEST(AotCpuProgram, VersionIsTheLowestThatHoldsTheStepKinds) {
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.reason.find("step 2 has kind 17 (MaskedSoftmax), which program version 1 does not have"),
             std::string::npos) << r.reason;
-  for (uint32_t bad : {0u, 3u, 0xffffffffu}) {
+  for (uint32_t bad : {0u, 4u, 0xffffffffu}) {
     std::memcpy(&forged[8], &bad, 4);
     r = ParseProgram(forged, 1, &p);
     EXPECT_FALSE(r.ok);
-    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 2)"),
+    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 3)"),
               std::string::npos) << r.reason;
+  }
+}
+
+// Y[4,3,4] = Pad(X[2,3,4]) in `mode`, one row before and one after on axis 0 (constant value 2.5).
+Program PadProgram(int64_t mode) {
+  Program p;
+  p.inputs = {{"X", 1, {2, 3, 4}}};
+  p.outputs = {{"Y", 1, {4, 3, 4}}};
+  p.num_weights = 0;
+  Step s;
+  s.kind = StepKind::kPad;
+  s.name = "pad";
+  s.ops = {Op(Buf::kInput, 0, 0, {2, 3, 4}, {12, 4, 1}), Op(Buf::kOutput, 0, 0, {4, 3, 4}, {12, 4, 1})};
+  s.ints = {mode, 3, 1, 0, 0, 1, 0, 0};
+  s.floats = {2.5f};
+  p.steps = {s};
+  return p;
+}
+
+// Version 3 added kPad: stamped 3, refused under a version-2 stamp; the step computes ONNX's Pad.
+TEST(AotCpuProgram, PadIsVersion3AndPadsLikeOnnx) {
+  const std::string v3 = SerializeProgram(PadProgram(1));
+  uint32_t version = 0;
+  std::memcpy(&version, v3.data() + 8, 4);
+  EXPECT_EQ(version, 3u);
+  Program p;
+  CheckResult r = ParseProgram(v3, 0, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(SerializeProgram(p), v3);
+  std::string forged = v3;
+  version = 2;
+  std::memcpy(&forged[8], &version, 4);
+  r = ParseProgram(forged, 0, &p);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("has kind 18 (Pad), which program version 2 does not have"), std::string::npos) << r.reason;
+
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>(i);
+  for (int64_t mode : {0, 1, 2}) {
+    std::unique_ptr<Executor> exec;
+    r = Executor::Create(PadProgram(mode), {}, 1, &exec);
+    ASSERT_TRUE(r.ok) << r.reason;
+    std::vector<float> y(48, -1.f);
+    r = exec->Run({x.data()}, {y.data()});
+    ASSERT_TRUE(r.ok) << r.reason;
+    // Rows of axis 0: before = constant / x[1] (reflect) / x[0] (edge); after = constant / x[0] / x[1].
+    for (int k = 0; k < 12; ++k) {
+      const float before = mode == 0 ? 2.5f : mode == 1 ? x[12 + k] : x[k];
+      const float after = mode == 0 ? 2.5f : mode == 1 ? x[k] : x[12 + k];
+      EXPECT_EQ(y[k], before) << "mode " << mode << " k " << k;
+      EXPECT_EQ(y[12 + k], x[k]);
+      EXPECT_EQ(y[24 + k], x[12 + k]);
+      EXPECT_EQ(y[36 + k], after) << "mode " << mode << " k " << k;
+    }
+  }
+}
+
+// The pad builder reads only the step: every damaged parameter or operand is refused with a reason.
+TEST(AotCpuProgram, PadBuilderRefusesDamagedSteps) {
+  auto refused = [](const std::function<void(Step*)>& damage) {
+    Program p = PadProgram(1);
+    damage(&p.steps[0]);
+    std::unique_ptr<Executor> exec;
+    CheckResult r = Executor::Create(p, {}, 1, &exec);
+    EXPECT_FALSE(r.ok);
+    EXPECT_FALSE(r.reason.empty());
+  };
+  refused([](Step* s) { s->ints[0] = 3; });                 // unknown mode
+  refused([](Step* s) { s->ints[1] = 2; });                 // rank disagrees with the operands
+  refused([](Step* s) { s->ints[1] = 1000; });              // rank out of range
+  refused([](Step* s) { s->ints.pop_back(); });             // pads missing
+  refused([](Step* s) { s->ints.resize(1); });
+  refused([](Step* s) { s->ints[2] = 2; });                 // reflect pad >= src dim (and dst no longer adds up)
+  refused([](Step* s) { s->ints[2] = -1; s->ints[5] = 3; });  // negative pad
+  refused([](Step* s) { s->ints[2] = 2; s->ints[5] = 0; });  // reflect pad >= src dim though dst adds up
+  refused([](Step* s) { s->floats.clear(); });
+  refused([](Step* s) { s->ops[1].dims = {5, 3, 4}; s->ops[1].strides = {12, 4, 1}; });  // does not fit output
+  refused([](Step* s) { s->ops[0].strides = {1, 2, 6}; });  // not row-major
+  refused([](Step* s) { s->ops[0].dtype = 6; });
+  refused([](Step* s) { s->ops.pop_back(); });
+  refused([](Step* s) { s->ops[0].offset = 8; });           // src passes the end of the input
+}
+
+// Y[2,3] = X[2,3] reversed on both axes: StridedCopy (version 3) with negative strides; damaged steps that would
+// read outside X are refused.
+Program ReverseProgram() {
+  Program p;
+  p.inputs = {{"X", 1, {2, 3}}};
+  p.outputs = {{"Y", 1, {2, 3}}};
+  Step s;
+  s.kind = StepKind::kStridedCopy;
+  s.name = "reverse";
+  s.ops = {Op(Buf::kInput, 0, 0, {2, 3}, {3, 1}), Op(Buf::kOutput, 0, 0, {2, 3}, {3, 1})};
+  s.ints = {5, -3, -1};
+  p.steps = {s};
+  return p;
+}
+
+TEST(AotCpuProgram, StridedCopyReversesAndStaysInBounds) {
+  const std::string records = SerializeProgram(ReverseProgram());
+  uint32_t version = 0;
+  std::memcpy(&version, records.data() + 8, 4);
+  EXPECT_EQ(version, 3u);
+  Program p;
+  ASSERT_TRUE(ParseProgram(records, 0, &p).ok);
+  std::unique_ptr<Executor> exec;
+  CheckResult r = Executor::Create(p, {}, 1, &exec);
+  ASSERT_TRUE(r.ok) << r.reason;
+  const std::vector<float> x = {0, 1, 2, 3, 4, 5};
+  std::vector<float> y(6, -1.f);
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  EXPECT_EQ(y, (std::vector<float>{5, 4, 3, 2, 1, 0}));
+  auto refused = [](const std::function<void(Step*)>& damage) {
+    Program q = ReverseProgram();
+    damage(&q.steps[0]);
+    std::unique_ptr<Executor> e;
+    CheckResult rr = Executor::Create(q, {}, 1, &e);
+    EXPECT_FALSE(rr.ok);
+    EXPECT_FALSE(rr.reason.empty());
+  };
+  refused([](Step* s) { s->ints[0] = 6; });        // the first element read is past X
+  refused([](Step* s) { s->ints[0] = 4; });        // the last element read is before X
+  refused([](Step* s) { s->ints[1] = -4; });
+  refused([](Step* s) { s->ints[2] = INT64_MIN; });  // overflowing reach
+  refused([](Step* s) { s->ints.pop_back(); });
+  refused([](Step* s) { s->ops[1].dtype = 7; });
+  refused([](Step* s) { s->ops[0].strides = {1, 2}; });
+  refused([](Step* s) { s->ops.pop_back(); });
+}
+
+// Comparison algorithms of kBinary came with version 3: stamped 3, refused under an older stamp.
+TEST(AotCpuProgram, ComparisonsAreVersion3) {
+  Program p = Sample();
+  p.steps[2].ints[0] = dnnl_binary_ge;
+  p.steps[2].ops[2].dtype = 9;
+  p.outputs[0].dtype = 9;
+  const std::string v3 = SerializeProgram(p);
+  uint32_t version = 0;
+  std::memcpy(&version, v3.data() + 8, 4);
+  EXPECT_EQ(version, 3u);
+  Program q;
+  ASSERT_TRUE(ParseProgram(v3, 1, &q).ok);
+  std::string forged = v3;
+  version = 2;
+  std::memcpy(&forged[8], &version, 4);
+  CheckResult r = ParseProgram(forged, 1, &q);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("step 2 is a comparison, which program version 2 does not have"), std::string::npos)
+      << r.reason;
+  // A comparison with post-ops or a float dst is refused by the builder.
+  std::vector<float> w = Weight();
+  for (int damage = 0; damage < 2; ++damage) {
+    Program d = p;
+    if (damage == 0) d.steps[2].ops[2].dtype = 1, d.outputs[0].dtype = 1;
+    if (damage == 1) d.steps[2].post_ops.push_back(PostOp());
+    std::unique_ptr<Executor> exec;
+    EXPECT_FALSE(Executor::Create(d, {{w.data(), w.size() * 4}}, 1, &exec).ok) << damage;
   }
 }
 
