@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -249,6 +250,118 @@ TEST(SubgraphContextInitializers, BranchInitializerGoesToTheExternalFile) {
   EXPECT_EQ(location, "m_ctx_weights.bin");
   Session loaded(env, ctx.c_str(), With(env, e));
   for (bool c : {true, false}) EXPECT_EQ(RunIf(loaded, c), RunIf(cpu, c)) << "cond " << c;
+}
+
+// A Loop body is rewritten the same way: Y = 3 iterations of x <- Relu(x + W) * W' with W' a body initializer.
+TEST(SubgraphContextLoop, BodyPartitionIsWrittenInsideTheBodyAndLoadsBack) {
+  onnx::ModelProto m = epctx::testing::NewModel("loop_ctx");
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "X", {4});
+  AddTensorValueInfo(g->add_output(), "Y", {4});
+  AddWeight(g, "W", {0.5f, -1.f, 0.25f, 2.f});
+  auto* trip = g->add_initializer();
+  trip->set_name("M");
+  trip->set_data_type(onnx::TensorProto::INT64);
+  trip->add_int64_data(3);
+  auto* loop = epctx::testing::AddNode(g, "Loop", "loop", {"M", "", "X"}, "Y");
+  onnx::GraphProto body;
+  body.set_name("body");
+  AddTensorValueInfo(body.add_input(), "i", {}, onnx::TensorProto::INT64);
+  AddTensorValueInfo(body.add_input(), "c", {}, onnx::TensorProto::BOOL);
+  AddTensorValueInfo(body.add_input(), "x", {4});
+  AddTensorValueInfo(body.add_output(), "c_out", {}, onnx::TensorProto::BOOL);
+  AddTensorValueInfo(body.add_output(), "x_out", {4});
+  AddWeight(&body, "Wb", {1.5f, 0.5f, -2.f, 1.f});
+  epctx::testing::AddNode(&body, "Identity", "cond_copy", {"c"}, "c_out");
+  epctx::testing::AddNode(&body, "Add", "body_add", {"x", "W"}, "s");
+  epctx::testing::AddNode(&body, "Relu", "body_relu", {"s"}, "r");
+  epctx::testing::AddNode(&body, "Mul", "body_mul", {"r", "Wb"}, "x_out");
+  auto* a = loop->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = body;
+
+  Env env;
+  env.RegisterExecutionProviderLibrary("example", kExampleLib);
+  const Ep e{kExample, kExampleLib, "_example.bin"};
+  TempDir dir;
+  const std::string src = dir / "loop.onnx", ctx = dir / "loop_ctx.onnx";
+  epctx::testing::WriteFile(src, Serialize(m));
+  auto run = [](const Session& s) {
+    std::vector<float> x{0.5f, 1.f, -5.f, 2.f};
+    int64_t shape[] = {4};
+    std::vector<Value> in;
+    in.push_back(Value::CreateTensor<float>(x.data(), 4, shape, 1));
+    auto out = s.Run({"X"}, in, {"Y"});
+    const float* y = out[0].GetTensorData<float>();
+    return std::vector<float>(y, y + 4);
+  };
+  Session cpu(env, src.c_str(), SessionOptions());
+  const std::vector<float> expected = run(cpu);
+  EXPECT_NE(expected, (std::vector<float>(4, 0.f)));
+  {
+    Session gen(env, src.c_str(), With(env, e, {{"ep.context_enable", "1"}, {"ep.context_file_path", ctx}}));
+    EXPECT_EQ(gen.GetPartitionAssignments().size(), 1u);
+    EXPECT_EQ(run(gen), expected);
+  }
+  const onnx::ModelProto proto = LoadProto(ctx);
+  ASSERT_EQ(OpTypes(proto.graph()), (std::vector<std::string>{"Loop"}));
+  const onnx::GraphProto& b = proto.graph().node(0).attribute(0).g();
+  std::vector<const onnx::NodeProto*> nodes;
+  CollectContextNodes(b, &nodes);
+  EXPECT_EQ(nodes.size(), 1u) << "the example EP's partition of the body";
+  EXPECT_EQ(OpTypes(b)[0], "Identity");
+  EXPECT_EQ(b.input_size(), 3);
+  EXPECT_EQ(b.output_size(), 2);
+  Session loaded(env, ctx.c_str(), With(env, e, {{"session.disable_model_compile", "1"}}));
+  EXPECT_EQ(run(loaded), expected);
+}
+
+// Weight sharing (AotCpu, ep.share_ep_contexts=1): two If models compiled as a group write one binary named after
+// the first model; each ctx model's EPContext nodes, branches included, reference it, and each model loads from it
+// alone and with sharing, giving the CPU EP's outputs.
+TEST(SubgraphContextShare, GroupBinaryHoldsTheBranchPartitionsOfBothModels) {
+  Env env;
+  env.RegisterExecutionProviderLibrary("aotcpu", kAotLib);
+  const Ep e{kAot, kAotLib, "_aotcpu.bin"};
+  TempDir dir;
+  onnx::ModelProto b = IfModel();  // its own graph names: partition names differ from a's
+  b.mutable_graph()->set_name("if_ctx_b");
+  for (auto& a : *b.mutable_graph()->mutable_node(1)->mutable_attribute()) a.mutable_g()->set_name(a.g().name() + "_b");
+  epctx::testing::WriteFile(dir / "a.onnx", Serialize(IfModel()));
+  epctx::testing::WriteFile(dir / "b.onnx", Serialize(b));
+  Session cpu(env, (dir / "a.onnx").c_str(), SessionOptions());
+  {
+    Session ga(env, (dir / "a.onnx").c_str(), With(env, e, {{"ep.context_enable", "1"}, {"ep.share_ep_contexts", "1"}}));
+    Session gb(env, (dir / "b.onnx").c_str(),
+               With(env, e, {{"ep.context_enable", "1"}, {"ep.share_ep_contexts", "1"},
+                             {"ep.stop_share_ep_contexts", "1"}}));
+  }
+  EXPECT_EQ(epctx::testing::FilesIn(dir.path()),
+            (std::set<std::string>{"a.onnx", "b.onnx", "a_ctx.onnx", "b_ctx.onnx", "a_aotcpu.bin"}));
+  for (const char* name : {"a_ctx.onnx", "b_ctx.onnx"}) {
+    const onnx::ModelProto proto = LoadProto(dir / name);
+    std::vector<const onnx::NodeProto*> nodes;
+    CollectContextNodes(proto.graph(), &nodes);
+    ASSERT_EQ(nodes.size(), 3u) << name;
+    EXPECT_EQ(OpTypes(Branch(proto.graph(), "then_branch")), (std::vector<std::string>{"EPContext"})) << name;
+    size_t mains = 0;
+    for (const auto* n : nodes)
+      if (IntAttr(*n, "main_context") == 1) {
+        ++mains;
+        EXPECT_EQ(StrAttr(*n, "ep_cache_context"), "a_aotcpu.bin") << name;
+      }
+    EXPECT_EQ(mains, 1u) << name;
+  }
+  for (const std::map<std::string, std::string>& load :
+       {std::map<std::string, std::string>{}, std::map<std::string, std::string>{{"ep.share_ep_contexts", "1"}}}) {
+    Session la(env, (dir / "a_ctx.onnx").c_str(), With(env, e, load));
+    Session lb(env, (dir / "b_ctx.onnx").c_str(), With(env, e, load));
+    for (bool c : {true, false}) {
+      EXPECT_EQ(RunIf(la, c), RunIf(cpu, c)) << "a, cond " << c << ", sharing " << load.size();
+      EXPECT_EQ(RunIf(lb, c), RunIf(cpu, c)) << "b, cond " << c << ", sharing " << load.size();
+    }
+  }
 }
 
 // A model whose only EPContext nodes lie inside control-flow bodies is a compiled model: the compile API refuses it
