@@ -58,6 +58,9 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes, bo
 
 namespace {
 
+// Domain of fused nodes in a partitioned graph (plugin/plugin_ep.h's kFusedDomain; epcontext does not include plugin).
+constexpr const char* kFusedNodeDomain = "epctx.fused";
+
 void AttrToProto(const Attribute& a, onnx::AttributeProto* p) {
   p->set_name(a.name);
   switch (a.type) {
@@ -164,7 +167,109 @@ Status CheckReturnedLocation(const ExternalDataLocation& loc, const Tensor& tens
   return Status::OK();
 }
 
+// True when `g` or a graph nested in it holds a fused node (a partition some EP compiled).
+bool HoldsFusedNodes(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.domain == kFusedNodeDomain) return true;
+    for (const auto& [an, a] : n.attributes)
+      if (a.g && HoldsFusedNodes(*a.g)) return true;
+  }
+  return false;
+}
+
+void AppendEpContextNode(const Node& c, onnx::GraphProto* g) {
+  auto* np = g->add_node();
+  np->set_name(c.name);
+  np->set_op_type(c.op_type);
+  np->set_domain(c.domain);
+  for (const auto& i : c.inputs) np->add_input(i);
+  for (const auto& o : c.outputs) np->add_output(o);
+  np->set_doc_string("EPContext node for " + c.name);
+  for (const auto& [an, a] : c.attributes) AttrToProto(a, np->add_attribute());
+}
+
+Status WriteSubgraph(const Graph& part, const onnx::GraphProto& src, const ContextModelSpec& spec, size_t* written,
+                     onnx::GraphProto* out);
+
+// Appends the nodes of `part` (a partitioned graph) to `out` in topological order: each fused node becomes the
+// EPContext node its EP returned; every other node is copied from `src` (the same graph in the source model),
+// and its subgraph attributes that hold partitions are rewritten the same way (the others stay as the source
+// wrote them). `written` counts the EPContext nodes.
+Status WriteNodes(const Graph& part, const onnx::GraphProto& src, const ContextModelSpec& spec, size_t* written,
+                  onnx::GraphProto* out) {
+  // Source nodes by their first output (outputs are unique in SSA form).
+  std::map<std::string, const onnx::NodeProto*> by_output;
+  for (const auto& n : src.node())
+    for (const auto& o : n.output())
+      if (!o.empty()) {
+        by_output[o] = &n;
+        break;
+      }
+  ASSIGN_OR_RETURN(std::vector<size_t> order, part.TopologicalOrder());
+  for (size_t idx : order) {
+    const Node& n = part.nodes[idx];
+    if (n.domain == kFusedNodeDomain) {
+      auto it = spec.ep_context_nodes.find(n.name);
+      RETURN_ERROR_IF(it == spec.ep_context_nodes.end(), INVALID_GRAPH,
+                      "Encountered an invalid node while compiling a model. Please ensure the input model is not "
+                      "already compiled.");
+      AppendEpContextNode(it->second, out);
+      ++*written;
+      continue;
+    }
+    const onnx::NodeProto* p = nullptr;
+    for (const auto& o : n.outputs)
+      if (!o.empty()) {
+        auto it = by_output.find(o);
+        if (it != by_output.end()) p = it->second;
+        break;
+      }
+    RETURN_ERROR_IF(!p, FAIL, "internal: no source node for ", n.Describe(), " in graph '", part.name, "'");
+    onnx::NodeProto* np = out->add_node();
+    *np = *p;
+    for (auto& a : *np->mutable_attribute()) {
+      if (!a.has_g()) continue;
+      auto it = n.attributes.find(a.name());
+      if (it == n.attributes.end() || !it->second.g || !HoldsFusedNodes(*it->second.g)) continue;
+      onnx::GraphProto rewritten;
+      RETURN_IF_ERROR_CTX(WriteSubgraph(*it->second.g, a.g(), spec, written, &rewritten), "subgraph '",
+                          a.name(), "' of ", n.Describe());
+      *a.mutable_g() = std::move(rewritten);
+    }
+  }
+  return Status::OK();
+}
+
+// A control-flow body holding partitions: its inputs and outputs as the source declares them, its nodes as
+// WriteNodes writes them, the source's initializers and value_info that are still referenced (a partition's weights
+// may now live only in its EP's context). Initializer locations are decided later, for every graph alike.
+Status WriteSubgraph(const Graph& part, const onnx::GraphProto& src, const ContextModelSpec& spec, size_t* written,
+                     onnx::GraphProto* out) {
+  out->set_name(src.name());
+  out->set_doc_string(src.doc_string());
+  for (const auto& in : src.input()) *out->add_input() = in;
+  for (const auto& o : src.output()) *out->add_output() = o;
+  RETURN_IF_ERROR(WriteNodes(part, src, spec, written, out));
+  std::set<std::string> used;
+  CollectUsedNames(*out, &used);
+  for (const auto& o : src.output()) used.insert(o.name());
+  for (const auto& tp : src.initializer())
+    if (used.count(tp.name())) *out->add_initializer() = tp;
+  for (const auto& vi : src.value_info())
+    if (used.count(vi.name())) *out->add_value_info() = vi;
+  return Status::OK();
+}
+
 }  // namespace
+
+bool HoldsEpContextNodes(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (n.op_type == kEpContextOp) return true;
+    for (const auto& [an, a] : n.attributes)
+      if (a.g && HoldsEpContextNodes(*a.g)) return true;
+  }
+  return false;
+}
 
 Status WriteContextModel(const ContextModelSpec& spec) {
   RegisterEpContextSchema();
@@ -206,43 +311,13 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     if (!init_names.count(in.name())) *g->add_input() = in;
   for (const auto& o : sg.output()) *g->add_output() = o;
 
-  // Source nodes by their first output (outputs are unique in SSA form).
-  std::map<std::string, const onnx::NodeProto*> by_output;
-  for (const auto& n : sg.node())
-    for (const auto& o : n.output())
-      if (!o.empty()) {
-        by_output[o] = &n;
-        break;
-      }
-  ASSIGN_OR_RETURN(std::vector<size_t> order, spec.partitioned->TopologicalOrder());
-  for (size_t idx : order) {
-    const Node& n = spec.partitioned->nodes[idx];
-    if (n.domain == "epctx.fused") {
-      auto it = spec.ep_context_nodes.find(n.name);
-      RETURN_ERROR_IF(it == spec.ep_context_nodes.end(), INVALID_GRAPH,
-                      "Encountered an invalid node while compiling a model. Please ensure the input model is not "
-                      "already compiled.");
-      const Node& c = it->second;
-      auto* np = g->add_node();
-      np->set_name(c.name);
-      np->set_op_type(c.op_type);
-      np->set_domain(c.domain);
-      for (const auto& i : c.inputs) np->add_input(i);
-      for (const auto& o : c.outputs) np->add_output(o);
-      np->set_doc_string("EPContext node for " + c.name);
-      for (const auto& [an, a] : c.attributes) AttrToProto(a, np->add_attribute());
-      continue;
-    }
-    const onnx::NodeProto* p = nullptr;
-    for (const auto& o : n.outputs)
-      if (!o.empty()) {
-        auto it = by_output.find(o);
-        if (it != by_output.end()) p = it->second;
-        break;
-      }
-    RETURN_ERROR_IF(!p, FAIL, "internal: no source node for ", n.Describe());
-    *g->add_node() = *p;
-  }
+  size_t written = 0;
+  RETURN_IF_ERROR(WriteNodes(*spec.partitioned, sg, spec, &written, g));
+  // Every partition lives in a graph attribute WriteNodes rewrites; were one ever left out, its EP's other nodes
+  // might name a binary no written node loads: refuse rather than write a model that fails or runs slower silently.
+  RETURN_ERROR_IF(written != spec.ep_context_nodes.size(), FAIL, spec.ep_context_nodes.size() - written, " of the ",
+                  spec.ep_context_nodes.size(), " compiled partitions could not be written to the context model '",
+                  spec.output_path, "' (they lie inside control-flow bodies it cannot rewrite)");
   std::set<std::string> used;
   CollectUsedNames(*g, &used);
   for (const auto& o : sg.output()) used.insert(o.name());

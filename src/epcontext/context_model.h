@@ -38,7 +38,13 @@ struct ContextModelSpec {
   std::string stage_external_path;
 };
 
+// Fused nodes inside control-flow bodies (If/Loop/Scan graph attributes, at any depth) are written where their
+// partitions were: the body is rewritten the same way as the main graph (EPContext nodes, other nodes from the
+// source, its still-referenced initializers and value_info), and its initializers follow the same location rules.
 Status WriteContextModel(const ContextModelSpec& spec);
+
+// True when `g` or any graph nested in it holds an EPContext node: the model is already compiled.
+bool HoldsEpContextNodes(const Graph& g);
 
 // Writes `bytes` to `path` atomically (temporary file in the same folder, fsync, rename). FAIL naming the path.
 // With `no_replace`, an existing `path` is never replaced (FAIL "... exists already").

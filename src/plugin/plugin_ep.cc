@@ -166,7 +166,7 @@ std::string PluginEp::CompatibilityInfo(const Graph& graph, const std::string& m
   return info ? info : "";
 }
 
-Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
+Status PluginEp::Compile(const std::vector<FusedGroup>& groups, const std::string& model_path,
                          int64_t ir_version, bool generating, std::map<std::string, KernelFactory>* kernels,
                          std::map<std::string, Node>* ep_context_nodes,
                          std::map<std::string, PartitionReport>* load_reports) {
@@ -176,7 +176,7 @@ Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& grou
   std::vector<const EpctxGraph*> view_ptrs;
   std::vector<const EpctxNode*> fused_ptrs;
   for (const auto& g : groups) {
-    views.push_back(BuildGraphView(graph, g.nodes, model_path, ir_version, g.fused_name, false));
+    views.push_back(BuildGraphView(*g.graph, g.nodes, model_path, ir_version, g.fused_name, false));
     auto fn = std::make_unique<EpctxNode>();
     // The fused node: a node of its own (not in the view's node list) whose inputs/outputs are the view's values.
     fn->graph = views.back().get();
@@ -237,7 +237,7 @@ Status PluginEp::Compile(const Graph& graph, const std::vector<FusedGroup>& grou
   for (size_t i = 0; i < groups.size(); ++i) {
     std::vector<DataType> out_types;
     for (const auto& o : groups[i].outputs) {
-      const ValueType* t = graph.FindType(o);
+      const ValueType* t = groups[i].graph->FindType(o);
       out_types.push_back(t ? t->elem_type : DataType::kUndefined);
     }
     EpctxNodeComputeInfo* info = infos[i];
@@ -318,14 +318,14 @@ namespace {
 Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<PluginEp*>& eps,
                     const std::string& model_path, int64_t ir_version,
                     const std::map<std::string, std::string>& config, int& fused_id, PartitionResult& result,
-                    std::shared_ptr<Graph>* out_graph) {
+                    std::vector<std::vector<PluginEp::FusedGroup>>& pending, std::shared_ptr<Graph>* out_graph) {
   const Graph& g = *graph;
   std::map<std::pair<size_t, std::string>, std::shared_ptr<Graph>> new_subs;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& [an, a] : g.nodes[i].attributes)
       if (a.type == Attribute::Type::kGraph && a.g) {
         std::shared_ptr<Graph> sub;
-        RETURN_IF_ERROR(PartitionOne(a.g, eps, model_path, ir_version, config, fused_id, result, &sub));
+        RETURN_IF_ERROR(PartitionOne(a.g, eps, model_path, ir_version, config, fused_id, result, pending, &sub));
         if (sub != a.g) new_subs[{i, an}] = sub;
       }
   // A Gradient node differentiates the graph's own nodes by name; fusing them away would hide its path.
@@ -373,6 +373,7 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
                           eps[e]->name(), "' needs to compile one or more nodes.");
       for (size_t n : grp) owner[n] = static_cast<int>(e);
       PluginEp::FusedGroup fg;
+      fg.graph = &g;
       // Keep the group in topological order.
       for (size_t i : order)
         if (members.count(i)) fg.nodes.push_back(i);
@@ -386,13 +387,19 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
         for (const auto& in : g.nodes[n].inputs)
           if (!in.empty() && !produced.count(in) && seen_in.insert(in).second) fg.inputs.push_back(in);
       std::set<std::string> used_outside;
+      // Subgraphs at any depth may read a value of this scope.
+      std::function<void(const Graph&)> reads_of = [&](const Graph& sub) {
+        for (const auto& sn : sub.nodes) {
+          for (const auto& in : sn.inputs) used_outside.insert(in);
+          for (const auto& [an, a] : sn.attributes)
+            if (a.g) reads_of(*a.g);
+        }
+      };
       for (size_t i = 0; i < g.nodes.size(); ++i) {
         if (members.count(i)) continue;
         for (const auto& in : g.nodes[i].inputs) used_outside.insert(in);
         for (const auto& [an, a] : g.nodes[i].attributes)
-          if (a.g)
-            for (const auto& sn : a.g->nodes)
-              for (const auto& in : sn.inputs) used_outside.insert(in);
+          if (a.g) reads_of(*a.g);
       }
       for (size_t n : fg.nodes)
         for (const auto& o : g.nodes[n].outputs)
@@ -416,46 +423,8 @@ Status PartitionOne(const std::shared_ptr<Graph>& graph, const std::vector<Plugi
   }
   bool any = false;
   for (size_t e = 0; e < eps.size(); ++e) {
-    if (per_ep[e].empty()) continue;
-    any = true;
-    const bool generating = config.count("ep.context_enable") && config.at("ep.context_enable") == "1";
-    auto t0 = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(eps[e]->Compile(g, per_ep[e], model_path, ir_version, generating, &result.fused_kernels,
-                                    &result.ep_context_nodes, &result.load_reports));
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    for (auto& t : result.ep_timings)
-      if (t.ep == eps[e]->name()) t.compile_ms += ms;
-    for (const auto& fg : per_ep[e]) {
-      PartitionReport r;
-      r.fused_name = fg.fused_name;
-      r.ep = eps[e]->name();
-      r.num_nodes = fg.nodes.size();
-      for (size_t n : fg.nodes) r.op_types.push_back(g.nodes[n].op_type);
-      if (fg.nodes.size() == 1 && g.nodes[fg.nodes[0]].op_type == "EPContext") {
-        const Node& n = g.nodes[fg.nodes[0]];
-        r.from_ep_context = true;
-        if (const Attribute* a = n.attr("source")) r.source = a->s;
-        if (const Attribute* a = n.attr("embed_mode")) r.embed_mode = a->i;
-        if (const Attribute* a = n.attr("main_context")) r.main_context = a->i;
-        const Attribute* cache = n.attr("ep_cache_context");
-        if (cache && r.embed_mode == 1) r.payload_bytes = cache->s.size();
-        if (cache && r.embed_mode == 0 && r.main_context == 1 && !cache->s.empty()) {
-          size_t slash = model_path.find_last_of('/');
-          r.binary_path = (slash == std::string::npos ? std::string() : model_path.substr(0, slash + 1)) + cache->s;
-          struct stat st;
-          if (::stat(r.binary_path.c_str(), &st) == 0) r.payload_bytes = static_cast<uint64_t>(st.st_size);
-        }
-      }
-      auto lr = result.load_reports.find(fg.fused_name);
-      if (lr != result.load_reports.end()) {
-        r.load_reported = true;
-        r.load_file = lr->second.load_file;
-        r.bytes_mapped = lr->second.bytes_mapped;
-        r.bytes_read = lr->second.bytes_read;
-        r.load_ms = lr->second.load_ms;
-      }
-      result.partitions.push_back(std::move(r));
-    }
+    any |= !per_ep[e].empty();
+    for (const auto& fg : per_ep[e]) pending[e].push_back(fg);
   }
   if (!any && new_subs.empty()) {
     *out_graph = graph;
@@ -505,7 +474,54 @@ StatusOr<PartitionResult> PartitionGraph(const std::shared_ptr<Graph>& graph, co
   result.graph = graph;
   if (eps.empty()) return result;
   int fused_id = 0;
-  RETURN_IF_ERROR(PartitionOne(graph, eps, model_path, ir_version, config, fused_id, result, &result.graph));
+  // Every graph (subgraphs first) is partitioned before anything is compiled: each EP then compiles all of its
+  // groups in one Compile call, as one session of that EP, so the EPContext nodes it returns for partitions inside
+  // control-flow bodies and in the main graph share one context binary (an EP writes one per call). The source
+  // graphs the groups point into stay alive: `graph` owns them.
+  std::vector<std::vector<PluginEp::FusedGroup>> pending(eps.size());
+  RETURN_IF_ERROR(PartitionOne(graph, eps, model_path, ir_version, config, fused_id, result, pending, &result.graph));
+  const bool generating = config.count("ep.context_enable") && config.at("ep.context_enable") == "1";
+  for (size_t e = 0; e < eps.size(); ++e) {
+    if (pending[e].empty()) continue;
+    auto t0 = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(eps[e]->Compile(pending[e], model_path, ir_version, generating, &result.fused_kernels,
+                                    &result.ep_context_nodes, &result.load_reports));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& t : result.ep_timings)
+      if (t.ep == eps[e]->name()) t.compile_ms += ms;
+    for (const auto& fg : pending[e]) {
+      const Graph& g = *fg.graph;
+      PartitionReport r;
+      r.fused_name = fg.fused_name;
+      r.ep = eps[e]->name();
+      r.num_nodes = fg.nodes.size();
+      for (size_t n : fg.nodes) r.op_types.push_back(g.nodes[n].op_type);
+      if (fg.nodes.size() == 1 && g.nodes[fg.nodes[0]].op_type == "EPContext") {
+        const Node& n = g.nodes[fg.nodes[0]];
+        r.from_ep_context = true;
+        if (const Attribute* a = n.attr("source")) r.source = a->s;
+        if (const Attribute* a = n.attr("embed_mode")) r.embed_mode = a->i;
+        if (const Attribute* a = n.attr("main_context")) r.main_context = a->i;
+        const Attribute* cache = n.attr("ep_cache_context");
+        if (cache && r.embed_mode == 1) r.payload_bytes = cache->s.size();
+        if (cache && r.embed_mode == 0 && r.main_context == 1 && !cache->s.empty()) {
+          size_t slash = model_path.find_last_of('/');
+          r.binary_path = (slash == std::string::npos ? std::string() : model_path.substr(0, slash + 1)) + cache->s;
+          struct stat st;
+          if (::stat(r.binary_path.c_str(), &st) == 0) r.payload_bytes = static_cast<uint64_t>(st.st_size);
+        }
+      }
+      auto lr = result.load_reports.find(fg.fused_name);
+      if (lr != result.load_reports.end()) {
+        r.load_reported = true;
+        r.load_file = lr->second.load_file;
+        r.bytes_mapped = lr->second.bytes_mapped;
+        r.bytes_read = lr->second.bytes_read;
+        r.load_ms = lr->second.load_ms;
+      }
+      result.partitions.push_back(std::move(r));
+    }
+  }
   return result;
 }
 

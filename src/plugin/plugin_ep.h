@@ -75,7 +75,8 @@ class PluginEp {
   Status CollectProfile(std::vector<EpctxProfilingEventSink::Event>* events);
 
   struct FusedGroup {
-    std::vector<size_t> nodes;  // indices into the graph
+    const Graph* graph = nullptr;  // the graph the nodes belong to (the main graph or a nested subgraph)
+    std::vector<size_t> nodes;     // indices into *graph
     std::string fused_name;
     std::vector<std::string> inputs, outputs;
   };
@@ -84,9 +85,11 @@ class PluginEp {
   Status GetCapability(const Graph& graph, const std::vector<size_t>& available_topo, const std::string& model_path,
                        int64_t ir_version, std::vector<std::vector<size_t>>* groups,
                        std::map<size_t, std::string>* reasons = nullptr);
-  // Compiles the groups and returns a kernel factory per fused node name. When `generating`, every group must
-  // come back with an EPContext node (made by CreateNode), returned in `ep_context_nodes` by fused node name.
-  Status Compile(const Graph& graph, const std::vector<FusedGroup>& groups, const std::string& model_path,
+  // Compiles the groups (of any graphs: the partitioner passes all of an EP's groups, main graph and subgraphs, in
+  // one call, so an EP writes one context binary per session) and returns a kernel factory per fused node name.
+  // When `generating`, every group must come back with an EPContext node (made by CreateNode), returned in
+  // `ep_context_nodes` by fused node name.
+  Status Compile(const std::vector<FusedGroup>& groups, const std::string& model_path,
                  int64_t ir_version, bool generating, std::map<std::string, KernelFactory>* kernels,
                  std::map<std::string, Node>* ep_context_nodes,
                  std::map<std::string, PartitionReport>* load_reports);

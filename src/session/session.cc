@@ -112,8 +112,7 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   const bool generating = config.Get("ep.context_enable") == "1";
   s->generation_ = config.generation ? *config.generation : GenerationOptions::FromConfig(config.entries);
   const GenerationOptions& gen = s->generation_;
-  bool already_compiled = false;
-  for (const auto& n : s->model_->graph->nodes) already_compiled |= n.op_type == "EPContext";
+  const bool already_compiled = HoldsEpContextNodes(*s->model_->graph);  // control-flow bodies included
   // The compile API refuses a compiled model before any EP sees it (ONNX Runtime finds out after partitioning).
   RETURN_ERROR_IF(generating && already_compiled && gen.compile_api, INVALID_GRAPH,
                   "Encountered an invalid node while compiling a model. Please ensure the input model is not already "
