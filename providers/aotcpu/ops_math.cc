@@ -380,6 +380,14 @@ using OperandMap = std::function<bool(const Dims& onnx_dims, Dims* compute_dims)
 std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binary, const OperandMap& map) {
   const Graph& g = ctx.graph();
   std::vector<Fused> chain;
+  std::vector<PostOp> assembled;  // the chain's post-ops as ChainPrefix/ApplyChain will emit them
+  auto fits = [&](const Fused& f) {
+    std::vector<PostOp> next = assembled;
+    for (const PostOp& p : f.post_ops)
+      if (!AppendPostOp(&next, p, true)) return false;
+    assembled = std::move(next);
+    return true;
+  };
   while (static_cast<int>(chain.size()) < kMaxFusedGroups) {
     const Dims dims = g.v(value).dims;
     GeluMatch gm;
@@ -388,6 +396,7 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
       f.nodes = gm.nodes;
       f.post_ops.push_back(Eltwise(dnnl_eltwise_gelu_erf, 0, 0));
       f.out = gm.out;
+      if (!fits(f)) break;
       chain.push_back(f);
       value = gm.out;
       continue;
@@ -440,6 +449,7 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
     } else {
       break;
     }
+    if (!fits(f)) break;
     chain.push_back(f);
     value = f.out;
   }
@@ -459,7 +469,7 @@ void ChainPrefix(const Graph& g, const std::vector<Fused>& chain, size_t k, cons
         p.operand = static_cast<uint32_t>(ops->size());
         ops->push_back(FakePlain(cd));
       }
-      post_ops->push_back(p);
+      AppendPostOp(post_ops, p, true);  // CollectPostOps checked that every group fits
     }
   }
 }
@@ -497,7 +507,7 @@ CheckResult ApplyChain(LowerContext& ctx, int node, const std::vector<Fused>& ch
         p.operand = static_cast<uint32_t>(step->ops.size());
         step->ops.push_back(Reshaped(o, cd));
       }
-      step->post_ops.push_back(p);
+      if (!AppendPostOp(&step->post_ops, p, true)) return ctx.Fail(node, "post-op chain changed while fused");
     }
     for (int n : f.nodes) {
       ctx.Absorb(n);
@@ -698,6 +708,36 @@ Dims ToComputeDims(const MatMulShape& s, const Dims& od) {
 
 }  // namespace
 
+// ---- post-op lists -------------------------------------------------------------------------------------------------
+
+bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear) {
+  if (p.kind != PostOp::kEltwise) {
+    list->push_back(p);
+    return true;
+  }
+  auto linear = [](const PostOp& q) {
+    return q.kind == PostOp::kEltwise && q.alg == dnnl_eltwise_linear && q.scale == 1.f;
+  };
+  PostOp add = p;
+  size_t end = list->size();
+  if (merge_linear && linear(p) && !list->empty() && linear(list->back())) {
+    const PostOp& prev = list->back();
+    add.alpha = prev.alpha * p.alpha;
+    add.beta = prev.beta * p.alpha + p.beta;
+    --end;  // replaces the previous linear
+  }
+  for (size_t i = 0; i < end; ++i) {
+    const PostOp& q = (*list)[i];
+    if (q.kind == PostOp::kEltwise && q.alg == add.alg &&
+        (q.alpha != add.alpha || q.beta != add.beta || q.scale != add.scale))
+      return false;
+  }
+  if (!std::isfinite(add.alpha) || !std::isfinite(add.beta)) return false;
+  list->resize(end);
+  list->push_back(add);
+  return true;
+}
+
 // ---- EltwiseFor --------------------------------------------------------------------------------------------------
 
 bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, float* beta) {
@@ -716,12 +756,12 @@ bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, floa
       lo = n.Float("min", lo);
       hi = n.Float("max", hi);
     } else {
-      lo = -std::numeric_limits<float>::infinity();
-      hi = std::numeric_limits<float>::infinity();
+      // Absent bounds are the float range, as in the CPU EP and ONNX Runtime (an infinite input is clamped to it).
       if (n.inputs.size() > 1 && n.inputs[1] >= 0 && !g.ConstScalar(n.inputs[1], &lo)) return false;
       if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.ConstScalar(n.inputs[2], &hi)) return false;
     }
-    if (std::isnan(lo) || std::isnan(hi)) return false;
+    // A program's float parameters are finite (program.cc): infinite bounds stay with the CPU EP.
+    if (!std::isfinite(lo) || !std::isfinite(hi)) return false;
     *alg = dnnl_eltwise_clip_v2;
     *alpha = lo;
     *beta = hi;

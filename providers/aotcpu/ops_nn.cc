@@ -414,8 +414,9 @@ struct FusedOp {
   PostOp po;
 };
 
-// The activations / residual Adds that follow `value` as its sole consumers, in order (not yet absorbed).
-std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value) {
+// The activations / residual Adds that follow `value` as its sole consumers, in order (not yet absorbed), after the
+// step's own post-ops `first` (AppendPostOp: no second eltwise of one algorithm with other parameters).
+std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value, std::vector<PostOp> first = {}) {
   std::vector<FusedOp> chain;
   const Graph& g = ctx.graph();
   const std::vector<int64_t> dims = g.v(value).dims;
@@ -448,6 +449,7 @@ std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value) {
     } else {
       break;
     }
+    if (!AppendPostOp(&first, f.po, false)) break;
     chain.push_back(f);
     value = out;
   }
@@ -1125,7 +1127,13 @@ CheckResult LowerGemm(LowerContext& ctx, int node) {
     const float* c = ConstF32(g, s.c);
     cvals.assign(c, c + g.v(s.c).numel());
   }
-  std::vector<FusedOp> chain = CollectPostOps(ctx, s.y);
+  std::vector<PostOp> first;  // the alpha post-op of the matmul form (below), as the chain must fit after it
+  if (!s.const_b && s.alpha != 1.f) {
+    first.emplace_back();
+    first.back().alg = dnnl_eltwise_linear;
+    first.back().alpha = s.alpha;
+  }
+  std::vector<FusedOp> chain = CollectPostOps(ctx, s.y, first);
   std::vector<Md> other_mds;
   OtherDescs(ctx, &chain, &other_mds);
   std::vector<int> absorbed;
