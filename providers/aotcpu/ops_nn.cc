@@ -331,7 +331,7 @@ bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::s
         out = oshape[oshape.size() - r + i];
         split = true;
       } else if (ap == AutoPad::kSameUpper || ap == AutoPad::kSameLower) {
-        out = w.in[i] * st;
+        out = std::min(w.in[i] * st, natural);  // no negative padding: ONNX Runtime's size (the CPU EP's too)
         split = true;
       } else if (ap == AutoPad::kValid) {
         pb = pe = 0;

@@ -184,6 +184,25 @@ TEST(NnConvTranspose, OutputPaddingAndGroups) {
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
+// SAME auto_pad pads to in * stride, but a kernel shorter than the stride would need negative padding: ONNX Runtime
+// 1.30 and ONNX's shape inference keep the natural size (found by tests/difftest: the CPU EP made 4 where the
+// graph said 3, and the AotCpu partition reading it refused the shape at run time).
+TEST(NnConvTranspose, SameAutoPadNeverPadsNegatively) {
+  Tensor x = MakeTensor<float>({1, 1, 2}, {1, 2});
+  Tensor w = MakeTensor<float>({1, 1, 1}, {3});
+  for (const char* ap : {"SAME_UPPER", "SAME_LOWER"}) {
+    OpResult r = RunOp("ConvTranspose", 11, {x, w}, {StringAttr("auto_pad", ap), IntsAttr("strides", {2})});
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.out().shape(), (Shape{1, 1, 3})) << ap;
+    EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{3, 0, 6})) << ap;
+  }
+  // Kernel 3, stride 2: natural size 5 + ... >= in * stride, so the output is in * stride (4) with padding 1.
+  OpResult r = RunOp("ConvTranspose", 11, {x, MakeTensor<float>({1, 1, 3}, {1, 1, 1})},
+                     {StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out().shape(), (Shape{1, 1, 4}));
+}
+
 // ------------------------------------------------------------------------------------------------------------------
 
 TEST(NnMatMul, BatchBroadcastingBothSides) {
