@@ -80,6 +80,13 @@ bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm
 // shift pair (PaddlePaddle's Mul + Add affine) fused. Any other post-op is appended.
 bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear);
 
+// ops_nn.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
+// is not dropped) and SAME ConvTransposes (output_padding added) unlike ONNX Runtime and the kernels (found by
+// tests/difftest). Every value whose producer's size, computed as ONNX Runtime does, differs from the graph's static
+// shape, and every value computed from it, loses its static shape (has_shape = false), so that no node is claimed
+// for a shape the value will not have at run time.
+void DistrustContradictedShapes(Graph* g);
+
 // fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger
 // than 256 MiB are not folded.

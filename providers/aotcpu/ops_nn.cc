@@ -32,6 +32,7 @@ using dnnl::memory;
 using Md = dnnl::memory::desc;
 
 constexpr int64_t kMaxWindow = int64_t{1} << 24;  // bound on kernel/stride/pad/dilation values in builders
+constexpr const char kSizeDiffers[] = " does not match the computed spatial size";
 
 dnnl::engine& ProbeEngine() {
   static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
@@ -357,7 +358,7 @@ bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::s
   }
   for (size_t i = 0; i < r; ++i)
     if (yd[2 + i] != w.out[i])
-      return Reject(why, "output shape " + DimsStr(yd) + " does not match the computed spatial size");
+      return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
   s->src_dims = xd;
   s->dst_dims = yd;
   s->wdims.clear();
@@ -738,7 +739,7 @@ bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
   }
   for (size_t i = 0; i < r; ++i)
     if (yd[2 + i] != w.out[i])
-      return Reject(why, "output shape " + DimsStr(yd) + " does not match the computed spatial size");
+      return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
   s->src_dims = xd;
   s->dst_dims = yd;
   return true;
@@ -1006,6 +1007,33 @@ bool UseInnerProduct(const GemmSpec& s) { return s.const_b && !s.trans_a && (s.c
 // =============================================================================================================
 // Support and lowering
 // =============================================================================================================
+
+void DistrustContradictedShapes(Graph* g) {
+  std::vector<bool> distrusted(g->values.size(), false);
+  bool any = false;
+  for (const Node& n : g->nodes) {
+    bool taint = false;
+    for (int v : n.inputs) taint = taint || (v >= 0 && distrusted[static_cast<size_t>(v)]);
+    if (!taint && IsOnnx(n) && SingleOutput(n)) {
+      std::string why;
+      if (n.op == "Conv" || n.op == "ConvTranspose") {
+        ConvSpec s;
+        ResolveConv(*g, n, n.op == "ConvTranspose", &s, &why);
+      } else if (n.op == "MaxPool" || n.op == "AveragePool") {
+        PoolSpec s;
+        ResolvePool(*g, n, &s, &why);
+      }
+      taint = why.find(kSizeDiffers) != std::string::npos;
+    }
+    if (!taint) continue;
+    any = true;
+    for (int v : n.outputs)
+      if (v >= 0) distrusted[static_cast<size_t>(v)] = true;
+  }
+  if (!any) return;
+  for (size_t v = 0; v < g->values.size(); ++v)
+    if (distrusted[v]) g->values[v].has_shape = false;
+}
 
 bool SupportConv(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, false, why); }
 bool SupportConvTranspose(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, true, why); }
