@@ -760,8 +760,7 @@ bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, floa
       if (n.inputs.size() > 1 && n.inputs[1] >= 0 && !g.ConstScalar(n.inputs[1], &lo)) return false;
       if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.ConstScalar(n.inputs[2], &hi)) return false;
     }
-    // A program's float parameters are finite (program.cc): infinite bounds stay with the CPU EP.
-    if (!std::isfinite(lo) || !std::isfinite(hi)) return false;
+    if (std::isnan(lo) || std::isnan(hi)) return false;
     *alg = dnnl_eltwise_clip_v2;
     *alpha = lo;
     *beta = hi;
