@@ -1017,8 +1017,18 @@ void DistrustContradictedShapes(Graph* g) {
     if (!taint && IsOnnx(n) && SingleOutput(n)) {
       std::string why;
       if (n.op == "Conv" || n.op == "ConvTranspose") {
+        // Only the geometry matters here: weights and bias from Constant nodes (not folded yet) count as constant.
+        std::vector<std::pair<int, const void*>> saved;
+        for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
+          Value* v = n.inputs[k] >= 0 ? &g->v(n.inputs[k]) : nullptr;
+          if (v && !v->is_const()) {
+            saved.emplace_back(n.inputs[k], v->data);
+            v->data = "";
+          }
+        }
         ConvSpec s;
         ResolveConv(*g, n, n.op == "ConvTranspose", &s, &why);
+        for (const auto& [v, data] : saved) g->v(v).data = data;
       } else if (n.op == "MaxPool" || n.op == "AveragePool") {
         PoolSpec s;
         ResolvePool(*g, n, &s, &why);
