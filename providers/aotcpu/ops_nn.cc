@@ -213,6 +213,10 @@ bool ResolveForward(AutoPad ap, bool ceil_mode, Window* w, std::string* why) {
         if (in < ek) return Reject(why, "window larger than the input (VALID)");
         w->pad_begin[i] = w->pad_end[i] = 0;
         w->out[i] = (in - ek) / s + 1;
+        if (ceil_mode) {  // as ONNX Runtime 1.30 (and the CPU EP): ceil, a last window starting past the input dropped
+          w->out[i] = CeilDiv(in - ek, s) + 1;
+          if ((w->out[i] - 1) * s >= in) --w->out[i];
+        }
         break;
       }
       case AutoPad::kSameUpper:
