@@ -1289,15 +1289,29 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
     o0 = ctx.UsePlain(s0);
     o1 = ctx.UsePlain(s1);
     if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
-    o0 = Reshaped(o0, cd);
-    o1 = Reshaped(o1, PadLeft(AtLeast1D(g.v(s1).dims), cd.size()));
+  }
+  // Plain operands (post-op operands too) drop the output's size-1 axes, which keeps their bytes: oneDNN 2.6's binary
+  // primitive misreads a post-op operand [1, C, 1, 1] against a dst [N, C, 1, 1] (every element wrong; found by
+  // tests/difftest), and reads [1, C] against [N, C] right.
+  auto compute_dims = [&](const Dims& od) {
+    if (blocked) return PadLeft(AtLeast1D(od), cd.size());
+    const Dims p = PadLeft(od, yd.size());
+    Dims r;
+    for (size_t i = 0; i < yd.size(); ++i)
+      if (yd[i] != 1) r.push_back(p[i]);
+    return AtLeast1D(r);
+  };
+  const Dims dd = compute_dims(yd);
+  if (!blocked) {
+    o0 = Reshaped(o0, dd);
+    o1 = Reshaped(o1, compute_dims(g.v(s1).dims));
   }
   memory::desc dst_d;
   if (!OperandDesc(o0, &dst_d).ok) return ctx.Fail(node, "bad operand layout");
 
   int y = n.outputs[0];
   OperandMap map = [&](const Dims& od, Dims* out) {
-    *out = PadLeft(AtLeast1D(od), cd.size());
+    *out = compute_dims(od);
     return true;
   };
   std::vector<Fused> chain;
@@ -1315,7 +1329,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
       return 0;
     }
   };
-  std::vector<Operand> base = {o0, o1, FakePlain(cd)};
+  std::vector<Operand> base = {o0, o1, FakePlain(dd)};
   size_t k = ChooseChain(g, chain, base, map, make_pd);
   step.ops = {o0, o1, Operand()};
   CheckResult rc = ApplyChain(ctx, node, chain, k, map, &step, &y);
@@ -1323,7 +1337,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   if (blocked) {
     step.ops[2] = ctx.Define(y, dst_d);
   } else {
-    step.ops[2] = DefineAs(ctx, y, cd);
+    step.ops[2] = DefineAs(ctx, y, dd);
   }
   ctx.Emit(std::move(step));
   return CheckResult::Ok();

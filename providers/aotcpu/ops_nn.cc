@@ -596,7 +596,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const Operand* cur_op = ctx.Peek(x);
   const Md cur_src = cur_op ? DescOfOperand(*cur_op) : plain_src;
   const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
-  const Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
+  Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
 
   // Candidates in order of preference; the first whose implementation is not a reference one wins, else the first
   // oneDNN accepts. Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
@@ -607,36 +607,44 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   };
   Choice best, first;
   const Md cur_like_dst = SameLayoutAs(cur_src, spec.dst_dims);
-  for (size_t k = chain.size() + 1; k-- > 0 && !best.found;) {
-    const int final_value = k == 0 ? cur : chain[k - 1].out;
-    // A value read only as a graph output goes straight to the output buffer, plain.
-    const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
-    const Md dst_any = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, dnnl_format_tag_any);
-    const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
-    struct Option {
-      Md src, dst;
-      bool plain_src;
-    };
-    std::vector<Option> options;
-    if (!portable) {
-      options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
-      options.push_back({cur_src, dst_any, false});
-      if (!plain_dst && cur_like_dst.data.ndims != 0) options.push_back({cur_src, cur_like_dst, false});
-    }
-    options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
-    for (const Option& o : options) {
-      PdDescs pd;
-      if (!TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd)) continue;
-      if (o.src.data.format_kind == dnnl_format_kind_any && !(pd.src == cur_src)) continue;
-      Choice c;
-      c.found = true;
-      c.k = k;
-      c.plain_src = o.plain_src;
-      c.pd = pd;
-      if (!first.found) first = c;
-      if (!IsRefImpl(pd.impl)) {
-        best = c;
-        break;
+  // Second attempt, when no layout oneDNN chose for the weights can be named: plain weights.
+  for (int attempt = 0; attempt < 2 && !first.found; ++attempt) {
+    if (attempt == 1) w_req = PlainDesc(spec.wdims, kF32);
+    for (size_t k = chain.size() + 1; k-- > 0 && !best.found;) {
+      const int final_value = k == 0 ? cur : chain[k - 1].out;
+      // A value read only as a graph output goes straight to the output buffer, plain.
+      const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
+      const Md dst_any = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, dnnl_format_tag_any);
+      const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
+      struct Option {
+        Md src, dst;
+        bool plain_src;
+      };
+      std::vector<Option> options;
+      if (!portable) {
+        options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
+        options.push_back({cur_src, dst_any, false});
+        if (!plain_dst && cur_like_dst.data.ndims != 0) options.push_back({cur_src, cur_like_dst, false});
+      }
+      options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
+      for (const Option& o : options) {
+        PdDescs pd;
+        if (!TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd)) continue;
+        if (o.src.data.format_kind == dnnl_format_kind_any && !(pd.src == cur_src)) continue;
+        // Layouts a program can name (a format tag or strides): oneDNN picks some blocked (de)convolution weights
+        // no tag describes, and the compile failed (found by tests/difftest: SAME ConvTranspose after a Conv).
+        Operand probe;
+        if (!LayoutFromDesc(pd.weights, &probe) || !LayoutFromDesc(pd.dst, &probe)) continue;
+        Choice c;
+        c.found = true;
+        c.k = k;
+        c.plain_src = o.plain_src;
+        c.pd = pd;
+        if (!first.found) first = c;
+        if (!IsRefImpl(pd.impl)) {
+          best = c;
+          break;
+        }
       }
     }
   }
