@@ -534,7 +534,11 @@ def main():
         stats = {"models": 0, "pass": 0, "invalid": 0, "fail": 0, "claimed": 0, "nodes": 0, "compute_nodes": 0}
         failures = []
         i = args.start
-        while True:
+        stop = []  # SIGTERM / SIGINT end the run after the current model, with the summary
+        import signal
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.append(1))
+        while not stop:
             if args.count is not None and i >= args.start + args.count:
                 break
             if args.minutes is not None and time.time() - t0 > args.minutes * 60:
@@ -563,8 +567,11 @@ def main():
                     print("  smallest model (%d nodes, %d tries), saved as %s:\n%s" % (
                         len(small.graph.node), tries, os.path.join(out, name + "_shrunk.onnx"), describe(small)))
                 failures.append((i, r.category()))
-            sys.stdout.flush()
             i += 1
+            if stats["models"] % 250 == 0:
+                print("... %d models, %d failed, %d invalid, %.0f s" % (stats["models"], stats["fail"],
+                                                                     stats["invalid"], time.time() - t0))
+            sys.stdout.flush()
         dt = time.time() - t0
         ratio = stats["claimed"] / max(1, stats["nodes"])
         print("difftest: seed %d, models %d..%d: %d run, %d passed, %d failed, %d invalid (skipped); AotCpu claimed "
