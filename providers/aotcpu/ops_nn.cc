@@ -811,7 +811,11 @@ int64_t RoundNearest(double x, const std::string& mode, bool downsample) {
 
 // Whether ONNX's nearest index (computed in float like ONNX Runtime and in double) equals oneDNN's
 // round(((y + 0.5) * in / out) - 0.5) for every output position of one dimension.
-bool NearestMatches(int64_t in, int64_t out, float scale, const std::string& ctm, const std::string& mode) {
+// `length_resized` is align_corners' output length: the output dim when sizes are given, in * scale with scales (the
+// CPU EP's and the ONNX reference's rule; ONNX Runtime 1.30 takes the output dim there too, so with a fractional
+// in * scale the three disagree and the node stays on the CPU EP: found by tests/difftest).
+bool NearestMatches(int64_t in, int64_t out, float scale, float length_resized, const std::string& ctm,
+                    const std::string& mode) {
   const bool down = scale < 1.f;
   for (int64_t y = 0; y < out; ++y) {
     const float yf = static_cast<float>(y);
@@ -825,8 +829,8 @@ bool NearestMatches(int64_t in, int64_t out, float scale, const std::string& ctm
       xf = 0.f;
       xd = 0.0;
     } else if (ctm == "align_corners") {
-      xf = out == 1 ? 0.f : yf * static_cast<float>(in - 1) / static_cast<float>(out - 1);
-      xd = out == 1 ? 0.0 : yd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+      xf = out == 1 || length_resized == 1.f ? 0.f : yf * static_cast<float>(in - 1) / (length_resized - 1.f);
+      xd = out == 1 || length_resized == 1.f ? 0.0 : yd * static_cast<double>(in - 1) / (length_resized - 1.0);
     } else if (ctm == "asymmetric") {
       xf = yf / scale;
       xd = yd / scale;
@@ -869,13 +873,13 @@ bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* wh
   const int sizes_v = n.opset == 10 ? -1 : In(n, 3);
   const size_t rank = xd.size();
   std::vector<float> scale(rank, 1.f);
-  bool have = false;
+  bool have = false, from_sizes = false;
   if (sizes_v >= 0 && g.v(sizes_v).has_shape && g.v(sizes_v).numel() > 0) {
     std::vector<int64_t> sizes;
     if (!g.ConstInts(sizes_v, &sizes)) return Reject(why, "sizes are not constant");
     if (sizes != yd) return Reject(why, "sizes differ from the output shape");
     for (size_t i = 0; i < rank; ++i) scale[i] = static_cast<float>(yd[i]) / static_cast<float>(xd[i]);
-    have = true;
+    have = from_sizes = true;
   }
   if (!have && scales_v >= 0) {
     const float* sc = ConstF32(g, scales_v);
@@ -899,7 +903,8 @@ bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* wh
         return Reject(why, "linear resize with coordinate_transformation_mode '" + ctm + "'");
       const double ratio = static_cast<double>(out) / static_cast<double>(in);
       if (std::fabs(ratio - scale[i]) > 1e-6 * ratio) return Reject(why, "scale differs from output/input");
-    } else if (!NearestMatches(in, out, scale[i], ctm, nmode)) {
+    } else if (!NearestMatches(in, out, scale[i],
+                               from_sizes ? static_cast<float>(out) : scale[i] * static_cast<float>(in), ctm, nmode)) {
       return Reject(why, "nearest resize with " + ctm + "/" + nmode + " differs from oneDNN's rounding");
     }
   }
