@@ -736,7 +736,10 @@ bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
     if (!ReadWindowAttrs(n, r, dil_ok, &w, why)) return false;
     const bool ceil_mode = n.opset >= 10 && n.Int("ceil_mode", 0) != 0;
     if (n.Int("ceil_mode", 0) != 0 && n.opset < 10) return Reject(why, "ceil_mode before opset 10");
-    if (!ResolveForward(ap, ceil_mode && ap == AutoPad::kNotSet, &w, why)) return false;
+    if (!ResolveForward(ap, ceil_mode && (ap == AutoPad::kNotSet || ap == AutoPad::kValid), &w, why)) return false;
+    // The size first: DistrustContradictedShapes looks for this reason.
+    for (size_t i = 0; i < r; ++i)
+      if (yd[2 + i] != w.out[i]) return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
     const bool include_pad = !is_max && n.opset >= 7 && n.Int("count_include_pad", 0) != 0;
     s->alg = is_max        ? dnnl_pooling_max
              : include_pad ? dnnl_pooling_avg_include_padding
