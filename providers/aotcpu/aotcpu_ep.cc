@@ -236,6 +236,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   Graph g;
   CheckResult r = BuildGraph(g_api, graph, &g);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "reading the graph: " + r.reason);
+  DistrustContradictedShapes(&g);  // static shapes libonnx sized unlike the kernels (ops.h)
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);

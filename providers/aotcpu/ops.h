@@ -80,6 +80,21 @@ EPCTX_AOT_STEP(Reorder)
 // reversed); false when it is not a permutation of [0, rank).
 bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
 
+// ops_math.cc: appends post-op `p` to `list`. oneDNN 2.6's JIT post-op injectors (convolution, matmul, binary)
+// run every eltwise post-op of one algorithm with the parameters of the first one: linear(1, 1.5) then
+// linear(1, 0.25) adds 1.5 twice (found by tests/difftest). So a second eltwise post-op of an algorithm already in
+// `list` with other parameters is refused: false, `list` unchanged. With `merge_linear`, a linear that follows a
+// linear is folded into it instead (a2 * (a1 * x + b1) + b2 = a1 a2 x + (a2 b1 + b2)), which keeps a scale-then-
+// shift pair (PaddlePaddle's Mul + Add affine) fused. Any other post-op is appended.
+bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear);
+
+// ops_nn.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
+// is not dropped) and SAME ConvTransposes (output_padding added) unlike ONNX Runtime and the kernels (found by
+// tests/difftest). Every value whose producer's size, computed as ONNX Runtime does, differs from the graph's static
+// shape, and every value computed from it, loses its static shape (has_shape = false), so that no node is claimed
+// for a shape the value will not have at run time.
+void DistrustContradictedShapes(Graph* g);
+
 // fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger
 // than 256 MiB are not folded.

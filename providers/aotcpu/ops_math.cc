@@ -380,6 +380,14 @@ using OperandMap = std::function<bool(const Dims& onnx_dims, Dims* compute_dims)
 std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binary, const OperandMap& map) {
   const Graph& g = ctx.graph();
   std::vector<Fused> chain;
+  std::vector<PostOp> assembled;  // the chain's post-ops as ChainPrefix/ApplyChain will emit them
+  auto fits = [&](const Fused& f) {
+    std::vector<PostOp> next = assembled;
+    for (const PostOp& p : f.post_ops)
+      if (!AppendPostOp(&next, p, true)) return false;
+    assembled = std::move(next);
+    return true;
+  };
   while (static_cast<int>(chain.size()) < kMaxFusedGroups) {
     const Dims dims = g.v(value).dims;
     GeluMatch gm;
@@ -388,6 +396,7 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
       f.nodes = gm.nodes;
       f.post_ops.push_back(Eltwise(dnnl_eltwise_gelu_erf, 0, 0));
       f.out = gm.out;
+      if (!fits(f)) break;
       chain.push_back(f);
       value = gm.out;
       continue;
@@ -440,6 +449,7 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
     } else {
       break;
     }
+    if (!fits(f)) break;
     chain.push_back(f);
     value = f.out;
   }
@@ -459,7 +469,7 @@ void ChainPrefix(const Graph& g, const std::vector<Fused>& chain, size_t k, cons
         p.operand = static_cast<uint32_t>(ops->size());
         ops->push_back(FakePlain(cd));
       }
-      post_ops->push_back(p);
+      AppendPostOp(post_ops, p, true);  // CollectPostOps checked that every group fits
     }
   }
 }
@@ -497,7 +507,7 @@ CheckResult ApplyChain(LowerContext& ctx, int node, const std::vector<Fused>& ch
         p.operand = static_cast<uint32_t>(step->ops.size());
         step->ops.push_back(Reshaped(o, cd));
       }
-      step->post_ops.push_back(p);
+      if (!AppendPostOp(&step->post_ops, p, true)) return ctx.Fail(node, "post-op chain changed while fused");
     }
     for (int n : f.nodes) {
       ctx.Absorb(n);
@@ -699,6 +709,36 @@ Dims ToComputeDims(const MatMulShape& s, const Dims& od) {
 
 }  // namespace
 
+// ---- post-op lists -------------------------------------------------------------------------------------------------
+
+bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear) {
+  if (p.kind != PostOp::kEltwise) {
+    list->push_back(p);
+    return true;
+  }
+  auto linear = [](const PostOp& q) {
+    return q.kind == PostOp::kEltwise && q.alg == dnnl_eltwise_linear && q.scale == 1.f;
+  };
+  PostOp add = p;
+  size_t end = list->size();
+  if (merge_linear && linear(p) && !list->empty() && linear(list->back())) {
+    const PostOp& prev = list->back();
+    add.alpha = prev.alpha * p.alpha;
+    add.beta = prev.beta * p.alpha + p.beta;
+    --end;  // replaces the previous linear
+  }
+  for (size_t i = 0; i < end; ++i) {
+    const PostOp& q = (*list)[i];
+    if (q.kind == PostOp::kEltwise && q.alg == add.alg &&
+        (q.alpha != add.alpha || q.beta != add.beta || q.scale != add.scale))
+      return false;
+  }
+  if (!std::isfinite(add.alpha) || !std::isfinite(add.beta)) return false;
+  list->resize(end);
+  list->push_back(add);
+  return true;
+}
+
 // ---- EltwiseFor --------------------------------------------------------------------------------------------------
 
 bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, float* beta) {
@@ -717,8 +757,7 @@ bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, floa
       lo = n.Float("min", lo);
       hi = n.Float("max", hi);
     } else {
-      lo = -std::numeric_limits<float>::infinity();
-      hi = std::numeric_limits<float>::infinity();
+      // Absent bounds are the float range, as in the CPU EP and ONNX Runtime (an infinite input is clamped to it).
       if (n.inputs.size() > 1 && n.inputs[1] >= 0 && !g.ConstScalar(n.inputs[1], &lo)) return false;
       if (n.inputs.size() > 2 && n.inputs[2] >= 0 && !g.ConstScalar(n.inputs[2], &hi)) return false;
     }
@@ -1300,15 +1339,29 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
     o0 = ctx.UsePlain(s0);
     o1 = ctx.UsePlain(s1);
     if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
-    o0 = Reshaped(o0, cd);
-    o1 = Reshaped(o1, PadLeft(AtLeast1D(g.v(s1).dims), cd.size()));
+  }
+  // Plain operands (post-op operands too) drop the output's size-1 axes, which keeps their bytes: oneDNN 2.6's binary
+  // primitive misreads a post-op operand [1, C, 1, 1] against a dst [N, C, 1, 1] (every element wrong; found by
+  // tests/difftest), and reads [1, C] against [N, C] right.
+  auto compute_dims = [&](const Dims& od) {
+    if (blocked) return PadLeft(AtLeast1D(od), cd.size());
+    const Dims p = PadLeft(od, yd.size());
+    Dims r;
+    for (size_t i = 0; i < yd.size(); ++i)
+      if (yd[i] != 1) r.push_back(p[i]);
+    return AtLeast1D(r);
+  };
+  const Dims dd = compute_dims(yd);
+  if (!blocked) {
+    o0 = Reshaped(o0, dd);
+    o1 = Reshaped(o1, compute_dims(g.v(s1).dims));
   }
   memory::desc dst_d;
   if (!OperandDesc(o0, &dst_d).ok) return ctx.Fail(node, "bad operand layout");
 
   int y = n.outputs[0];
   OperandMap map = [&](const Dims& od, Dims* out) {
-    *out = PadLeft(AtLeast1D(od), cd.size());
+    *out = compute_dims(od);
     return true;
   };
   std::vector<Fused> chain;
@@ -1326,7 +1379,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
       return 0;
     }
   };
-  std::vector<Operand> base = {o0, o1, FakePlain(cd)};
+  std::vector<Operand> base = {o0, o1, FakePlain(dd)};
   size_t k = ChooseChain(g, chain, base, map, make_pd);
   step.ops = {o0, o1, Operand()};
   CheckResult rc = ApplyChain(ctx, node, chain, k, map, &step, &y);
@@ -1334,7 +1387,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   if (blocked) {
     step.ops[2] = ctx.Define(y, dst_d);
   } else {
-    step.ops[2] = DefineAs(ctx, y, cd);
+    step.ops[2] = DefineAs(ctx, y, dd);
   }
   ctx.Emit(std::move(step));
   return CheckResult::Ok();

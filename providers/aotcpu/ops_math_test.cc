@@ -542,6 +542,63 @@ TEST(OpsMath, ResidualAddIsBinaryPostOp) {
   ExpectNear(Execute(c, {x})[0], want);
 }
 
+// oneDNN 2.6 runs every eltwise post-op of one algorithm with the first one's parameters (issue 13, found by
+// tests/difftest): PaddlePaddle's affine y = Mul(w, x), z = Add(y, b) with [1]-shaped w and b after a MatMul gave
+// x * w * w. The pair becomes one linear post-op; a second LeakyRelu with another alpha is a step of its own; a
+// Clip with only a max gets the float range as its min (a finite parameter: the program round trip accepts it).
+TEST(OpsMath, RepeatedEltwisePostOps) {
+  const int64_t S = 5, K = 16, N = 8;
+  GraphBuilder b;
+  std::vector<float> x = Random(S * K, 31), w = Random(K * N, 32, 0.25f);
+  b.Input("x", {1, S, K});
+  b.F32("w", {K, N}, w);
+  b.F32("scale", {1}, {1.7f});
+  b.F32("shift", {1}, {-0.6f});
+  b.F32("hi", {}, {2.5f});
+  for (const char* n : {"mm", "y", "z", "l1", "l2", "c"}) b.Out(n, {1, S, N});
+  b.N("MatMul", {"x", "w"}, {"mm"});
+  b.N("Mul", {"scale", "mm"}, {"y"});
+  b.N("Add", {"y", "shift"}, {"z"});
+  b.N("LeakyRelu", {"z"}, {"l1"}).attrs["alpha"] = FloatA(0.1f);
+  b.N("LeakyRelu", {"l1"}, {"l2"}).attrs["alpha"] = FloatA(0.5f);
+  b.N("Clip", {"l2", "", "hi"}, {"c"}, 13);
+  b.Output("c");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "MatMul(2),Eltwise,Eltwise");  // affine merged + leaky 0.1; leaky 0.5; Clip
+  std::vector<double> want = RefMatMul(x, {1, S, K}, w, {K, N});
+  for (double& v : want) {
+    v = v * 1.7f - 0.6f;
+    v = v > 0 ? v : 0.1 * v;
+    v = v > 0 ? v : 0.5 * v;
+    v = std::min(v, 2.5);
+  }
+  ExpectNear(Execute(c, {x})[0], want);
+
+  std::vector<PostOp> list;
+  PostOp lin1, lin2, relu1, relu2;
+  lin1.alg = lin2.alg = dnnl_eltwise_linear;
+  lin1.alpha = 2.f;
+  lin1.beta = 1.f;
+  lin2.alpha = 3.f;
+  lin2.beta = -1.f;
+  relu1.alg = relu2.alg = dnnl_eltwise_relu;
+  relu2.alpha = 0.5f;
+  ASSERT_TRUE(AppendPostOp(&list, lin1, true));
+  ASSERT_TRUE(AppendPostOp(&list, lin2, true));  // 3 * (2x + 1) - 1 = 6x + 2
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].alpha, 6.f);
+  EXPECT_EQ(list[0].beta, 2.f);
+  EXPECT_TRUE(AppendPostOp(&list, relu1, true));
+  EXPECT_TRUE(AppendPostOp(&list, relu1, true));  // equal parameters are harmless
+  EXPECT_FALSE(AppendPostOp(&list, relu2, true));
+  EXPECT_FALSE(AppendPostOp(&list, lin1, true));  // a linear after the relus: a second linear with other params
+  EXPECT_EQ(list.size(), 3u);
+  std::vector<PostOp> unmerged;
+  ASSERT_TRUE(AppendPostOp(&unmerged, lin1, false));
+  EXPECT_FALSE(AppendPostOp(&unmerged, lin2, false));
+}
+
 // ONNX 1-D promotion and batch broadcasting, with constant (packed) and non-constant B.
 TEST(OpsMath, MatMulShapes) {
   struct Case {

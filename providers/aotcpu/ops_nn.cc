@@ -32,6 +32,7 @@ using dnnl::memory;
 using Md = dnnl::memory::desc;
 
 constexpr int64_t kMaxWindow = int64_t{1} << 24;  // bound on kernel/stride/pad/dilation values in builders
+constexpr const char kSizeDiffers[] = " does not match the computed spatial size";
 
 dnnl::engine& ProbeEngine() {
   static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
@@ -212,6 +213,10 @@ bool ResolveForward(AutoPad ap, bool ceil_mode, Window* w, std::string* why) {
         if (in < ek) return Reject(why, "window larger than the input (VALID)");
         w->pad_begin[i] = w->pad_end[i] = 0;
         w->out[i] = (in - ek) / s + 1;
+        if (ceil_mode) {  // as ONNX Runtime 1.30 (and the CPU EP): ceil, a last window starting past the input dropped
+          w->out[i] = CeilDiv(in - ek, s) + 1;
+          if ((w->out[i] - 1) * s >= in) --w->out[i];
+        }
         break;
       }
       case AutoPad::kSameUpper:
@@ -331,7 +336,7 @@ bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::s
         out = oshape[oshape.size() - r + i];
         split = true;
       } else if (ap == AutoPad::kSameUpper || ap == AutoPad::kSameLower) {
-        out = w.in[i] * st;
+        out = std::min(w.in[i] * st, natural);  // no negative padding: ONNX Runtime's size (the CPU EP's too)
         split = true;
       } else if (ap == AutoPad::kValid) {
         pb = pe = 0;
@@ -357,7 +362,7 @@ bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::s
   }
   for (size_t i = 0; i < r; ++i)
     if (yd[2 + i] != w.out[i])
-      return Reject(why, "output shape " + DimsStr(yd) + " does not match the computed spatial size");
+      return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
   s->src_dims = xd;
   s->dst_dims = yd;
   s->wdims.clear();
@@ -414,8 +419,9 @@ struct FusedOp {
   PostOp po;
 };
 
-// The activations / residual Adds that follow `value` as its sole consumers, in order (not yet absorbed).
-std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value) {
+// The activations / residual Adds that follow `value` as its sole consumers, in order (not yet absorbed), after the
+// step's own post-ops `first` (AppendPostOp: no second eltwise of one algorithm with other parameters).
+std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value, std::vector<PostOp> first = {}) {
   std::vector<FusedOp> chain;
   const Graph& g = ctx.graph();
   const std::vector<int64_t> dims = g.v(value).dims;
@@ -448,6 +454,7 @@ std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value) {
     } else {
       break;
     }
+    if (!AppendPostOp(&first, f.po, false)) break;
     chain.push_back(f);
     value = out;
   }
@@ -589,7 +596,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const Operand* cur_op = ctx.Peek(x);
   const Md cur_src = cur_op ? DescOfOperand(*cur_op) : plain_src;
   const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
-  const Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
+  Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
 
   // Candidates in order of preference; the first whose implementation is not a reference one wins, else the first
   // oneDNN accepts. Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
@@ -600,36 +607,44 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   };
   Choice best, first;
   const Md cur_like_dst = SameLayoutAs(cur_src, spec.dst_dims);
-  for (size_t k = chain.size() + 1; k-- > 0 && !best.found;) {
-    const int final_value = k == 0 ? cur : chain[k - 1].out;
-    // A value read only as a graph output goes straight to the output buffer, plain.
-    const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
-    const Md dst_any = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, dnnl_format_tag_any);
-    const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
-    struct Option {
-      Md src, dst;
-      bool plain_src;
-    };
-    std::vector<Option> options;
-    if (!portable) {
-      options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
-      options.push_back({cur_src, dst_any, false});
-      if (!plain_dst && cur_like_dst.data.ndims != 0) options.push_back({cur_src, cur_like_dst, false});
-    }
-    options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
-    for (const Option& o : options) {
-      PdDescs pd;
-      if (!TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd)) continue;
-      if (o.src.data.format_kind == dnnl_format_kind_any && !(pd.src == cur_src)) continue;
-      Choice c;
-      c.found = true;
-      c.k = k;
-      c.plain_src = o.plain_src;
-      c.pd = pd;
-      if (!first.found) first = c;
-      if (!IsRefImpl(pd.impl)) {
-        best = c;
-        break;
+  // Second attempt, when no layout oneDNN chose for the weights can be named: plain weights.
+  for (int attempt = 0; attempt < 2 && !first.found; ++attempt) {
+    if (attempt == 1) w_req = PlainDesc(spec.wdims, kF32);
+    for (size_t k = chain.size() + 1; k-- > 0 && !best.found;) {
+      const int final_value = k == 0 ? cur : chain[k - 1].out;
+      // A value read only as a graph output goes straight to the output buffer, plain.
+      const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
+      const Md dst_any = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, dnnl_format_tag_any);
+      const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
+      struct Option {
+        Md src, dst;
+        bool plain_src;
+      };
+      std::vector<Option> options;
+      if (!portable) {
+        options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
+        options.push_back({cur_src, dst_any, false});
+        if (!plain_dst && cur_like_dst.data.ndims != 0) options.push_back({cur_src, cur_like_dst, false});
+      }
+      options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
+      for (const Option& o : options) {
+        PdDescs pd;
+        if (!TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd)) continue;
+        if (o.src.data.format_kind == dnnl_format_kind_any && !(pd.src == cur_src)) continue;
+        // Layouts a program can name (a format tag or strides): oneDNN picks some blocked (de)convolution weights
+        // no tag describes, and the compile failed (found by tests/difftest: SAME ConvTranspose after a Conv).
+        Operand probe;
+        if (!LayoutFromDesc(pd.weights, &probe) || !LayoutFromDesc(pd.dst, &probe)) continue;
+        Choice c;
+        c.found = true;
+        c.k = k;
+        c.plain_src = o.plain_src;
+        c.pd = pd;
+        if (!first.found) first = c;
+        if (!IsRefImpl(pd.impl)) {
+          best = c;
+          break;
+        }
       }
     }
   }
@@ -721,7 +736,10 @@ bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
     if (!ReadWindowAttrs(n, r, dil_ok, &w, why)) return false;
     const bool ceil_mode = n.opset >= 10 && n.Int("ceil_mode", 0) != 0;
     if (n.Int("ceil_mode", 0) != 0 && n.opset < 10) return Reject(why, "ceil_mode before opset 10");
-    if (!ResolveForward(ap, ceil_mode && ap == AutoPad::kNotSet, &w, why)) return false;
+    if (!ResolveForward(ap, ceil_mode && (ap == AutoPad::kNotSet || ap == AutoPad::kValid), &w, why)) return false;
+    // The size first: DistrustContradictedShapes looks for this reason.
+    for (size_t i = 0; i < r; ++i)
+      if (yd[2 + i] != w.out[i]) return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
     const bool include_pad = !is_max && n.opset >= 7 && n.Int("count_include_pad", 0) != 0;
     s->alg = is_max        ? dnnl_pooling_max
              : include_pad ? dnnl_pooling_avg_include_padding
@@ -736,7 +754,7 @@ bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
   }
   for (size_t i = 0; i < r; ++i)
     if (yd[2 + i] != w.out[i])
-      return Reject(why, "output shape " + DimsStr(yd) + " does not match the computed spatial size");
+      return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
   s->src_dims = xd;
   s->dst_dims = yd;
   return true;
@@ -796,7 +814,11 @@ int64_t RoundNearest(double x, const std::string& mode, bool downsample) {
 
 // Whether ONNX's nearest index (computed in float like ONNX Runtime and in double) equals oneDNN's
 // round(((y + 0.5) * in / out) - 0.5) for every output position of one dimension.
-bool NearestMatches(int64_t in, int64_t out, float scale, const std::string& ctm, const std::string& mode) {
+// `length_resized` is align_corners' output length: the output dim when sizes are given, in * scale with scales (the
+// CPU EP's and the ONNX reference's rule; ONNX Runtime 1.30 takes the output dim there too, so with a fractional
+// in * scale the three disagree and the node stays on the CPU EP: found by tests/difftest).
+bool NearestMatches(int64_t in, int64_t out, float scale, float length_resized, const std::string& ctm,
+                    const std::string& mode) {
   const bool down = scale < 1.f;
   for (int64_t y = 0; y < out; ++y) {
     const float yf = static_cast<float>(y);
@@ -810,8 +832,8 @@ bool NearestMatches(int64_t in, int64_t out, float scale, const std::string& ctm
       xf = 0.f;
       xd = 0.0;
     } else if (ctm == "align_corners") {
-      xf = out == 1 ? 0.f : yf * static_cast<float>(in - 1) / static_cast<float>(out - 1);
-      xd = out == 1 ? 0.0 : yd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+      xf = out == 1 || length_resized == 1.f ? 0.f : yf * static_cast<float>(in - 1) / (length_resized - 1.f);
+      xd = out == 1 || length_resized == 1.f ? 0.0 : yd * static_cast<double>(in - 1) / (length_resized - 1.0);
     } else if (ctm == "asymmetric") {
       xf = yf / scale;
       xd = yd / scale;
@@ -854,13 +876,13 @@ bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* wh
   const int sizes_v = n.opset == 10 ? -1 : In(n, 3);
   const size_t rank = xd.size();
   std::vector<float> scale(rank, 1.f);
-  bool have = false;
+  bool have = false, from_sizes = false;
   if (sizes_v >= 0 && g.v(sizes_v).has_shape && g.v(sizes_v).numel() > 0) {
     std::vector<int64_t> sizes;
     if (!g.ConstInts(sizes_v, &sizes)) return Reject(why, "sizes are not constant");
     if (sizes != yd) return Reject(why, "sizes differ from the output shape");
     for (size_t i = 0; i < rank; ++i) scale[i] = static_cast<float>(yd[i]) / static_cast<float>(xd[i]);
-    have = true;
+    have = from_sizes = true;
   }
   if (!have && scales_v >= 0) {
     const float* sc = ConstF32(g, scales_v);
@@ -884,7 +906,8 @@ bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* wh
         return Reject(why, "linear resize with coordinate_transformation_mode '" + ctm + "'");
       const double ratio = static_cast<double>(out) / static_cast<double>(in);
       if (std::fabs(ratio - scale[i]) > 1e-6 * ratio) return Reject(why, "scale differs from output/input");
-    } else if (!NearestMatches(in, out, scale[i], ctm, nmode)) {
+    } else if (!NearestMatches(in, out, scale[i],
+                               from_sizes ? static_cast<float>(out) : scale[i] * static_cast<float>(in), ctm, nmode)) {
       return Reject(why, "nearest resize with " + ctm + "/" + nmode + " differs from oneDNN's rounding");
     }
   }
@@ -1004,6 +1027,43 @@ bool UseInnerProduct(const GemmSpec& s) { return s.const_b && !s.trans_a && (s.c
 // =============================================================================================================
 // Support and lowering
 // =============================================================================================================
+
+void DistrustContradictedShapes(Graph* g) {
+  std::vector<bool> distrusted(g->values.size(), false);
+  bool any = false;
+  for (const Node& n : g->nodes) {
+    bool taint = false;
+    for (int v : n.inputs) taint = taint || (v >= 0 && distrusted[static_cast<size_t>(v)]);
+    if (!taint && IsOnnx(n) && SingleOutput(n)) {
+      std::string why;
+      if (n.op == "Conv" || n.op == "ConvTranspose") {
+        // Only the geometry matters here: weights and bias from Constant nodes (not folded yet) count as constant.
+        std::vector<std::pair<int, const void*>> saved;
+        for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
+          Value* v = n.inputs[k] >= 0 ? &g->v(n.inputs[k]) : nullptr;
+          if (v && !v->is_const()) {
+            saved.emplace_back(n.inputs[k], v->data);
+            v->data = "";
+          }
+        }
+        ConvSpec s;
+        ResolveConv(*g, n, n.op == "ConvTranspose", &s, &why);
+        for (const auto& [v, data] : saved) g->v(v).data = data;
+      } else if (n.op == "MaxPool" || n.op == "AveragePool") {
+        PoolSpec s;
+        ResolvePool(*g, n, &s, &why);
+      }
+      taint = why.find(kSizeDiffers) != std::string::npos;
+    }
+    if (!taint) continue;
+    any = true;
+    for (int v : n.outputs)
+      if (v >= 0) distrusted[static_cast<size_t>(v)] = true;
+  }
+  if (!any) return;
+  for (size_t v = 0; v < g->values.size(); ++v)
+    if (distrusted[v]) g->values[v].has_shape = false;
+}
 
 bool SupportConv(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, false, why); }
 bool SupportConvTranspose(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, true, why); }
@@ -1125,7 +1185,13 @@ CheckResult LowerGemm(LowerContext& ctx, int node) {
     const float* c = ConstF32(g, s.c);
     cvals.assign(c, c + g.v(s.c).numel());
   }
-  std::vector<FusedOp> chain = CollectPostOps(ctx, s.y);
+  std::vector<PostOp> first;  // the alpha post-op of the matmul form (below), as the chain must fit after it
+  if (!s.const_b && s.alpha != 1.f) {
+    first.emplace_back();
+    first.back().alg = dnnl_eltwise_linear;
+    first.back().alpha = s.alpha;
+  }
+  std::vector<FusedOp> chain = CollectPostOps(ctx, s.y, first);
   std::vector<Md> other_mds;
   OtherDescs(ctx, &chain, &other_mds);
   std::vector<int> absorbed;

@@ -431,6 +431,16 @@ bool SupportSlice(const Graph& g, const Node& n, std::string* why) {
   if (!SliceOf(g, n, &p, why)) return false;
   if (p.dims != y.dims) return Why(why, "computed shape " + DimsStr(p.dims) + " differs from the graph's " + DimsStr(y.dims));
   if (Numel(p.dims) == 0) return Why(why, "empty result");
+  // oneDNN describes a strided view only when its strides, sorted, do not interleave: a step on an inner axis
+  // ([5, 3] sliced with step 2 on axis 1: dims [5, 2], strides [3, 2]) is refused, and the compile failed (found by
+  // tests/difftest). Such slices stay on the CPU EP.
+  Operand view;
+  view.buf = Buf::kArena;
+  view.dtype = x.dtype;
+  view.dims = p.dims;
+  view.strides = p.strides;
+  dnnl::memory::desc d;
+  if (!OperandDesc(view, &d).ok) return Why(why, "oneDNN cannot describe the strided view of this step");
   return true;
 }
 

@@ -109,6 +109,12 @@ Status ResolveWindow(const WindowAttrs& a, const Shape& in_spatial, const Shape&
         RETURN_ERROR_IF(span < 0, INVALID_ARGUMENT, "spatial dim ", i, " of size ", in,
                         " is smaller than the window extent ", ek, " (auto_pad VALID)");
         g->out[i] = span / s + 1;
+        // ceil_mode applies to VALID too, as in ONNX Runtime 1.30 (a last window starting past the input dropped).
+        if (is_pool && a.ceil_mode) {
+          int64_t out = CeilDiv(span, s) + 1;
+          if ((out - 1) * s >= in) --out;
+          g->out[i] = out;
+        }
         break;
       }
       case AutoPad::kSameUpper:

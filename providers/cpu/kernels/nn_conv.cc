@@ -353,7 +353,9 @@ class ConvKernel final : public OpKernel {
         out = output_shape_[output_shape_.size() - r + i];
         split = true;
       } else if (a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower) {
-        out = in[i] * s;
+        // in * stride, but never by negative padding: when kernel + output_padding < stride the output stays at
+        // the natural size, as in ONNX Runtime 1.30 and ONNX's shape inference (the graph's static shape).
+        out = std::min(in[i] * s, natural);
         split = true;
       } else if (a.auto_pad == AutoPad::kValid) {
         out = natural;

@@ -184,6 +184,48 @@ TEST(NnConvTranspose, OutputPaddingAndGroups) {
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
 }
 
+// ceil_mode with auto_pad VALID: ONNX Runtime 1.30 rounds up there too and drops a last window that would start past
+// the input (found by tests/difftest: length 32, kernel 2 dilated by 2, stride 2 gave 15 here, 16 in ORT and in
+// ONNX's shape inference, so later nodes saw operands of the wrong size).
+TEST(NnPool, CeilModeWithValidPadding) {
+  std::vector<float> xs(32);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
+  Tensor x = MakeTensor<float>({1, 1, 32}, xs);
+  OpResult r = RunOp("MaxPool", 12, {x},
+                     {StringAttr("auto_pad", "VALID"), IntAttr("ceil_mode", 1), IntsAttr("kernel_shape", {2}),
+                      IntsAttr("dilations", {2}), IntsAttr("strides", {2})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(r.out().shape(), (Shape{1, 1, 16}));
+  std::vector<float> y = Values<float>(r.out());
+  EXPECT_EQ(y[14], 30.f);  // window {28, 30}
+  EXPECT_EQ(y[15], 30.f);  // window {30, 32}: 32 is past the input
+  // Length 6, kernel 1, stride 2: ceil gives 4 windows, the last would start at 6 (past the input) and is dropped.
+  r = RunOp("MaxPool", 12, {MakeTensor<float>({1, 1, 6}, {0, 1, 2, 3, 4, 5})},
+            {StringAttr("auto_pad", "VALID"), IntAttr("ceil_mode", 1), IntsAttr("kernel_shape", {1}),
+             IntsAttr("strides", {2})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{0, 2, 4}));
+}
+
+// SAME auto_pad pads to in * stride, but a kernel shorter than the stride would need negative padding: ONNX Runtime
+// 1.30 and ONNX's shape inference keep the natural size (found by tests/difftest: the CPU EP made 4 where the
+// graph said 3, and the AotCpu partition reading it refused the shape at run time).
+TEST(NnConvTranspose, SameAutoPadNeverPadsNegatively) {
+  Tensor x = MakeTensor<float>({1, 1, 2}, {1, 2});
+  Tensor w = MakeTensor<float>({1, 1, 1}, {3});
+  for (const char* ap : {"SAME_UPPER", "SAME_LOWER"}) {
+    OpResult r = RunOp("ConvTranspose", 11, {x, w}, {StringAttr("auto_pad", ap), IntsAttr("strides", {2})});
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.out().shape(), (Shape{1, 1, 3})) << ap;
+    EXPECT_EQ(Values<float>(r.out()), (std::vector<float>{3, 0, 6})) << ap;
+  }
+  // Kernel 3, stride 2: natural size 5 + ... >= in * stride, so the output is in * stride (4) with padding 1.
+  OpResult r = RunOp("ConvTranspose", 11, {x, MakeTensor<float>({1, 1, 3}, {1, 1, 1})},
+                     {StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out().shape(), (Shape{1, 1, 4}));
+}
+
 // ------------------------------------------------------------------------------------------------------------------
 
 TEST(NnMatMul, BatchBroadcastingBothSides) {
