@@ -325,6 +325,7 @@ TEST_F(AotCpuOps, SliceFormsMatchTheCpuEp) {
       {{2, 6}, {-1}, {-100}, {1}, {-1}, {2, 6}, true},           // negative step: reversed (StridedCopy)
       {{1, 3, 4}, {-1}, {INT64_MIN}, {-1}, {-1}, {1, 3, 4}, true},  // Silero's reflection: steps -1, ends INT64_MIN
       {{5, 7}, {10, -2}, {0, 1}, {}, {-2, -3}, {2, 2}, true},    // starts clamp to dim-1; ends exclusive
+      {{5, 3}, {0}, {3}, {1}, {2}, {5, 2}, true},                // strides [3, 2] interleave: oneDNN has no view (StridedCopy)
       {{5, 7}, {1}, {4}, {0}, {-1}, {0, 7}, false},              // start before end with a negative step: empty
   };
   for (const SliceCase& c : cases) {

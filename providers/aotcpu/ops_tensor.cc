@@ -431,17 +431,21 @@ bool SupportSlice(const Graph& g, const Node& n, std::string* why) {
   if (!SliceOf(g, n, &p, why)) return false;
   if (p.dims != y.dims) return Why(why, "computed shape " + DimsStr(p.dims) + " differs from the graph's " + DimsStr(y.dims));
   if (Numel(p.dims) == 0) return Why(why, "empty result");
-  // oneDNN describes a strided view only when its strides, sorted, do not interleave: a step on an inner axis
-  // ([5, 3] sliced with step 2 on axis 1: dims [5, 2], strides [3, 2]) is refused, and the compile failed (found by
-  // tests/difftest). Such slices stay on the CPU EP.
+  return true;
+}
+
+// oneDNN describes a strided view only when its strides are non-negative and, sorted, do not interleave: a step on
+// an inner axis ([5, 3] sliced with step 2 on axis 1: dims [5, 2], strides [3, 2]) is refused (found by
+// tests/difftest: the whole compile failed). Such slices, and reversed ones, are copied by our StridedCopy loop.
+static bool NeedsStridedCopy(uint32_t dtype, const SliceParams& p) {
+  if (Reversed(p)) return true;
   Operand view;
   view.buf = Buf::kArena;
-  view.dtype = x.dtype;
+  view.dtype = dtype;
   view.dims = p.dims;
   view.strides = p.strides;
   dnnl::memory::desc d;
-  if (!OperandDesc(view, &d).ok) return Why(why, "oneDNN cannot describe the strided view of this step");
-  return true;
+  return !OperandDesc(view, &d).ok;
 }
 
 CheckResult LowerSlice(LowerContext& ctx, int node) {
@@ -453,7 +457,7 @@ CheckResult LowerSlice(LowerContext& ctx, int node) {
   const Operand in = ctx.UsePlain(n.inputs[0]);
   Step s;
   s.name = StepName(ctx.graph(), n);
-  if (Reversed(p)) {
+  if (NeedsStridedCopy(x.dtype, p)) {
     s.kind = StepKind::kStridedCopy;
     s.ops.push_back(in);
     s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
