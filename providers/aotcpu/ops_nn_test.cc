@@ -12,110 +12,19 @@
 #include <vector>
 
 #include "ops.h"
+#include "test_graph.h"
 
 namespace epctx {
 namespace aotcpu {
 namespace {
 
-using Dims = std::vector<int64_t>;
-
-int64_t Numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-class GraphBuilder {
- public:
-  Graph g;
-
-  int Input(const std::string& name, Dims dims) {
-    const int i = Val(name, kF32, std::move(dims));
-    g.v(i).is_graph_input = true;
-    g.inputs.push_back(i);
-    return i;
-  }
-  int F32(const std::string& name, Dims dims, std::vector<float> data) {
-    const int i = Val(name, kF32, std::move(dims));
-    store_.emplace_back(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
-    g.v(i).data = store_.back().data();
-    g.v(i).is_initializer = true;
-    return i;
-  }
-  int I64(const std::string& name, std::vector<int64_t> data) {
-    const int i = Val(name, kI64, {static_cast<int64_t>(data.size())});
-    store_.emplace_back(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(int64_t));
-    g.v(i).data = store_.back().data();
-    g.v(i).is_initializer = true;
-    return i;
-  }
-  int Out(const std::string& name, Dims dims) { return Val(name, kF32, std::move(dims)); }
-  Node& N(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs, int64_t opset = 17) {
-    Node n;
-    n.name = op + "_" + std::to_string(g.nodes.size());
-    n.op = op;
-    n.opset = opset;
-    const int index = static_cast<int>(g.nodes.size());
-    for (const std::string& s : ins) {
-      const int v = s.empty() ? -1 : g.Find(s);
-      EXPECT_TRUE(s.empty() || v >= 0) << s;
-      n.inputs.push_back(v);
-      if (v >= 0) g.v(v).consumers.push_back(index);
-    }
-    for (const std::string& s : outs) {
-      const int v = g.Find(s);
-      EXPECT_GE(v, 0) << s;
-      n.outputs.push_back(v);
-      g.v(v).producer = index;
-    }
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-  void Output(const std::string& name) {
-    const int v = g.Find(name);
-    g.v(v).is_graph_output = true;
-    g.outputs.push_back(v);
-  }
-
- private:
-  int Val(const std::string& name, uint32_t dtype, Dims dims) {
-    Value v;
-    v.name = name;
-    v.dtype = dtype;
-    v.dims = std::move(dims);
-    v.has_shape = true;
-    g.values.push_back(v);
-    const int i = static_cast<int>(g.values.size() - 1);
-    g.by_name[name] = i;
-    return i;
-  }
-  std::deque<std::string> store_;
-};
-
-Attr IntA(int64_t i) {
-  Attr a;
-  a.type = EPCTX_ATTR_INT;
-  a.i = i;
-  return a;
-}
-Attr FloatA(float f) {
-  Attr a;
-  a.type = EPCTX_ATTR_FLOAT;
-  a.f = f;
-  return a;
-}
-Attr IntsA(Dims v) {
-  Attr a;
-  a.type = EPCTX_ATTR_INTS;
-  a.ints = std::move(v);
-  return a;
-}
-Attr StrA(const std::string& s) {
-  Attr a;
-  a.type = EPCTX_ATTR_STRING;
-  a.s = s;
-  return a;
-}
+using test_graph::GraphBuilder;
+using test_graph::Dims;
+using test_graph::Numel;
+using test_graph::IntA;
+using test_graph::FloatA;
+using test_graph::IntsA;
+using test_graph::StrA;
 
 std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);
