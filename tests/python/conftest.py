@@ -28,8 +28,9 @@ def vi(name, dtype, shape):
 
 def mlp_model(seed=0, with_cpu_tail=False):
     """x[8,64] -> MatMul W1 -> Add b1 -> Relu -> MatMul W2 -> y[8,32]: one AotCpu partition. With with_cpu_tail, a
-    Where(Greater(y, 0), y, A) with a 1 KiB initializer A follows: nodes AotCpu does not claim, so A stays
-    an initializer of the compiled model (what initializer handlers and external initializer files see)."""
+    Where(Greater(y, zero), A, zero) with a 1 KiB initializer A and a 4-byte one, zero, follows: AotCpu claims the
+    Greater but not the Where, so A and zero stay initializers of the compiled model (what initializer handlers and
+    external initializer files see)."""
     rng = np.random.default_rng(seed)
     w1 = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
     b1 = rng.standard_normal((128,)).astype(np.float32) * 0.1
@@ -43,7 +44,7 @@ def mlp_model(seed=0, with_cpu_tail=False):
         zero = np.zeros((1,), np.float32)
         inits += [numpy_helper.from_array(a, "A"), numpy_helper.from_array(zero, "zero")]
         nodes += [helper.make_node("Greater", ["y", "zero"], ["pos"]),
-                  helper.make_node("Where", ["pos", "y", "A"], ["z"])]
+                  helper.make_node("Where", ["pos", "A", "zero"], ["z"])]
         out = "z"
     return make_model(nodes, [vi("x", TensorProto.FLOAT, [8, 64])], [vi(out, TensorProto.FLOAT, [8, 32])], inits)
 
@@ -53,7 +54,7 @@ def mlp_reference(model, x):
     w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     y = np.maximum(x @ w["W1"] + w["b1"], 0) @ w["W2"]
     if "A" in w:
-        y = np.where(y > 0, y, w["A"])
+        y = np.where(y > 0, w["A"], w["zero"])
     return y
 
 
