@@ -18,13 +18,7 @@ namespace epctx {
 namespace aotcpu {
 namespace {
 
-using test_graph::GraphBuilder;
-using test_graph::Dims;
-using test_graph::Numel;
-using test_graph::IntA;
-using test_graph::FloatA;
-using test_graph::IntsA;
-using test_graph::StrA;
+using namespace test_graph;  // GraphBuilder, Dims, Numel, IntA, FloatA, IntsA, StrA
 
 std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);

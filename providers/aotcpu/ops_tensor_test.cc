@@ -20,13 +20,7 @@ namespace epctx {
 namespace aotcpu {
 namespace {
 
-using test_graph::GraphBuilder;
-using test_graph::Dims;
-using test_graph::Numel;
-using test_graph::IntA;
-using test_graph::FloatA;
-using test_graph::IntsA;
-using test_graph::StrA;
+using namespace test_graph;  // GraphBuilder, Dims, Numel, IntA, FloatA, IntsA, StrA
 
 std::vector<float> Iota(int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
