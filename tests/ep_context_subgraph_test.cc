@@ -396,5 +396,48 @@ TEST(SubgraphContextInitializers, ModelCompiledInsideBranchesIsNotCompiledAgain)
   EXPECT_TRUE(Contains(st.message(), "already compiled")) << st.message();
 }
 
+// A branch that reads a weight of the main graph (the Silero VAD models keep every branch's weights there): the EP
+// sees it as a constant initializer from the outer scope, with its shape (ONNX Runtime's EP API does the same), so
+// AotCpu compiles the whole branch; JIT and the context model give the CPU EP's outputs.
+TEST(SubgraphContextInitializers, BranchReadingAMainGraphWeightIsCompiled) {
+  Env env;
+  env.RegisterExecutionProviderLibrary("aotcpu", kAotLib);
+  const Ep e{kAot, kAotLib, "_aotcpu.bin"};
+  onnx::ModelProto m = epctx::testing::NewModel("outer_weight");
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "cond", {}, onnx::TensorProto::BOOL);
+  AddTensorValueInfo(g->add_input(), "X", {4});
+  AddTensorValueInfo(g->add_output(), "Y", {4});
+  AddWeight(g, "Wm", {2.f, -1.f, 0.5f, 4.f});
+  auto* node = epctx::testing::AddNode(g, "If", "if", {"cond"}, "Y");
+  for (bool then : {true, false}) {
+    auto* a = node->add_attribute();
+    a->set_name(then ? "then_branch" : "else_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    const std::string name = then ? "then" : "else";
+    b->set_name(name);
+    AddTensorValueInfo(b->add_output(), name + "_out", {4});
+    epctx::testing::AddNode(b, then ? "Mul" : "Add", name + "_op", {"X", "Wm"}, name + "_t");
+    epctx::testing::AddNode(b, "Relu", name + "_relu", {name + "_t"}, name + "_out");
+  }
+  TempDir dir;
+  const std::string src = dir / "m.onnx", ctx = dir / "m_ctx.onnx";
+  epctx::testing::WriteFile(src, Serialize(m));
+  Session cpu(env, src.c_str(), SessionOptions());
+  EXPECT_EQ(RunIf(cpu, true), (std::vector<float>{1.f, 0.f, 0.f, 8.f}));   // Relu(X * Wm)
+  EXPECT_EQ(RunIf(cpu, false), (std::vector<float>{2.5f, 0.f, 0.f, 6.f}));  // Relu(X + Wm)
+  {
+    Session gen(env, src.c_str(), With(env, e, {{"ep.context_enable", "1"}, {"ep.context_file_path", ctx}}));
+    EXPECT_EQ(gen.GetPartitionAssignments().size(), 2u) << gen.GetSessionReport();
+    for (bool c : {true, false}) EXPECT_EQ(RunIf(gen, c), RunIf(cpu, c)) << "JIT, cond " << c;
+  }
+  const onnx::ModelProto proto = LoadProto(ctx);
+  EXPECT_EQ(OpTypes(Branch(proto.graph(), "then_branch")), (std::vector<std::string>{"EPContext"}));
+  EXPECT_EQ(OpTypes(Branch(proto.graph(), "else_branch")), (std::vector<std::string>{"EPContext"}));
+  Session loaded(env, ctx.c_str(), With(env, e, {{"session.disable_model_compile", "1"}}));
+  for (bool c : {true, false}) EXPECT_EQ(RunIf(loaded, c), RunIf(cpu, c)) << "from the context model, cond " << c;
+}
+
 }  // namespace
 }  // namespace epctx

@@ -24,6 +24,9 @@ void AddCommon(CLI::App* cmd, CommonFlags* f) {
   cmd->add_option("-C", f->configs, "session config entries \"key|value key|value\"")->allow_extra_args(false);
   cmd->add_option("-i", f->provider_options, "provider options \"key|value key|value\"");
   cmd->add_option("-f", f->free_dims, "free dimension override name:value")->allow_extra_args(false);
+  cmd->add_option("--input-shape", f->input_shapes,
+                  "whole shape of an input, name:D1xD2x... (for free dims without a name to pin with -f)")
+      ->allow_extra_args(false);
   cmd->add_option("-x", f->threads, "intra-op threads (0 = one per core)");
   cmd->add_option("--plugin_ep_libs", f->plugin_ep_libs, "plugin EP libraries \"Name|path\" (built ones load by themselves)")
       ->allow_extra_args(false);

@@ -1,5 +1,7 @@
 #include "tools/tool_common.h"
 
+#include "model/model.h"
+
 #include <onnx/onnx_pb.h>
 #include <onnx/onnx-data_pb.h>
 
@@ -133,6 +135,15 @@ StatusOr<SessionConfig> BuildConfig(const CommonFlags& flags) {
   }
   for (const auto& kv : flags.configs) RETURN_IF_ERROR(ParseKeyValuePairs(kv, &c.entries));
   for (const auto& f : flags.free_dims) RETURN_IF_ERROR(ParseFreeDimOverride(f, &c.free_dimension_overrides));
+  if (!flags.input_shapes.empty()) {
+    std::string joined = c.Get("epctx.input_shapes");
+    for (const auto& s : flags.input_shapes) {
+      std::map<std::string, std::vector<int64_t>> check;
+      RETURN_IF_ERROR_CTX(ParseInputShapes(s, &check), "--input-shape");
+      joined += (joined.empty() ? "" : ";") + s;
+    }
+    c.entries["epctx.input_shapes"] = joined;
+  }
   RETURN_ERROR_IF(flags.threads < 0, INVALID_ARGUMENT, "-x must be >= 0, got ", flags.threads);
   c.intra_op_num_threads = flags.threads;
   return c;

@@ -25,6 +25,7 @@ struct CommonFlags {
   std::vector<std::string> configs;          // -C "k|v"
   std::string provider_options;              // -i "k|v k|v"
   std::vector<std::string> free_dims;        // -f name:value
+  std::vector<std::string> input_shapes;     // --input-shape name:1x512 (session config epctx.input_shapes)
   int threads = 0;                           // -x
   std::vector<std::string> plugin_ep_libs;   // --plugin_ep_libs "Name|path"
 };

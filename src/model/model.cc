@@ -51,6 +51,40 @@ void ApplyFreeDimOverrides(onnx::GraphProto* g, const std::map<std::string, int6
   }
 }
 
+Status ApplyInputShapes(onnx::GraphProto* g, const std::map<std::string, std::vector<int64_t>>& shapes) {
+  std::set<std::string> used;
+  for (auto& in : *g->mutable_input()) {
+    auto it = shapes.find(in.name());
+    if (it == shapes.end()) continue;
+    used.insert(in.name());
+    const std::vector<int64_t>& want = it->second;
+    RETURN_ERROR_IF(!in.type().has_tensor_type(), INVALID_ARGUMENT, "input shape override for '", in.name(),
+                    "': the input is not a tensor");
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    const bool had_shape = in.type().tensor_type().has_shape();
+    RETURN_ERROR_IF(had_shape && shape->dim_size() != static_cast<int>(want.size()), INVALID_ARGUMENT,
+                    "input shape override for '", in.name(), "' has rank ", want.size(), " but the input has rank ",
+                    shape->dim_size());
+    if (!had_shape || shape->dim_size() == 0)
+      for (size_t d = 0; d < want.size(); ++d) shape->add_dim();
+    for (size_t d = 0; d < want.size(); ++d) {
+      auto* dim = shape->mutable_dim(static_cast<int>(d));
+      RETURN_ERROR_IF(dim->has_dim_value() && dim->dim_value() != want[d], INVALID_ARGUMENT,
+                      "input shape override for '", in.name(), "' sets dim ", d, " to ", want[d],
+                      " but the model fixes it to ", dim->dim_value());
+      dim->set_dim_value(want[d]);
+    }
+  }
+  for (const auto& [name, dims] : shapes) {
+    if (used.count(name)) continue;
+    std::string inputs;
+    for (const auto& in : g->input()) inputs += (inputs.empty() ? "" : ", ") + in.name();
+    return MakeStatus(ErrorCode::INVALID_ARGUMENT, "input shape override for '", name,
+                      "': the model has no input of that name (inputs: ", inputs, ")");
+  }
+  return Status::OK();
+}
+
 Status CheckExternalPaths(const onnx::GraphProto& g, const std::string& folder) {
   for (const auto& init : g.initializer()) {
     if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
@@ -254,6 +288,8 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   }
   for (const auto& p : proto->metadata_props()) model->metadata[p.key()] = p.value();
 
+  if (!IsCompiledModel(proto->graph()))
+    RETURN_IF_ERROR_CTX(ApplyInputShapes(proto->mutable_graph(), options.input_shapes), "model ", what);
   ApplyFreeDimOverrides(proto->mutable_graph(), options.free_dimension_overrides);
 
   // Our path rules for external data come before the ONNX checker, which only stats the files.
@@ -338,8 +374,176 @@ void KeepIf(Field* field, Keep keep) {
 
 namespace {
 
+// How many times each value name is defined in a graph and its subgraphs (inputs, initializers, node outputs).
+void CountDefinitions(const Graph& g, std::map<std::string, int>* defs) {
+  for (const auto& v : g.inputs) ++(*defs)[v.name];
+  for (const auto& [name, t] : g.initializers) ++(*defs)[name];
+  for (const Node& n : g.nodes) {
+    for (const auto& o : n.outputs)
+      if (!o.empty()) ++(*defs)[o];
+    for (const auto& [name, a] : n.attributes) {
+      if (a.g) CountDefinitions(*a.g, defs);
+      for (const auto& sg : a.graphs) CountDefinitions(*sg, defs);
+    }
+  }
+}
+
+// Applies `ren` to the values the nodes of `g` read (and, when `own_values`, the values they write), in the Graph
+// and its proto alike; nested subgraphs get their reads and their outputs renamed (they may name an enclosing value).
+Status RenameValues(Graph* g, onnx::GraphProto* gp, const std::map<std::string, std::string>& ren, bool own_values) {
+  RETURN_ERROR_IF(static_cast<size_t>(gp->node_size()) != g->nodes.size(), FAIL, "internal: graph '", g->name,
+                  "' has ", g->nodes.size(), " nodes but its proto ", gp->node_size());
+  auto renamed = [&ren](const std::string& v) {
+    auto it = ren.find(v);
+    return it == ren.end() ? v : it->second;
+  };
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    Node& n = g->nodes[i];
+    onnx::NodeProto* np = gp->mutable_node(static_cast<int>(i));
+    RETURN_ERROR_IF(static_cast<size_t>(np->input_size()) != n.inputs.size() ||
+                        static_cast<size_t>(np->output_size()) != n.outputs.size(),
+                    FAIL, "internal: ", n.Describe(), " differs from its proto");
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      n.inputs[k] = renamed(n.inputs[k]);
+      np->set_input(static_cast<int>(k), n.inputs[k]);
+    }
+    if (own_values)
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        n.outputs[k] = renamed(n.outputs[k]);
+        np->set_output(static_cast<int>(k), n.outputs[k]);
+      }
+    for (auto& ap : *np->mutable_attribute()) {
+      auto it = n.attributes.find(ap.name());
+      if (it == n.attributes.end()) continue;
+      if (ap.has_g() && it->second.g) RETURN_IF_ERROR(RenameValues(it->second.g.get(), ap.mutable_g(), ren, false));
+      if (static_cast<size_t>(ap.graphs_size()) == it->second.graphs.size())
+        for (size_t k = 0; k < it->second.graphs.size(); ++k)
+          RETURN_IF_ERROR(RenameValues(it->second.graphs[k].get(), ap.mutable_graphs(static_cast<int>(k)), ren, false));
+    }
+  }
+  if (!own_values) {
+    for (auto& v : g->outputs) v.name = renamed(v.name);
+    for (auto& v : *gp->mutable_output()) v.set_name(renamed(v.name()));
+  }
+  return Status::OK();
+}
+
+// A name not defined anywhere yet, made from `base`; records it.
+std::string FreshName(const std::string& base, std::map<std::string, int>* defs) {
+  std::string name = base + "_inlined";
+  for (int k = 2; defs->count(name); ++k) name = base + "_inlined" + std::to_string(k);
+  ++(*defs)[name];
+  return name;
+}
+
+// Prepares the chosen branch of g.nodes[idx] (an If) for taking the If's place (InitializerRewrite::inline_ifs): renames
+// its values, appends the Identity nodes its outputs need, and moves its initializers and value infos into `g`. The
+// branch's nodes (Graph and proto) are then moved into `g` by the caller.
+Status PrepareBranchInline(Graph* g, onnx::GraphProto* gp, size_t idx, const std::string& branch,
+                           std::map<std::string, int>* defs, std::set<std::string>* node_names, Graph** out_branch,
+                           onnx::GraphProto** out_proto) {
+  Node& node = g->nodes[idx];
+  onnx::NodeProto* np = gp->mutable_node(static_cast<int>(idx));
+  auto it = node.attributes.find(branch);
+  onnx::AttributeProto* ap = nullptr;
+  for (auto& a : *np->mutable_attribute())
+    if (a.name() == branch) ap = &a;
+  RETURN_ERROR_IF(node.op_type != "If" || it == node.attributes.end() || !it->second.g || !ap || !ap->has_g(), FAIL,
+                  "internal: ", node.Describe(), " has no branch '", branch, "' to inline");
+  Graph& b = *it->second.g;
+  onnx::GraphProto& bp = *ap->mutable_g();
+  RETURN_ERROR_IF(!b.inputs.empty() || bp.sparse_initializer_size() > 0 || b.outputs.size() != node.outputs.size() ||
+                      static_cast<size_t>(bp.node_size()) != b.nodes.size(),
+                  FAIL, "internal: branch '", branch, "' of ", node.Describe(), " cannot be inlined");
+  std::set<std::string> produced;
+  for (const Node& n : b.nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty()) produced.insert(o);
+  // Branch outputs computed here take the If's output names; the others (an initializer, an enclosing value, a value
+  // output twice) are copied by an Identity.
+  std::map<std::string, std::string> ren;
+  std::vector<std::pair<std::string, std::string>> copies;  // (branch value, If output)
+  std::set<std::string> to_if_output;
+  for (size_t k = 0; k < b.outputs.size(); ++k) {
+    const std::string& o = b.outputs[k].name;
+    const std::string& y = node.outputs[k];
+    if (y.empty()) continue;
+    if (produced.count(o) && !ren.count(o)) {
+      ren[o] = y;
+      to_if_output.insert(y);
+    } else {
+      copies.emplace_back(o, y);
+    }
+  }
+  // The branch's other values move to the enclosing scope: one defined elsewhere in the model too gets a fresh name.
+  auto local = [&](const std::string& v) {
+    if (ren.count(v)) return;
+    if ((*defs)[v] > 1) ren[v] = FreshName(v, defs);
+  };
+  for (const auto& v : produced) local(v);
+  for (const auto& [name, t] : b.initializers) local(name);
+  RETURN_IF_ERROR(RenameValues(&b, &bp, ren, true));
+  auto renamed = [&ren](const std::string& v) {
+    auto r = ren.find(v);
+    return r == ren.end() ? v : r->second;
+  };
+  const int opset = g->opsets.count("") ? g->opsets.at("") : node.opset;
+  for (const auto& [o, y] : copies) {
+    Node id;
+    id.op_type = "Identity";
+    id.opset = opset;
+    id.name = node.name + "/" + y;
+    id.inputs = {renamed(o)};
+    id.outputs = {y};
+    b.nodes.push_back(id);
+    onnx::NodeProto* ip = bp.add_node();
+    ip->set_op_type("Identity");
+    ip->add_input(id.inputs[0]);
+    ip->add_output(y);
+    to_if_output.insert(y);
+  }
+  // Node names stay unique in the enclosing graph (names are how reports and EPs tell nodes apart).
+  for (size_t i = 0; i < b.nodes.size(); ++i) {
+    Node& n = b.nodes[i];
+    std::string name = n.name.empty() ? node.name + "/" + n.op_type : n.name;
+    if (node_names->count(name)) {
+      std::string base = node.name + "/" + name;
+      name = base;
+      for (int k = 2; node_names->count(name); ++k) name = base + "#" + std::to_string(k);
+    }
+    node_names->insert(name);
+    n.name = name;
+    bp.mutable_node(static_cast<int>(i))->set_name(name);
+    for (auto& [an, a] : n.attributes) {
+      if (a.g) a.g->parent = g;
+      for (auto& sg : a.graphs) sg->parent = g;
+    }
+  }
+  // Initializers, external locations, value types and value infos join the enclosing graph.
+  for (auto& [name, t] : b.initializers) g->initializers[renamed(name)] = t;
+  for (auto& [name, loc] : b.external_initializers) g->external_initializers[renamed(name)] = loc;
+  for (auto& [name, vt] : b.value_types)
+    if (!to_if_output.count(renamed(name))) g->value_types[renamed(name)] = vt;
+  for (auto& t : *bp.mutable_initializer()) {
+    t.set_name(renamed(t.name()));
+    gp->add_initializer()->Swap(&t);
+  }
+  for (auto& vi : *bp.mutable_value_info()) {
+    vi.set_name(renamed(vi.name()));
+    if (!to_if_output.count(vi.name())) gp->add_value_info()->Swap(&vi);
+  }
+  b.initializers.clear();
+  b.external_initializers.clear();
+  bp.clear_initializer();
+  bp.clear_value_info();
+  *out_branch = &b;
+  *out_proto = &bp;
+  return Status::OK();
+}
+
 // One graph of a rewrite, the Graph and its proto alike (subgraph rewrites first: nodes with subgraphs are kept).
-Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite& rewrite) {
+Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite& rewrite,
+                    std::map<std::string, int>* defs) {
   Graph& g = *graph;
   RETURN_ERROR_IF(static_cast<size_t>(gp->node_size()) != g.nodes.size(), FAIL, "internal: graph '", g.name, "' has ",
                   g.nodes.size(), " nodes but its proto ", gp->node_size());
@@ -357,7 +561,21 @@ Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite
       if (a.name() == sub.attribute) ap = &a;
     RETURN_ERROR_IF(it == g.nodes[sub.node].attributes.end() || !it->second.g || !ap || !ap->has_g(), FAIL,
                     "internal: node ", sub.node, " has no graph attribute '", sub.attribute, "'");
-    RETURN_IF_ERROR(RewriteGraph(it->second.g.get(), ap->mutable_g(), sub));
+    RETURN_IF_ERROR(RewriteGraph(it->second.g.get(), ap->mutable_g(), sub, defs));
+  }
+  // If nodes replaced by a branch: the branch is prepared here and its nodes take the If's place below.
+  std::map<size_t, std::pair<Graph*, onnx::GraphProto*>> inlined;
+  if (!rewrite.inline_ifs.empty()) {
+    std::set<std::string> node_names;
+    for (const Node& n : g.nodes) node_names.insert(n.name);
+    for (const auto& inl : rewrite.inline_ifs) {
+      RETURN_ERROR_IF(inl.node >= g.nodes.size() || removed[inl.node] || inlined.count(inl.node), FAIL,
+                      "internal: If inline of node ", inl.node, " which is out of range, removed or inlined twice");
+      Graph* b = nullptr;
+      onnx::GraphProto* bp = nullptr;
+      RETURN_IF_ERROR(PrepareBranchInline(&g, gp, inl.node, inl.branch, defs, &node_names, &b, &bp));
+      inlined[inl.node] = {b, bp};
+    }
   }
   std::set<std::string> graph_io;
   for (const auto& v : g.inputs) graph_io.insert(v.name);
@@ -384,7 +602,21 @@ Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite
   }
   for (const auto& [name, t] : rewrite.initializers)
     if (!added.count(name)) TensorToProto(t, name, gp->add_initializer());
-  KeepIf(gp->mutable_node(), [&](int r) { return !removed[static_cast<size_t>(r)]; });
+  if (inlined.empty()) {
+    KeepIf(gp->mutable_node(), [&](int r) { return !removed[static_cast<size_t>(r)]; });
+  } else {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (size_t i = 0; i < removed.size(); ++i) {
+      if (removed[i]) continue;
+      auto in = inlined.find(i);
+      if (in == inlined.end()) {
+        nodes.Add()->Swap(gp->mutable_node(static_cast<int>(i)));
+        continue;
+      }
+      for (auto& bn : *in->second.second->mutable_node()) nodes.Add()->Swap(&bn);
+    }
+    gp->mutable_node()->Swap(&nodes);
+  }
   const std::set<std::string> drop(rewrite.drop_initializers.begin(), rewrite.drop_initializers.end());
   KeepIf(gp->mutable_initializer(), [&](int r) { return !drop.count(gp->initializer(r).name()); });
   KeepIf(gp->mutable_value_info(), [&](int r) {
@@ -395,8 +627,16 @@ Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite
   // The Graph, the same way.
   std::vector<Node> kept;
   kept.reserve(g.nodes.size() - rewrite.remove_nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (removed[i]) continue;
+    auto in = inlined.find(i);
+    if (in == inlined.end()) {
+      kept.push_back(std::move(g.nodes[i]));
+      continue;
+    }
+    for (Node& bn : in->second.first->nodes) kept.push_back(std::move(bn));
+  }
+  // (The If nodes, and with them their branches, are released here.)
   g.nodes = std::move(kept);
   for (const auto& [name, t] : rewrite.initializers) {
     g.initializers[name] = t;
@@ -413,7 +653,9 @@ Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite
 
 Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error) {
   inference_error->clear();
-  RETURN_IF_ERROR(RewriteGraph(model->graph.get(), model->proto->mutable_graph(), rewrite));
+  std::map<std::string, int> defs;
+  CountDefinitions(*model->graph, &defs);
+  RETURN_IF_ERROR(RewriteGraph(model->graph.get(), model->proto->mutable_graph(), rewrite, &defs));
   try {
     onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};
     onnx::shape_inference::InferShapes(*model->proto, onnx::OpSchemaRegistry::Instance(), sio);
@@ -422,6 +664,38 @@ Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, 
     return Status::OK();
   }
   RefreshValueTypes(model->proto->graph(), model->graph.get());
+  return Status::OK();
+}
+
+Status ParseInputShapes(const std::string& text, std::map<std::string, std::vector<int64_t>>* out) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find_first_of(";,", start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const size_t colon = item.rfind(':');
+    RETURN_ERROR_IF(colon == std::string::npos || colon == 0, INVALID_ARGUMENT, "input shape '", item,
+                    "' is not of the form name:D1xD2x... (e.g. input:1x512)");
+    std::vector<int64_t> dims;
+    const std::string body = item.substr(colon + 1);
+    size_t p = 0;
+    while (p < body.size()) {
+      size_t q = body.find('x', p);
+      if (q == std::string::npos) q = body.size();
+      const std::string d = body.substr(p, q - p);
+      char* e = nullptr;
+      const long long v = std::strtoll(d.c_str(), &e, 10);
+      RETURN_ERROR_IF(d.empty() || *e != '\0' || v < 0 || d[0] == '-' || d[0] == '+', INVALID_ARGUMENT,
+                      "input shape '", item, "': '", d, "' is not a non-negative integer dim");
+      dims.push_back(v);
+      p = q + 1;
+      RETURN_ERROR_IF(q + 1 == body.size(), INVALID_ARGUMENT, "input shape '", item, "' ends with 'x'");
+    }
+    (*out)[item.substr(0, colon)] = std::move(dims);
+    if (end == text.size()) break;
+  }
   return Status::OK();
 }
 

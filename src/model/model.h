@@ -25,9 +25,17 @@ struct ModelLoadOptions {
   std::string external_data_folder;
   // Free dimension overrides by dim_param name (SessionOptions::AddFreeDimensionOverrideByName).
   std::map<std::string, int64_t> free_dimension_overrides;
+  // Whole input shapes by input name (session config epctx.input_shapes, `epctx ... --input-shape NAME:1x512`), for
+  // inputs whose free dims have no dim_param to override by name. Applied before free dimension overrides; a
+  // name that is no graph input, another rank, or a dim the model fixes to another value is INVALID_ARGUMENT.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   bool run_checker = true;
   bool run_shape_inference = true;
 };
+
+// Parses epctx.input_shapes: "name:1x512;state:2x1x128" (';' or ',' between inputs, 'x' between dims, a scalar is
+// "name:"). INVALID_ARGUMENT naming the text when malformed.
+Status ParseInputShapes(const std::string& text, std::map<std::string, std::vector<int64_t>>* out);
 
 // Supported versions: what libonnx 1.12 knows.
 constexpr int64_t kMinIrVersion = 3;
@@ -52,8 +60,9 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromBytes(const void* data, size_t siz
 StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelProto> proto, const std::string& path,
                                                     const ModelLoadOptions& options);
 
-// A graph rewrite that replaces main-graph nodes by initializers (constant folding, session/constant_folding.h),
-// applied to the Graph and the proto alike so that writers (context models) see the rewritten graph.
+// A graph rewrite that replaces main-graph nodes by initializers, and If nodes by the branch their constant condition
+// picks (constant folding, session/constant_folding.h), applied to the Graph and the proto alike so that writers
+// (context models) see the rewritten graph.
 struct InitializerRewrite {
   std::vector<size_t> remove_nodes;            // indices into the graph's nodes (the proto's node order)
   std::map<std::string, Tensor> initializers;  // new initializers, named after outputs of removed nodes
@@ -63,6 +72,16 @@ struct InitializerRewrite {
   std::vector<InitializerRewrite> subgraphs;
   size_t node = 0;
   std::string attribute;
+  // If nodes of this graph replaced by one of their branches (their condition is a constant): the If's index (before
+  // removal) and the branch attribute ("then_branch" or "else_branch"). The branch's nodes take the If's place; its
+  // outputs take the If's output names (through an Identity when the branch output is not computed by a node of the
+  // branch, or is output twice); its initializers join this graph's; its other values keep their names unless a name
+  // is defined elsewhere in the model too, then they get a fresh one (and so do node names taken in this graph).
+  struct BranchInline {
+    size_t node = 0;
+    std::string branch;
+  };
+  std::vector<BranchInline> inline_ifs;
 };
 
 // Applies `rewrite` to the main graph (and its subgraph rewrites to those subgraphs), then re-runs ONNX shape inference (values now constant make shapes static

@@ -721,6 +721,31 @@ std::unique_ptr<EpctxGraph> BuildGraphView(const Graph& graph, const std::vector
     vi->is_graph_input = graph_inputs.count(n) > 0;
     vi->is_graph_output = graph_outputs.count(n) > 0;
     vi->outer = !vi->is_graph_input && !vi->is_initializer && !produced_inside.count(n) && graph.parent != nullptr;
+    // An initializer of an enclosing graph (a subgraph's weights often live in the main graph): as in ONNX Runtime,
+    // ValueInfo_IsInitializer / IsConstantInitializer / GetInitializerValue answer for it too.
+    if (vi->outer && !graph.FindType(n)) {
+      for (const Graph* gg = graph.parent; gg; gg = gg->parent) {
+        auto oi = gg->initializers.find(n);
+        if (oi == gg->initializers.end()) {
+          bool defined = false;  // the name is a value of this enclosing graph: not an initializer further out
+          for (const auto& in : gg->inputs) defined |= in.name == n;
+          for (const auto& nd : gg->nodes)
+            for (const auto& o : nd.outputs) defined |= o == n;
+          if (defined) break;
+          continue;
+        }
+        bool overridable = false;
+        for (const auto& in : gg->inputs) overridable |= in.name == n;
+        vi->is_initializer = true;
+        vi->initializer = &oi->second;
+        vi->is_constant = !overridable;
+        vi->type.kind = ValueType::Kind::kTensor;
+        vi->type.elem_type = oi->second.dtype();
+        auto ext = gg->external_initializers.find(n);
+        if (ext != gg->external_initializers.end()) vi->external = &ext->second;
+        break;
+      }
+    }
     EpctxValueInfo* raw = vi.get();
     view->values[n] = std::move(vi);
     return raw;

@@ -93,7 +93,7 @@ class Folder {
 
   // Nodes removed by `rewrite` and its subgraph rewrites.
   static size_t Count(const InitializerRewrite& rewrite) {
-    size_t n = rewrite.remove_nodes.size();
+    size_t n = rewrite.remove_nodes.size() + rewrite.inline_ifs.size();
     for (const auto& sub : rewrite.subgraphs) n += Count(sub);
     return n;
   }
@@ -109,6 +109,12 @@ class Folder {
       // shapes it takes are what they would be at run time. (Loop and Scan bodies are left alone: a loop-carried
       // value may change shape from one iteration to the next.)
       if (n.op_type == "If" && n.domain.empty()) {
+        // A constant condition: the If becomes the branch it picks (ONNX Runtime's constant folding does the same),
+        // whose values then take static shapes and fold in the next pass.
+        if (const char* branch = ChosenBranch(n)) {
+          rewrite->inline_ifs.push_back({idx, branch});
+          continue;
+        }
         for (const auto& [name, a] : n.attributes) {
           if (!a.g) continue;
           Folder branch(*a.g, this, options_);
@@ -125,12 +131,19 @@ class Folder {
       for (size_t i = 0; i < n.outputs.size(); ++i)
         if (!n.outputs[i].empty()) folded_[n.outputs[i]] = outs[i];
     }
-    if (rewrite->remove_nodes.empty()) return true;
+    if (rewrite->remove_nodes.empty() && rewrite->inline_ifs.empty()) return true;
     // What the remaining nodes (and their subgraphs) read decides which folded values become initializers and
-    // which initializers only folded nodes read.
+    // which initializers only folded nodes read. An inlined If reads what its chosen branch reads.
     std::vector<bool> removed(g_.nodes.size(), false);
     for (size_t i : rewrite->remove_nodes) removed[i] = true;
     std::unordered_set<std::string> reads;
+    std::vector<size_t> gone = rewrite->remove_nodes;  // nodes whose inputs may now be unread
+    for (const auto& inl : rewrite->inline_ifs) {
+      CollectReads(*g_.nodes[inl.node].attr(inl.branch)->g, &reads);
+      for (const auto& o : g_.nodes[inl.node].attr(inl.branch)->g->outputs) reads.insert(o.name);
+      removed[inl.node] = true;
+      gone.push_back(inl.node);
+    }
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (removed[i]) continue;
       for (const auto& in : g_.nodes[i].inputs)
@@ -143,7 +156,7 @@ class Folder {
     for (auto& [name, t] : folded_)
       if (reads.count(name)) rewrite->initializers[name] = t;
     std::set<std::string> dropped;
-    for (size_t i : rewrite->remove_nodes)
+    for (size_t i : gone)
       for (const auto& in : g_.nodes[i].inputs)
         if (!in.empty() && g_.initializers.count(in) && !graph_inputs_.count(in) && !graph_outputs_.count(in) &&
             !reads.count(in) && dropped.insert(in).second)
@@ -152,6 +165,18 @@ class Folder {
   }
 
  private:
+  // The branch attribute an If's constant condition picks, when that branch can take the If's place (no inputs, as
+  // many outputs as the If); nullptr otherwise.
+  const char* ChosenBranch(const Node& n) const {
+    if (n.inputs.size() != 1 || n.inputs[0].empty()) return nullptr;
+    const Tensor* cond = Constant(n.inputs[0]);
+    if (!cond || cond->dtype() != DataType::kBool || cond->NumElements() != 1) return nullptr;
+    const char* name = cond->data<bool>()[0] ? "then_branch" : "else_branch";
+    const Attribute* a = n.attr(name);
+    if (!a || !a->g || !a->g->inputs.empty() || a->g->outputs.size() != n.outputs.size()) return nullptr;
+    return name;
+  }
+
   bool Foldable(const Node& n) const {
     if (!n.domain.empty() || NeverFolds(n.op_type) || HasSubgraph(n)) return false;
     bool any_output = false;

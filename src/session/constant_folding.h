@@ -7,7 +7,12 @@
 // providers' GetCapability and Compile, and a written context model, see the folded graph.
 //
 // If branches fold the same way (they run with the enclosing graph's values, whose shapes are fixed; constants of
-// enclosing graphs count), nested Ifs too. What never folds: nodes with subgraphs themselves, and Loop and Scan
+// enclosing graphs count), nested Ifs too. An If whose condition is constant (often a shape test, `x.dim() == 2`) is
+// replaced by the branch it picks, as ONNX Runtime's constant folding does: the branch's nodes take its place, its
+// outputs take the If's output names (an Identity copies a branch output that no node of the branch computes), and its
+// values keep their names unless the name is defined elsewhere in the model (then a fresh one; model.h
+// InitializerRewrite::inline_ifs); its shapes are then static and fold in the next pass. What never folds: other
+// nodes with subgraphs, and Loop and Scan
 // bodies (a loop-carried value may change shape between iterations); nodes that produce a graph's (or branch's)
 // output (graph input and output names and order never change); ops outside the default ONNX domain;
 // random ops, Dropout, DequantizeLinear (kept for quantized groups, as ONNX Runtime does); a node whose output shape
@@ -34,7 +39,7 @@ struct ConstantFoldingOptions {
 };
 
 struct ConstantFoldingStats {
-  size_t nodes_folded = 0;  // nodes replaced by initializers (Constant nodes included)
+  size_t nodes_folded = 0;  // nodes replaced by initializers (Constant nodes included) or by their If branch
   int passes = 0;           // passes that folded something
   // When ONNX shape inference failed on a folded graph: its message (folding then stopped; types stay as before).
   std::string inference_error;

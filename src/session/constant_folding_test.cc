@@ -24,6 +24,7 @@ void AddInput(onnx::GraphProto* g, const std::string& name, const std::vector<st
   t->set_name(name);
   auto* tt = t->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(elem);
+  tt->mutable_shape();  // a scalar has a shape with no dims
   for (const std::string& d : dims) {
     auto* dim = tt->mutable_shape()->add_dim();
     if (!d.empty() && (std::isdigit(static_cast<unsigned char>(d[0])) != 0)) dim->set_dim_value(std::stoll(d));
@@ -294,10 +295,7 @@ TEST(ConstantFoldingTest, GraphOutputsOverridableInitializersRandomOpsAndLoopBod
   AddNode(g, "Add", "add", {"xu", "wc"}, "Y");
   testing::AddWeight(g, "one", {1});
   AddNode(g, "Neg", "neg1", {"one"}, "m1");  // folds; the If branches read it from the outer scope
-  auto* cond = g->add_initializer();
-  cond->set_name("cond");
-  cond->set_data_type(onnx::TensorProto::BOOL);
-  cond->add_int32_data(1);
+  AddInput(g, "cond", {}, onnx::TensorProto::BOOL);  // not a constant: the If stays (a constant one is inlined)
   // If: each branch folds its constant work and the shape of the outer X, but not the node making its output.
   auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
   for (const std::string branch : {"then_branch", "else_branch"}) {
@@ -398,6 +396,123 @@ TEST(ConstantFoldingTest, FoldedIfBranchesGiveTheValuesOfUnfoldedOnes) {
     EXPECT_EQ(a, b);
     if (sign > 0) EXPECT_EQ(a, (std::vector<float>{0.75f + 2 - 3.25f, 1.5f + 2 + 4.5f}));
     else EXPECT_EQ(a, (std::vector<float>{-0.75f + 3.25f, -1.5f - 4.5f}));
+  }
+}
+
+// Y = If(dim 0 of X == 2) then (t := X * C; u := If(flag) then t + 1 else t - 1; outputs u and C) else (X, X)
+//     + If(flag) then Neg(X) (a value also named "t") else X.
+// The constant condition makes the first If its then branch, whose "t" moves to the main graph under a fresh name
+// (the sibling branch's "t" would shadow it) that the nested If (run at run time: flag is an input) reads; its
+// outputs take the If's names, C through an Identity.
+onnx::ModelProto ConstantIfModel() {
+  onnx::ModelProto m = NewModel("const_if", 13);
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {"2"});
+  AddInput(g, "flag", {}, onnx::TensorProto::BOOL);
+  AddOutput(g, "Y", 1);
+  AddOutput(g, "Z2", 1);
+  testing::AddWeight(g, "C", {3.25f, -4.5f});
+  testing::AddWeight(g, "one", {1});
+  AddInt64Init(g, "zero_i", {}, {0});
+  AddInt64Init(g, "two", {}, {2});
+  AddNode(g, "Shape", "shape", {"X"}, "sx");
+  AddNode(g, "Gather", "dim0", {"sx", "zero_i"}, "n");
+  AddNode(g, "Equal", "is_two", {"n", "two"}, "cond");
+  // w = If(flag) then Neg(X) (named "t") else X: a sibling scope that defines "t" too.
+  auto* other = AddNode(g, "If", "other", {"flag"}, "w");
+  for (const std::string branch : {"then_branch", "else_branch"}) {
+    auto* a = other->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    b->set_name("other_" + branch);
+    const std::string out = branch == "then_branch" ? "t" : "x_copy";
+    AddNode(b, branch == "then_branch" ? "Neg" : "Identity", "other_" + branch, {"X"}, out);
+    AddOutput(b, out, -1);
+  }
+  auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
+  iff->add_output("Z2");
+  for (const std::string branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    b->set_name(branch);
+    if (branch == "else_branch") {
+      AddNode(b, "Identity", "else_id", {"X"}, "e1");
+      AddOutput(b, "e1", -1);
+      AddOutput(b, "X", -1);
+      continue;
+    }
+    AddNode(b, "Mul", "mul", {"X", "C"}, "t");
+    auto* inner = AddNode(b, "If", "inner", {"flag"}, "u");
+    for (const std::string ib : {"then_branch", "else_branch"}) {
+      auto* ia = inner->add_attribute();
+      ia->set_name(ib);
+      ia->set_type(onnx::AttributeProto::GRAPH);
+      auto* ig = ia->mutable_g();
+      ig->set_name("inner_" + ib);
+      AddNode(ig, ib == "then_branch" ? "Add" : "Sub", "inner_" + ib, {"t", "one"}, "inner_" + ib + "_out");
+      AddOutput(ig, "inner_" + ib + "_out", -1);
+    }
+    AddOutput(b, "u", -1);
+    AddOutput(b, "C", -1);
+  }
+  AddNode(g, "Add", "add", {"Z", "w"}, "Y");
+  return m;
+}
+
+TEST(ConstantFoldingTest, AnIfWithAConstantConditionBecomesItsBranch) {
+  const onnx::ModelProto m = ConstantIfModel();
+  StatusOr<std::unique_ptr<InferenceSession>> plain = NewSession(m, 0, {});
+  StatusOr<std::unique_ptr<InferenceSession>> folded = NewSession(m, 99, {});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Graph& g = *folded.value()->model().graph;
+  // Shape, Gather, Equal fold; the outer If becomes Mul, the inner If and an Identity copying C to Z2.
+  EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"If", "Mul", "If", "Identity", "Add"}));
+  const Node& mul = g.nodes[1];
+  ASSERT_EQ(mul.outputs.size(), 1u);
+  EXPECT_NE(mul.outputs[0], "t");  // the sibling branch's "t" keeps its name; the inlined one gets a fresh one
+  const Node& inner = g.nodes[2];
+  EXPECT_EQ(inner.outputs, (std::vector<std::string>{"Z"}));
+  for (const char* b : {"then_branch", "else_branch"}) {
+    ASSERT_TRUE(inner.attr(b) && inner.attr(b)->g);
+    EXPECT_EQ(inner.attr(b)->g->nodes[0].inputs[0], mul.outputs[0]) << b;
+    EXPECT_EQ(inner.attr(b)->g->parent, &g) << b;
+  }
+  EXPECT_EQ(g.nodes[3].inputs, (std::vector<std::string>{"C"}));
+  EXPECT_EQ(g.nodes[3].outputs, (std::vector<std::string>{"Z2"}));
+  // The proto (what context models are written from) says the same.
+  const onnx::GraphProto& gp = folded.value()->model().proto->graph();
+  ASSERT_EQ(gp.node_size(), 5);
+  EXPECT_EQ(gp.node(1).output(0), mul.outputs[0]);
+  EXPECT_EQ(gp.node(2).op_type(), "If");
+  EXPECT_EQ(gp.node(2).attribute(0).g().node(0).input(0), mul.outputs[0]);
+  for (const bool flag : {true, false}) {
+    auto x = Tensor::Allocate(DataType::kFloat, {2});
+    auto f = Tensor::Allocate(DataType::kBool, {});
+    ASSERT_TRUE(x.ok() && f.ok());
+    x.value().data<float>()[0] = 0.5f;
+    x.value().data<float>()[1] = -2.0f;
+    f.value().data<bool>()[0] = flag;
+    std::vector<IValue> a, b;
+    ASSERT_TRUE(plain.value()->Run({"X", "flag"}, {IValue(x.value()), IValue(f.value())}, {}, &a).ok());
+    Status st = folded.value()->Run({"X", "flag"}, {IValue(x.value()), IValue(f.value())}, {}, &b);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(a.size(), 2u);
+    ASSERT_EQ(b.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      const Tensor& ta = a[k].tensor();
+      const Tensor& tb = b[k].tensor();
+      EXPECT_EQ(std::vector<float>(ta.data<float>(), ta.data<float>() + ta.NumElements()),
+                std::vector<float>(tb.data<float>(), tb.data<float>() + tb.NumElements()));
+    }
+    // Y = X * C + 1 - X (flag) or X * C - 1 + X
+    const float d = flag ? 1.f : -1.f;
+    const Tensor& y = b[0].tensor();
+    EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + 2),
+              (std::vector<float>{0.5f * 3.25f + d - d * 0.5f, -2.0f * -4.5f + d + d * 2.0f}));
   }
 }
 

@@ -60,10 +60,12 @@ class GroupFailureGuard {
   uint64_t id_ = 0;
 };
 
-ModelLoadOptions LoadOptionsFor(const SessionConfig& config) {
+StatusOr<ModelLoadOptions> LoadOptionsFor(const SessionConfig& config) {
   ModelLoadOptions o;
   o.external_data_folder = config.Get("session.model_external_initializers_file_folder_path");
   o.free_dimension_overrides = config.free_dimension_overrides;
+  RETURN_IF_ERROR_CTX(ParseInputShapes(config.Get("epctx.input_shapes"), &o.input_shapes), "session config entry ",
+                      "epctx.input_shapes");
   return o;
 }
 }  // namespace
@@ -71,7 +73,9 @@ ModelLoadOptions LoadOptionsFor(const SessionConfig& config) {
 StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromFile(const std::string& path,
                                                                              const SessionConfig& config) {
   auto t0 = std::chrono::steady_clock::now();
-  StatusOr<std::shared_ptr<Model>> model = LoadModelFromFile(path, LoadOptionsFor(config));
+  StatusOr<ModelLoadOptions> lo = LoadOptionsFor(config);
+  if (!lo.ok()) return AbortGroupOnError(lo.status(), config);
+  StatusOr<std::shared_ptr<Model>> model = LoadModelFromFile(path, lo.value());
   if (!model.ok()) return AbortGroupOnError(model.status(), config);
   return Finish(std::move(model).value(), config, MsSince(t0));
 }
@@ -88,7 +92,9 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::CreateFromBytes(co
                    "model to a file or buffer."),
         config);
   auto t0 = std::chrono::steady_clock::now();
-  StatusOr<std::shared_ptr<Model>> model = LoadModelFromBytes(data, size, LoadOptionsFor(config));
+  StatusOr<ModelLoadOptions> lo = LoadOptionsFor(config);
+  if (!lo.ok()) return AbortGroupOnError(lo.status(), config);
+  StatusOr<std::shared_ptr<Model>> model = LoadModelFromBytes(data, size, lo.value());
   if (!model.ok()) return AbortGroupOnError(model.status(), config);
   return Finish(std::move(model).value(), config, MsSince(t0));
 }

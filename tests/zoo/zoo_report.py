@@ -107,12 +107,14 @@ class Diff:
         return f"{self.verdict()} abs {self.max_abs:.2e} rel {self.max_rel:.2e} tol× {self.ratio:.3g}"
 
 
-def run_mode(ort, model_path, providers, pins, sets, rtol, atol):
+def run_mode(ort, model_path, providers, pins, sets, rtol, atol, shapes=()):
     """Runs every data set in one session; returns (Diff, session report dict or None)."""
     diff = Diff(rtol, atol)
     so = ort.SessionOptions()
     for name, value in pins:
         so.add_free_dimension_override_by_name(name, value)
+    if shapes:
+        so.add_session_config_entry("epctx.input_shapes", ";".join(shapes))
     try:
         sess = ort.InferenceSession(model_path, so, providers=providers)
     except Exception as e:  # noqa: BLE001 - the report shows every failure
@@ -131,12 +133,13 @@ def run_mode(ort, model_path, providers, pins, sets, rtol, atol):
     return diff, report
 
 
-def compile_ctx(epctx, case, out_dir, pins, embed):
+def compile_ctx(epctx, case, out_dir, pins, embed, shapes=()):
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, "model.onnx")
     for f in glob.glob(os.path.join(out_dir, "*")):
         os.remove(f)
     cmd = [epctx, "compile", "-e", "aotcpu"] + sum((["-f", f"{n}:{v}"] for n, v in pins), [])
+    cmd += sum((["--input-shape", s] for s in shapes), [])
     cmd += (["--embed"] if embed else []) + [os.path.join(case, "model.onnx"), "-o", out]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -171,6 +174,7 @@ def main(argv=None):
             continue
         rtol, atol = m.get("rtol", default["rtol"]), m.get("atol", default["atol"])
         pins = [(p.rsplit(":", 1)[0], int(p.rsplit(":", 1)[1])) for p in m["pins"]]
+        shapes = m.get("input_shapes", [])
         model = onnx.load(os.path.join(case, "model.onnx"))
         total = sum(1 for _ in walk_nodes(model.graph))
         top = len(model.graph.node)
@@ -178,10 +182,10 @@ def main(argv=None):
         row = {"model": name, "package": m["package"], "nodes": total, "top_level_nodes": top,
                "rtol": rtol, "atol": atol, "modes": {}}
 
-        diff, _ = run_mode(ort, os.path.join(case, "model.onnx"), [], pins, sets, rtol, atol)
+        diff, _ = run_mode(ort, os.path.join(case, "model.onnx"), [], pins, sets, rtol, atol, shapes)
         row["modes"]["cpu"] = diff
         diff, rep = run_mode(ort, os.path.join(case, "model.onnx"), ["AotCpuExecutionProvider"], pins, sets, rtol,
-                             atol)
+                             atol, shapes)
         row["modes"]["aotcpu_jit"] = diff
         if rep:
             parts = [p for p in rep["partitions"] if p["ep"] == "AotCpuExecutionProvider"]
@@ -189,7 +193,7 @@ def main(argv=None):
                           "top_level_cpu_nodes": rep["cpu_nodes"]}
         for embed in (0, 1):
             out_dir = os.path.join(zoo, "report", f"{name}_embed{embed}")
-            ctx, err = compile_ctx(epctx, case, out_dir, pins, embed)
+            ctx, err = compile_ctx(epctx, case, out_dir, pins, embed, shapes)
             if ctx is None:
                 d = Diff(rtol, atol)
                 d.error = f"compile: {err}"
@@ -203,7 +207,7 @@ def main(argv=None):
                 # If/Loop nodes whose bodies hold EPContext nodes stay too; they are counted as left.
                 row["ctx"] = {"partitions": len(ctx_nodes), "left": len(left), "claimed": total - len(left),
                               "left_by_op": dict(collections.Counter(n.op_type for n in left).most_common())}
-            diff, _ = run_mode(ort, ctx, ["AotCpuExecutionProvider"], pins, sets, rtol, atol)
+            diff, _ = run_mode(ort, ctx, ["AotCpuExecutionProvider"], pins, sets, rtol, atol, shapes)
             row["modes"][f"ctx_embed{embed}"] = diff
         summary.append(row)
 
@@ -214,7 +218,7 @@ def main(argv=None):
                             for k, v in row["modes"].items()}
             print(json.dumps(out))
             continue
-        pin_text = " ".join(f"-f {n}:{v}" for n, v in pins) or "(no pins)"
+        pin_text = " ".join([f"-f {n}:{v}" for n, v in pins] + [f"--input-shape {s}" for s in shapes]) or "(no pins)"
         print(f"== {name} ({m['package']}, {m['framework']}) {pin_text}, rtol {rtol:g} atol {atol:g}")
         print(f"   nodes {total} ({top} top level)")
         if "ctx" in row:
