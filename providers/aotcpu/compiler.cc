@@ -149,6 +149,7 @@ struct LowerContext::Impl {
   std::unordered_map<int, Operand> ops;          // value -> current operand
   std::unordered_map<int, int> plain_copy;       // blocked value -> value-like key of its plain copy (negative ids)
   std::unordered_map<int, Operand> plain_ops;    // plain copies, by value
+  std::unordered_map<int, std::vector<Operand>> layout_ops;  // copies in other layouts (UseAs), by value
   std::vector<Step> steps;
   std::vector<TensorInput> weights;
   uint64_t weight_bytes = 0;
@@ -258,6 +259,33 @@ Operand LowerContext::UsePlain(int value) {
   step.ops = {op, dst};
   Emit(std::move(step));
   impl_->plain_ops[value] = dst;
+  return dst;
+}
+
+Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
+  Operand op = Use(value);
+  if (!op.present()) return op;
+  dnnl::memory::desc cur;
+  if (OperandDesc(op, &cur).ok && cur == desc) return op;
+  for (const Operand& copy : impl_->layout_ops[value]) {
+    dnnl::memory::desc d;
+    if (OperandDesc(copy, &d).ok && d == desc) return copy;
+  }
+  Operand dst;
+  if (!LayoutFromDesc(desc, &dst)) return Operand();
+  dst.dtype = op.dtype;
+  dst.buf = Buf::kArena;
+  Storage s;
+  s.bytes = desc.get_size();
+  if (s.bytes == 0) return Operand();
+  dst.index = static_cast<uint32_t>(impl_->storages.size());
+  impl_->storages.push_back(s);
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.name = g_.v(value).name + ":to_" + (dst.tag ? "blocked" : "strided");
+  step.ops = {op, dst};
+  Emit(std::move(step));
+  impl_->layout_ops[value].push_back(dst);
   return dst;
 }
 

@@ -79,6 +79,10 @@ class LowerContext {
   //   Constants become weight operands (plain) the first time they are used.
   Operand Use(int value);
   Operand UsePlain(int value);
+  // In layout `desc` (a primitive's preferred source layout): one shared reorder step per value and layout when the
+  // current layout differs. A kNone operand when the value is not available or `desc` names no layout a program can
+  // describe.
+  Operand UseAs(int value, const dnnl::memory::desc& desc);
   // The current operand of a value without recording a use (to inspect its layout); null for a value not
   // available yet and for a deferred view (below) not materialized yet.
   const Operand* Peek(int value) const;

@@ -430,7 +430,14 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
       const Value& ov = g.v(other);
       if (ov.dtype != kF32 || !ov.has_shape || !BroadcastsTo(ov.dims, dims)) break;
       float s;
-      if (ov.is_const() && g.ConstScalar(other, &s) && (m.op == "Mul" || m.op == "Add" || m.op == "Sub")) {
+      // x / c by a constant scalar is x * (1/c): within one ulp of the quotient (exact when c is a power of two); a
+      // binary division post-op or step instead costs a conversion of blocked activations to plain (issue 14: the
+      // hard-swish's / 6 in MobileNetV3).
+      const bool div_by_const = m.op == "Div" && first && ov.is_const() && g.ConstScalar(other, &s) &&
+                                std::isfinite(s) && s != 0 && std::isfinite(1.f / s) && std::fpclassify(1.f / s) == FP_NORMAL;
+      if (div_by_const) {
+        f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1.f / s, 0));
+      } else if (ov.is_const() && g.ConstScalar(other, &s) && (m.op == "Mul" || m.op == "Add" || m.op == "Sub")) {
         if (m.op == "Mul") f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, s, 0));
         else if (m.op == "Add") f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1, s));
         else if (first) f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1, -s));
@@ -1286,6 +1293,24 @@ bool SupportBinary(const Graph& g, const Node& n, std::string* why) {
   return true;
 }
 
+// The layout of a broadcast src1 of dims `b` (the output's rank) beside a blocked src0 (`d0`): src0's format tag with
+// b's dims, when oneDNN has an optimized binary kernel for that pair (oneDNN 2.6 has none for a plain broadcast src1
+// beside a blocked src0: ref:any). A zero desc otherwise.
+memory::desc BlockedBroadcastDesc(LowerContext& ctx, dnnl::algorithm alg, const memory::desc& d0, const Dims& b) {
+  const uint32_t tag = FormatTagOf(d0);
+  if (!tag) return memory::desc();
+  try {
+    const memory::desc d1(b, memory::data_type::f32, static_cast<memory::format_tag>(tag));
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(alg, d0, d1, d0), ctx.engine());
+    if (IsRefImpl(pd)) return memory::desc();
+    Operand probe;
+    if (!LayoutFromDesc(d1, &probe)) return memory::desc();
+    return d1;
+  } catch (const dnnl::error&) {
+    return memory::desc();
+  }
+}
+
 CheckResult LowerBinary(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
@@ -1324,18 +1349,41 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   step.ints = {static_cast<int64_t>(BinaryAlg(n.op))};
   if (negate) step.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, 0));
 
-  // Same dims and the same (possibly blocked) layout: run in that layout; otherwise plain.
+  // Same dims and the same (possibly blocked) layout: run in that layout. A blocked first operand with a broadcast
+  // second one (a scalar, per-channel or per-(N, C) values: x + 3 of a hard-swish, the Mul of a squeeze-excitation
+  // block) stays blocked too when oneDNN has an optimized kernel for it, the second operand in the first one's blocked
+  // format with broadcast dims (packed once when constant, else one reorder of the small operand): converting the
+  // activations to plain and back around every such op cost more than the op (issue 14).
+  // Otherwise plain.
   Operand o0, o1;
   bool blocked = false;
   const Operand* p0 = ctx.Peek(s0);
   const Operand* p1 = ctx.Peek(s1);
   memory::desc d0, d1;
-  if (g.v(s0).dims == g.v(s1).dims && p0 && p1 && !p0->dims.empty() && OperandDesc(*p0, &d0).ok &&
-      OperandDesc(*p1, &d1).ok && d0 == d1 && CompactDesc(d0) && !IsRowMajor(*p0)) {
+  const bool blocked0 = p0 && !p0->dims.empty() && OperandDesc(*p0, &d0).ok && CompactDesc(d0) && !IsRowMajor(*p0);
+  if (blocked0 && g.v(s0).dims == g.v(s1).dims && p1 && OperandDesc(*p1, &d1).ok && d0 == d1) {
     o0 = ctx.Use(s0);
     o1 = ctx.Use(s1);
     blocked = true;
-  } else {
+  } else if (blocked0 && g.v(s0).dims != g.v(s1).dims && !IsCompareAlg(step.ints[0]) &&
+             (g.v(s1).is_const() ? g.v(s1).dtype == kF32 && g.v(s1).data != nullptr : p1 && g.v(s1).dims.size() == yd.size())) {
+    const Dims b = PadLeft(AtLeast1D(g.v(s1).dims), cd.size());
+    const memory::desc d1b = BlockedBroadcastDesc(ctx, static_cast<dnnl::algorithm>(step.ints[0]), d0, b);
+    if (d1b.data.ndims != 0) {
+      if (g.v(s1).is_const()) {
+        const memory::desc plain1(b, memory::data_type::f32, RowMajorStrides(b));
+        CheckResult r = ctx.PackWeight(g.v(s1).name + ":blocked", g.v(s1).data, plain1, d1b, &o1);
+        if (!r.ok) return r;
+      } else {
+        o1 = ctx.UseAs(s1, d1b);
+      }
+      if (o1.present()) {
+        o0 = ctx.Use(s0);
+        blocked = true;
+      }
+    }
+  }
+  if (!blocked) {
     o0 = ctx.UsePlain(s0);
     o1 = ctx.UsePlain(s1);
     if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
