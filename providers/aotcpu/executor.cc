@@ -399,6 +399,66 @@ Executor::~Executor() {
                  k.second.first, 100 * k.second.first / total);
 }
 
+namespace {
+
+int64_t Numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= std::max<int64_t>(x, 0);
+  return n;
+}
+
+// A rough single-thread time of a step, in microseconds: its multiply-adds at ~10 GMAC/s (convolutions, matrix
+// products, LSTM) plus the bytes its operands hold at ~10 GB/s. Only compared with kParallelMinUs.
+double EstimatedStepUs(const Step& s) {
+  double bytes = 0;
+  for (const Operand& op : s.ops)
+    if (op.present()) bytes += static_cast<double>(Numel(op.dims)) * (op.dtype == 7 ? 8 : 4);
+  double macs = 0;
+  auto dims = [&](size_t i) -> const std::vector<int64_t>& {
+    static const std::vector<int64_t> kNone;
+    return i < s.ops.size() && s.ops[i].present() ? s.ops[i].dims : kNone;
+  };
+  switch (s.kind) {
+    case StepKind::kConv:
+    case StepKind::kDeconv: {  // every output (deconv: input) element takes weights / out-channels products
+      const auto& w = dims(1);
+      const auto& big = s.kind == StepKind::kConv ? dims(3) : dims(0);
+      const int64_t ch = big.size() > 1 ? std::max<int64_t>(big[1], 1) : 1;
+      macs = static_cast<double>(Numel(big)) * static_cast<double>(Numel(w)) / static_cast<double>(ch);
+      break;
+    }
+    case StepKind::kMatMul:
+    case StepKind::kInnerProduct: {
+      const auto& a = dims(0);
+      macs = static_cast<double>(Numel(dims(3))) * static_cast<double>(a.empty() ? 1 : a.back());
+      break;
+    }
+    case StepKind::kLstm:
+      macs = static_cast<double>(Numel(dims(3))) + static_cast<double>(Numel(dims(4)));  // weights per time step
+      macs *= dims(0).empty() ? 1 : static_cast<double>(Numel(dims(0)) / std::max<int64_t>(dims(0).back(), 1));
+      break;
+    default:
+      break;
+  }
+  return macs / 1e4 + bytes / 1e4;
+}
+
+// Steps estimated below this run on the calling thread alone: an OpenMP fork/join costs microseconds on an idle
+// machine and milliseconds when another process holds a core (a worker descheduled at every barrier), more than
+// such a step can gain. EPCTX_AOTCPU_PARALLEL_MIN_US overrides it (0: every step uses every thread).
+double ParallelMinUs() {
+  static const double v = [] {
+    const char* e = std::getenv("EPCTX_AOTCPU_PARALLEL_MIN_US");
+    if (!e || !*e) return 50.0;
+    char* end = nullptr;
+    const double x = std::strtod(e, &end);
+    return end && *end == '\0' && x >= 0 ? x : 50.0;
+  }();
+  return v;
+}
+
+}  // namespace
+
 CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
                              std::unique_ptr<Executor>* out) {
   std::unique_ptr<Executor> e(new Executor());
@@ -411,6 +471,11 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
     return CheckResult::Fail("the program uses " + std::to_string(e->program_.num_weights) + " weights, " +
                              std::to_string(e->weights_.size()) + " were given");
   if (threads > 0) omp_set_num_threads(threads);
+  const int full = threads > 0 ? threads : omp_get_max_threads();
+  e->full_threads_ = full;
+  e->step_threads_.assign(e->program_.steps.size(), full);
+  for (size_t i = 0; i < e->program_.steps.size(); ++i)
+    if (EstimatedStepUs(e->program_.steps[i]) < ParallelMinUs()) e->step_threads_[i] = 1;
   try {
     e->engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& err) {
@@ -442,6 +507,9 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
                  (s.ops[dst].buf != Buf::kArena && s.ops[dst].buf != Buf::kOutput)) {
         r = bc.Fail("its destination (operand " + std::to_string(dst) + ") is not the arena or an output");
       } else {
+        // A primitive sizes its thread partition when it is created (oneDNN's jit convolutions): create it with
+        // the threads it will run with.
+        omp_set_num_threads(ex->step_threads_[i]);
         try {
           r = build(bc, &execs[i]);
         } catch (const std::exception& err) {  // builders catch dnnl::error themselves; this is the last line
@@ -453,6 +521,7 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
     }
   };
   work();
+  omp_set_num_threads(full);
   for (size_t i = 0; i < n; ++i)
     if (!results[i].ok) return results[i];  // the first failing step (a later one may not have been tried)
   for (const auto& x : execs) {
@@ -533,6 +602,7 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
   std::unique_lock<std::mutex> serialized(RunSerializer(), std::defer_lock);
   if (serialize_) serialized.lock();
   if (threads_ > 0) omp_set_num_threads(threads_);
+  int current = full_threads_;
   RunContext* rc = nullptr;
   try {
     rc = Acquire();
@@ -544,6 +614,7 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
   for (size_t i = 0; r.ok && i < execs_.size(); ++i) {
     const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     rc->step_ = i;
+    if (step_threads_[i] != current) omp_set_num_threads(current = step_threads_[i]);
     try {
       execs_[i]->Run(*rc);
     } catch (const std::exception& e) {
@@ -557,6 +628,7 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
       r = CheckResult::Fail("step " + std::to_string(i) + " ('" + program_.steps[i].name + "'): " + rc->error());
   }
   if (r.ok) rc->stream().wait();
+  if (current != full_threads_) omp_set_num_threads(full_threads_);
   if (profile_ && r.ok) {
     std::lock_guard<std::mutex> lock(mu_);
     if (profile_warm_ && profile_runs_ < 10000) {  // the first run (page faults, cold caches) is left out

@@ -148,6 +148,8 @@ class Executor {
   Program program_;
   std::vector<WeightRef> weights_;
   int threads_ = 0;
+  int full_threads_ = 1;            // the session's intra-op threads (or OpenMP's default)
+  std::vector<int> step_threads_;   // per step: 1 for small steps (EstimatedStepUs), else full_threads_
   size_t scratch_bytes_ = 0;  // the largest step scratchpad; one buffer per RunContext (steps run in order)
   bool serialize_ = false;    // some step is not ThreadSafe: runs take the process-wide lock
   dnnl::engine engine_;
