@@ -273,6 +273,8 @@ PrimitiveExec::PrimitiveExec(dnnl::primitive p, std::vector<std::pair<int, int>>
     user_scratchpad_ = mode == dnnl_scratchpad_mode_user;
   if (const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0))
     scratch_md_ = dnnl::memory::desc(*md);
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) impl_ = impl;
 }
 
 void PrimitiveExec::Run(RunContext& rc) {
@@ -391,8 +393,9 @@ Executor::~Executor() {
     auto& k = by_kind[StepKindName(static_cast<uint32_t>(s.kind))];
     k.first += median[i];
     k.second += 1;
-    std::fprintf(stderr, "[aotcpu profile] step %3zu %-12s %9.1f us %5.1f%%  %s\n", i,
-                 StepKindName(static_cast<uint32_t>(s.kind)), median[i], 100 * median[i] / total, s.name.c_str());
+    std::fprintf(stderr, "[aotcpu profile] step %3zu %-12s %9.1f us %5.1f%%  %-16s %dt  %s\n", i,
+                 StepKindName(static_cast<uint32_t>(s.kind)), median[i], 100 * median[i] / total,
+                 execs_[i]->Impl().c_str(), step_threads_[i], s.name.c_str());
   }
   for (const auto& k : by_kind)
     std::fprintf(stderr, "[aotcpu profile] kind %-12s x%-3d %9.1f us %5.1f%%\n", k.first.c_str(), k.second.second,

@@ -69,6 +69,8 @@ class StepExec {
   // oneDNN manages (unsafe to run on two threads at once).
   virtual size_t ScratchpadBytes() const { return 0; }
   virtual bool ThreadSafe() const { return true; }
+  // The oneDNN implementation running the step ("jit:avx2", "ref:any", ...); "own" for the executor's own loops.
+  virtual std::string Impl() const { return "own"; }
 };
 
 // Sets the attribute's scratchpad mode to user: every primitive the executor builds must go through this.
@@ -111,12 +113,14 @@ class PrimitiveExec : public StepExec {
   void Run(RunContext& rc) override;
   size_t ScratchpadBytes() const override { return scratch_md_.get_size(); }
   bool ThreadSafe() const override { return user_scratchpad_; }
+  std::string Impl() const override { return impl_; }
 
  private:
   dnnl::primitive prim_;
   std::vector<std::pair<int, int>> args_;
   dnnl::memory::desc scratch_md_;
   bool user_scratchpad_ = false;
+  std::string impl_;
 };
 
 class Executor {

@@ -442,9 +442,11 @@ class Gen:
             o = self.emit(self.choice(["GlobalAveragePool", "GlobalMaxPool"]), [x])
             if self.coin(0.5):
                 o = self.emit("Sigmoid", [o], pos=False)
-        else:
+        elif shape:
             axes = [len(shape) - 1]
             o = self.reduce_mean(x, axes, keepdims=1)
+        else:  # a scalar has no axis to reduce
+            return False
         if op == "Div":
             o = self.positive(o)
             ins = [x, o]
