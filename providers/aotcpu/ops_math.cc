@@ -1391,8 +1391,35 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   // Plain operands (post-op operands too) drop the output's size-1 axes, which keeps their bytes: oneDNN 2.6's binary
   // primitive misreads a post-op operand [1, C, 1, 1] against a dst [N, C, 1, 1] (every element wrong; found by
   // tests/difftest), and reads [1, C] against [N, C] right.
+  // Dropping the size-1 axes can also turn a per-channel broadcast into one oneDNN 2.6 only has a reference kernel
+  // for ([24, 160, 224] + [24, 1, 1] after a batch of 1: ref:any, 161 ms on the PaddleOCR detector; [1, 24, 160, 224] +
+  // [1, 24, 1, 1]: jit). Then the full-rank dims are kept, without binary post-ops (where the misreading was seen).
+  bool full_rank = false;
+  if (!blocked && !IsCompareAlg(step.ints[0])) {
+    auto plain_pd_ref = [&](const Dims& a, const Dims& b) {
+      try {
+        const memory::desc da(a, memory::data_type::f32, RowMajorStrides(a));
+        const memory::desc db(b, memory::data_type::f32, RowMajorStrides(b));
+        dnnl::binary::primitive_desc pd(dnnl::binary::desc(static_cast<dnnl::algorithm>(step.ints[0]), da, db, da),
+                                        ctx.engine());
+        return IsRefImpl(pd) ? 1 : 2;
+      } catch (const dnnl::error&) {
+        return 0;
+      }
+    };
+    Dims a_drop, b_drop;
+    const Dims pb = PadLeft(g.v(s1).dims, yd.size());
+    for (size_t i = 0; i < yd.size(); ++i)
+      if (yd[i] != 1) {
+        a_drop.push_back(yd[i]);
+        b_drop.push_back(pb[i]);
+      }
+    if (plain_pd_ref(AtLeast1D(a_drop), AtLeast1D(b_drop)) == 1 &&
+        plain_pd_ref(cd, PadLeft(AtLeast1D(g.v(s1).dims), cd.size())) == 2)
+      full_rank = true;
+  }
   auto compute_dims = [&](const Dims& od) {
-    if (blocked) return PadLeft(AtLeast1D(od), cd.size());
+    if (blocked || full_rank) return PadLeft(AtLeast1D(od), cd.size());
     const Dims p = PadLeft(od, yd.size());
     Dims r;
     for (size_t i = 0; i < yd.size(); ++i)
@@ -1413,7 +1440,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
     return true;
   };
   std::vector<Fused> chain;
-  if (!negate) chain = CollectPostOps(ctx, y, !blocked, map);
+  if (!negate) chain = CollectPostOps(ctx, y, !blocked && !full_rank, map);
   auto make_pd = [&](const std::vector<PostOp>& post_ops, const std::vector<Operand>& ops) -> int {
     try {
       dnnl::primitive_attr attr;
