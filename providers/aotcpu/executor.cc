@@ -1,8 +1,6 @@
 #include "executor.h"
 
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "ops.h"
@@ -407,52 +404,6 @@ Executor::~Executor() {
 
 namespace {
 
-// oneDNN generates its sgemm kernels (matrix products, inner products, gemm-based convolutions, LSTM) on the first
-// call in a process: ~40 ms on this machine, which the first run of a session paid (first run 36 ms vs 0.15 ms
-// steady for the openWakeWord melspectrogram from its _ctx.onnx, issue 14). When a program has such steps, its
-// executor starts a background thread that makes one small sgemm call, so the kernels are generated while the session
-// is finished and the application prepares its inputs (a run that comes sooner waits for the same one-time
-// generation, no longer). A fork waits for the thread (pthread_atfork): a child forked while oneDNN held its
-// once-only initialization would wait forever. EPCTX_AOTCPU_GEMM_WARMUP=0 disables it.
-class GemmWarmup {
- public:
-  static GemmWarmup& Instance() {
-    static GemmWarmup w;
-    return w;
-  }
-  void Start() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (started_) return;
-    started_ = true;
-    const char* e = std::getenv("EPCTX_AOTCPU_GEMM_WARMUP");
-    if (e && std::strcmp(e, "0") == 0) return;
-    pthread_atfork(&GemmWarmup::Wait, nullptr, nullptr);
-    try {
-      thread_ = std::thread([] {
-        omp_set_num_threads(1);
-        std::vector<float> a(64 * 64, 0.f), b(64 * 64, 0.f), c(64 * 64, 0.f);
-        dnnl_sgemm('N', 'N', 64, 64, 64, 1.f, a.data(), 64, b.data(), 64, 0.f, c.data(), 64);
-      });
-    } catch (const std::exception&) {
-      // no thread: the first run generates the kernels, as without the warm-up
-    }
-  }
-  static void Wait() {
-    GemmWarmup& w = Instance();
-    std::lock_guard<std::mutex> lock(w.mu_);
-    if (w.thread_.joinable()) w.thread_.join();
-  }
-  ~GemmWarmup() {
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  bool started_ = false;
-  std::thread thread_;
-};
-
-
 int64_t Numel(const std::vector<int64_t>& d) {
   int64_t n = 1;
   for (int64_t x : d) n *= std::max<int64_t>(x, 0);
@@ -574,12 +525,6 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   };
   work();
   omp_set_num_threads(full);
-  for (size_t i = 0; i < n; ++i)
-    if (execs[i] && (execs[i]->Impl().find("gemm") != std::string::npos || execs[i]->Impl().find("rnn") != std::string::npos ||
-                     ex->program_.steps[i].kind == StepKind::kLstm)) {
-      GemmWarmup::Instance().Start();
-      break;
-    }
   for (size_t i = 0; i < n; ++i)
     if (!results[i].ok) return results[i];  // the first failing step (a later one may not have been tried)
   for (const auto& x : execs) {

@@ -543,9 +543,32 @@ Operand UseCompact(LowerContext& ctx, int value) {
   return o;
 }
 
+// True when oneDNN runs every eltwise of `algs` on `d` with an optimized kernel.
+bool EltwiseOptimized(LowerContext& ctx, const memory::desc& d, const std::vector<PostOp>& algs) {
+  try {
+    for (const PostOp& a : algs) {
+      dnnl::eltwise_forward::primitive_desc pd(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, static_cast<dnnl::algorithm>(a.alg), d,
+                                      a.alpha, a.beta),
+          ctx.engine());
+      if (IsRefImpl(pd)) return false;
+    }
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 CheckResult EmitEltwise(LowerContext& ctx, int node, const std::string& name, int src_value, int dst_value,
                         const std::vector<PostOp>& algs) {
-  Operand src = UseCompact(ctx, src_value);
+  // A blocked layout whose channels do not fill the blocks (PP-OCRv4 rec: 60 channels in blocks of 8) leaves oneDNN
+  // 2.6 only its reference eltwise kernel: such a source is taken plain.
+  const Operand* p = ctx.Peek(src_value);
+  memory::desc pd_src;
+  const bool to_plain = p && !IsRowMajor(*p) && OperandDesc(*p, &pd_src).ok && CompactDesc(pd_src) &&
+                        !EltwiseOptimized(ctx, pd_src, algs);
+  Operand src = to_plain ? ctx.UsePlain(src_value) : UseCompact(ctx, src_value);
+  if (src.dims.empty()) src = Reshaped(src, {1});
   memory::desc d;
   CheckResult r = OperandDesc(src, &d);
   if (!r.ok) return ctx.Fail(node, r.reason);
