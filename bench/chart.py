@@ -455,6 +455,22 @@ def report(a):
 
 
 # -------------------------------------------------------------------------------------------------------------- plot
+def bar_groups(ax, cases, summary, sides, colors, key, width, fontsize):
+    """One group of bars per case, one bar per side (summary[case][side][key]; missing values leave a gap), each
+    annotated with its value."""
+    for j, (s, label) in enumerate(sides):
+        xs, ys = [], []
+        for i, c in enumerate(cases):
+            v = summary[c][s].get(key)
+            if v:
+                xs.append(i + (j - (len(sides) - 1) / 2) * width)
+                ys.append(v)
+        bars = ax.bar(xs, ys, width, label=label, color=colors[s])
+        for b, y in zip(bars, ys):
+            ax.annotate(fmt(y), (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=fontsize,
+                        rotation=90, xytext=(0, 2), textcoords="offset points")
+
+
 def plot(a):
     import matplotlib
     matplotlib.use("Agg")
@@ -469,17 +485,7 @@ def plot(a):
     width = 0.2
     for ax, key, title in ((axes[0], "session_creation_ms", "session creation (ms, log)"),
                            (axes[1], "run_ms_median", "steady-state median (ms, log)")):
-        for j, (s, label) in enumerate(SIDES):
-            xs, ys = [], []
-            for i, c in enumerate(cases):
-                v = summary[c][s].get(key)
-                if v:
-                    xs.append(i + (j - 1.5) * width)
-                    ys.append(v)
-            bars = ax.bar(xs, ys, width, label=label, color=colors[s])
-            for b, y in zip(bars, ys):
-                ax.annotate(fmt(y), (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7,
-                            rotation=90, xytext=(0, 2), textcoords="offset points")
+        bar_groups(ax, cases, summary, SIDES, colors, key, width, fontsize=7)
         if key == "run_ms_median":
             first = True
             for i, c in enumerate(cases):

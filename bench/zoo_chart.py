@@ -20,7 +20,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chart import fmt, load_json, mb, summarize_report  # noqa: E402  (bench/chart.py, run_aotcpu_bench.sh's report)
+from chart import bar_groups, fmt, load_json, mb, summarize_report  # noqa: E402  (bench/chart.py, run_aotcpu_bench.sh's report)
 
 SIDES = [("ort", "ORT 1.30"), ("cpu", "CPU EP"), ("jit", "AotCpu JIT"), ("ctx0", "AotCpu ctx embed 0")]
 EPCTX_SIDES = [s for s, _ in SIDES if s != "ort"]
@@ -438,17 +438,7 @@ def plot(a):
               (axes[0][1], "first_run_ms", "first run (ms, log)"),
               (axes[1][0], "run_ms_median", "steady-state median (ms, log)")]
     for ax, key, title in panels:
-        for j, (s, label) in enumerate(SIDES):
-            xs, ys = [], []
-            for i, c in enumerate(cases):
-                v = summary[c][s].get(key)
-                if v:
-                    xs.append(i + (j - 1.5) * width)
-                    ys.append(v)
-            bars = ax.bar(xs, ys, width, label=label, color=colors[s])
-            for b, y in zip(bars, ys):
-                ax.annotate(fmt(y), (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=6,
-                            rotation=90, xytext=(0, 2), textcoords="offset points")
+        bar_groups(ax, cases, summary, SIDES, colors, key, width, fontsize=6)
         ax.set_yscale("log")
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels(cases, fontsize=7, rotation=20, ha="right")
