@@ -455,6 +455,15 @@ def report(a):
 
 
 # -------------------------------------------------------------------------------------------------------------- plot
+def save_figure(fig, legend_ax, png, bottom, who):
+    """One legend for the figure (from `legend_ax`) along its bottom, then the PNG."""
+    handles, labels = legend_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.savefig(png, dpi=110)
+    print(f"{who}: wrote {png}")
+
+
 def bar_groups(ax, cases, summary, sides, colors, key, width, fontsize):
     """One group of bars per case, one bar per side (summary[case][side][key]; missing values leave a gap), each
     annotated with its value."""
@@ -502,11 +511,7 @@ def plot(a):
     meta = d.get("meta", {})
     fig.suptitle(f"epctx AotCpu vs ONNX Runtime 1.30, {meta.get('threads')} threads, median of {meta.get('reps')} "
                  f"processes ({d.get('date', '')[:16]}){' [--quick]' if meta.get('quick') else ''}", fontsize=10)
-    handles, labels = axes[1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(a.png, dpi=110)
-    print(f"chart.py: wrote {a.png}")
+    save_figure(fig, axes[1], a.png, 0.06, "chart.py")
 
 
 def main():

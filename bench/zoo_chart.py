@@ -20,7 +20,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chart import bar_groups, fmt, load_json, mb, summarize_report  # noqa: E402  (bench/chart.py, run_aotcpu_bench.sh's report)
+from chart import bar_groups, fmt, load_json, mb, save_figure, summarize_report  # noqa: E402  (bench/chart.py, run_aotcpu_bench.sh's report)
 
 SIDES = [("ort", "ORT 1.30"), ("cpu", "CPU EP"), ("jit", "AotCpu JIT"), ("ctx0", "AotCpu ctx embed 0")]
 EPCTX_SIDES = [s for s, _ in SIDES if s != "ort"]
@@ -469,11 +469,7 @@ def plot(a):
     fig.suptitle(f"epctx vs ONNX Runtime 1.30 on the zoo, {meta.get('threads')} threads, median of "
                  f"{meta.get('reps')} processes x {meta.get('runs')} runs ({d.get('date', '')[:16]})"
                  f"{' [--quick: not a measurement]' if meta.get('quick') else ''}", fontsize=11)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(a.png, dpi=110)
-    print(f"zoo_chart.py: wrote {a.png}")
+    save_figure(fig, axes[0][0], a.png, 0.04, "zoo_chart.py")
 
 
 def main():

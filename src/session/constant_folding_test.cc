@@ -399,6 +399,16 @@ TEST(ConstantFoldingTest, FoldedIfBranchesGiveTheValuesOfUnfoldedOnes) {
   }
 }
 
+// The graph attribute `branch` ("then_branch" / "else_branch") of an If node, named `name`.
+onnx::GraphProto* AddBranch(onnx::NodeProto* iff, const std::string& branch, const std::string& name) {
+  auto* a = iff->add_attribute();
+  a->set_name(branch);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* b = a->mutable_g();
+  b->set_name(name);
+  return b;
+}
+
 // Y = If(dim 0 of X == 2) then (t := X * C; u := If(flag) then t + 1 else t - 1; outputs u and C) else (X, X)
 //     + If(flag) then Neg(X) (a value also named "t") else X.
 // The constant condition makes the first If its then branch, whose "t" moves to the main graph under a fresh name
@@ -421,11 +431,7 @@ onnx::ModelProto ConstantIfModel() {
   // w = If(flag) then Neg(X) (named "t") else X: a sibling scope that defines "t" too.
   auto* other = AddNode(g, "If", "other", {"flag"}, "w");
   for (const std::string branch : {"then_branch", "else_branch"}) {
-    auto* a = other->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    auto* b = a->mutable_g();
-    b->set_name("other_" + branch);
+    auto* b = AddBranch(other, branch, "other_" + branch);
     const std::string out = branch == "then_branch" ? "t" : "x_copy";
     AddNode(b, branch == "then_branch" ? "Neg" : "Identity", "other_" + branch, {"X"}, out);
     AddOutput(b, out, -1);
@@ -433,11 +439,7 @@ onnx::ModelProto ConstantIfModel() {
   auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
   iff->add_output("Z2");
   for (const std::string branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    auto* b = a->mutable_g();
-    b->set_name(branch);
+    auto* b = AddBranch(iff, branch, branch);
     if (branch == "else_branch") {
       AddNode(b, "Identity", "else_id", {"X"}, "e1");
       AddOutput(b, "e1", -1);
@@ -447,11 +449,7 @@ onnx::ModelProto ConstantIfModel() {
     AddNode(b, "Mul", "mul", {"X", "C"}, "t");
     auto* inner = AddNode(b, "If", "inner", {"flag"}, "u");
     for (const std::string ib : {"then_branch", "else_branch"}) {
-      auto* ia = inner->add_attribute();
-      ia->set_name(ib);
-      ia->set_type(onnx::AttributeProto::GRAPH);
-      auto* ig = ia->mutable_g();
-      ig->set_name("inner_" + ib);
+      auto* ig = AddBranch(inner, ib, "inner_" + ib);
       AddNode(ig, ib == "then_branch" ? "Add" : "Sub", "inner_" + ib, {"t", "one"}, "inner_" + ib + "_out");
       AddOutput(ig, "inner_" + ib + "_out", -1);
     }
