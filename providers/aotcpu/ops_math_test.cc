@@ -670,6 +670,56 @@ TEST(OpsMath, MatMulBiasShapes) {
   }
 }
 
+// [.., M, K] x constant [K, N] (+ bias, activations) runs as oneDNN's jit 1x1 convolution over an nhwc view of the same
+// bytes, not on the sgemm driver, whose kernels a process generates on its first call (~40 ms, issue 14); with a
+// binary post-op (a residual Add of a computed tensor) it stays a matmul. Values equal the reference either way.
+TEST(OpsMath, ConstantWeightMatMulIsA1x1Convolution) {
+  for (bool residual : {false, true}) {
+    SCOPED_TRACE(residual);
+    const int64_t M = 7, K = 24, N = 40;
+    GraphBuilder b;
+    std::vector<float> x = Random(2 * M * K, 30), w = Random(K * N, 31, 0.3f), bias = Random(N, 32),
+                       r = Random(2 * M * N, 33);
+    b.Input("x", {2, M, K});
+    b.Input("r", {2, M, N});
+    b.F32("w", {K, N}, w);
+    b.F32("bias", {N}, bias);
+    for (const char* v : {"mm", "f", "a", "y"}) b.Out(v, {2, M, N});
+    b.N("MatMul", {"x", "w"}, {"mm"});
+    b.N("Add", {"mm", "bias"}, {"f"});
+    if (residual) {
+      b.N("Add", {"f", "r"}, {"a"});
+      b.N("Relu", {"a"}, {"y"});
+    } else {
+      b.N("Relu", {"f"}, {"a"});
+      b.N("Neg", {"a"}, {"y"});
+    }
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    const std::string kinds = Kinds(c.parsed);
+    if (residual) {
+      EXPECT_EQ(kinds.rfind("MatMul", 0), 0u) << kinds;
+    } else {
+      dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+      const dnnl::memory::desc src({1, K, 2 * M, 1}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::acdb);
+      const dnnl::memory::desc wd({N, K, 1, 1}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+      const dnnl::memory::desc dst({1, N, 2 * M, 1}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::acdb);
+      const std::string impl = dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          src, wd, dst, {1, 1}, {0, 0}, {0, 0}), eng).impl_info_str();
+      if (impl.rfind("jit", 0) == 0) EXPECT_EQ(kinds, "Conv(2)");  // Relu and Neg as post-ops
+      else EXPECT_EQ(kinds.rfind("MatMul", 0), 0u) << kinds << " (no jit 1x1 kernel here: " << impl << ")";
+    }
+    std::vector<double> want = RefMatMul(x, {2, M, K}, w, {K, N});
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double f = want[i] + bias[i % N];
+      want[i] = residual ? std::max(0.0, f + r[i]) : -std::max(0.0, f);
+    }
+    ExpectNear(Execute(c, {x, r})[0], want);
+  }
+}
+
 // Builders read only the step: damaged parameters and operands are refused with a reason, never run.
 TEST(OpsMath, BuildersRefuseDamagedSteps) {
   GraphBuilder b;
