@@ -605,12 +605,12 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
   Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
 
-  // Candidates in order of preference. Implementations rank: reference kernels last, then gemm-based ones (im2col on
-  // plain layouts, and they hand plain layouts on to the next step), then oneDNN's direct kernels; among equals the
-  // earlier candidate wins (no reorder of the source, the longer fusion chain). The source layout oneDNN prefers
-  // ("any") is taken with one reorder of the source when it differs from the current one: on the PaddleOCR
-  // classifier a plain source made 51 of 53 convolutions gemm-based (x64:gemm:jit), 90% of its run time (issue 14).
-  // Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
+  // The longest fusion chain oneDNN runs without a reference kernel wins; for it, the best of the candidate layouts:
+  // implementations rank reference < gemm-based (im2col on plain layouts, handing plain layouts on to the next step)
+  // < oneDNN's direct kernels, and among equals the earlier candidate (no reorder of the source). The source layout
+  // oneDNN prefers ("any") is taken with one reorder of the source when it differs from the current one: on the
+  // PaddleOCR classifier a plain source made 51 of 53 convolutions gemm-based (x64:gemm:jit), 90% of its run time
+  // (issue 14). Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
   struct Choice {
     bool found = false, plain_src = false, reorder_src = false;
     size_t k = 0;
@@ -622,7 +622,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   // Second attempt, when no layout oneDNN chose for the weights can be named: plain weights.
   for (int attempt = 0; attempt < 2 && !best.found; ++attempt) {
     if (attempt == 1) w_req = PlainDesc(spec.wdims, kF32);
-    for (size_t k = chain.size() + 1; k-- > 0 && best.score < 2;) {
+    for (size_t k = chain.size() + 1; k-- > 0 && best.score < 1;) {
       const int final_value = k == 0 ? cur : chain[k - 1].out;
       // A value read only as a graph output goes straight to the output buffer, plain.
       const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
