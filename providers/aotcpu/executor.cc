@@ -404,9 +404,11 @@ Executor::~Executor() {
 
 namespace {
 
-int64_t Numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= std::max<int64_t>(x, 0);
+// In double: this runs before the builders check the operands, so the dims may be anything a damaged program holds
+// (context_binary_fuzz: 4294967300 * 4294967294 overflowed int64).
+double Numel(const std::vector<int64_t>& d) {
+  double n = 1;
+  for (int64_t x : d) n *= static_cast<double>(std::max<int64_t>(x, 0));
   return n;
 }
 
@@ -415,7 +417,7 @@ int64_t Numel(const std::vector<int64_t>& d) {
 double EstimatedStepUs(const Step& s) {
   double bytes = 0;
   for (const Operand& op : s.ops)
-    if (op.present()) bytes += static_cast<double>(Numel(op.dims)) * (op.dtype == 7 ? 8 : 4);
+    if (op.present()) bytes += Numel(op.dims) * (op.dtype == 7 ? 8 : 4);
   double macs = 0;
   auto dims = [&](size_t i) -> const std::vector<int64_t>& {
     static const std::vector<int64_t> kNone;
@@ -427,18 +429,18 @@ double EstimatedStepUs(const Step& s) {
       const auto& w = dims(1);
       const auto& big = s.kind == StepKind::kConv ? dims(3) : dims(0);
       const int64_t ch = big.size() > 1 ? std::max<int64_t>(big[1], 1) : 1;
-      macs = static_cast<double>(Numel(big)) * static_cast<double>(Numel(w)) / static_cast<double>(ch);
+      macs = Numel(big) * Numel(w) / static_cast<double>(ch);
       break;
     }
     case StepKind::kMatMul:
     case StepKind::kInnerProduct: {
       const auto& a = dims(0);
-      macs = static_cast<double>(Numel(dims(3))) * static_cast<double>(a.empty() ? 1 : a.back());
+      macs = Numel(dims(3)) * static_cast<double>(a.empty() ? 1 : std::max<int64_t>(a.back(), 0));
       break;
     }
     case StepKind::kLstm:
-      macs = static_cast<double>(Numel(dims(3))) + static_cast<double>(Numel(dims(4)));  // weights per time step
-      macs *= dims(0).empty() ? 1 : static_cast<double>(Numel(dims(0)) / std::max<int64_t>(dims(0).back(), 1));
+      macs = Numel(dims(3)) + Numel(dims(4));  // weights per time step
+      macs *= dims(0).empty() ? 1 : Numel(dims(0)) / static_cast<double>(std::max<int64_t>(dims(0).back(), 1));
       break;
     default:
       break;
@@ -479,8 +481,9 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   const int full = threads > 0 ? threads : omp_get_max_threads();
   e->full_threads_ = full;
   e->step_threads_.assign(e->program_.steps.size(), full);
-  for (size_t i = 0; i < e->program_.steps.size(); ++i)
-    if (EstimatedStepUs(e->program_.steps[i]) < ParallelMinUs()) e->step_threads_[i] = 1;
+  if (ParallelMinUs() > 0)
+    for (size_t i = 0; i < e->program_.steps.size(); ++i)
+      if (EstimatedStepUs(e->program_.steps[i]) < ParallelMinUs()) e->step_threads_[i] = 1;
   try {
     e->engine_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
   } catch (const dnnl::error& err) {
