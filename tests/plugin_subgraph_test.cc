@@ -12,6 +12,7 @@ namespace {
 using epctx::testing::AddTensorValueInfo;
 using epctx::testing::AddWeight;
 using epctx::testing::kExampleLib;
+using epctx::testing::RunIf;
 using epctx::testing::WithExample;
 
 // Y = If(cond, then: Relu(X + W) * W, else: X - W) with X read from the outer scope.
@@ -59,18 +60,6 @@ onnx::ModelProto IfModel() {
   a2->set_type(onnx::AttributeProto::GRAPH);
   *a2->mutable_g() = branch("else", false);
   return m;
-}
-
-std::vector<float> RunIf(const Session& s, bool cond_value) {
-  std::vector<float> x{0.5f, 1.f, -5.f, 2.f};
-  int64_t shape[] = {4};
-  bool c = cond_value;
-  std::vector<Value> in;
-  in.push_back(Value::CreateTensor<bool>(&c, 1, nullptr, 0));
-  in.push_back(Value::CreateTensor<float>(x.data(), 4, shape, 1));
-  auto out = s.Run({"cond", "X"}, in, {"Y"});
-  const float* y = out[0].GetTensorData<float>();
-  return std::vector<float>(y, y + 4);
 }
 
 TEST(PluginSubgraphs, BranchNodesGoToThePluginAndMatchTheCpu) {

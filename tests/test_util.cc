@@ -229,4 +229,16 @@ std::string StrAttr(const onnx::NodeProto& n, const std::string& name) {
   return a ? a->s() : "";
 }
 
+std::vector<float> RunIf(const Session& s, bool cond_value) {
+  std::vector<float> x{0.5f, 1.f, -5.f, 2.f};
+  int64_t shape[] = {4};
+  bool c = cond_value;
+  std::vector<Value> in;
+  in.push_back(Value::CreateTensor<bool>(&c, 1, nullptr, 0));
+  in.push_back(Value::CreateTensor<float>(x.data(), 4, shape, 1));
+  auto out = s.Run({"cond", "X"}, in, {"Y"});
+  const float* y = out[0].GetTensorData<float>();
+  return std::vector<float>(y, y + 4);
+}
+
 }  // namespace epctx::testing

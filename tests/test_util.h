@@ -105,4 +105,10 @@ const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string
 // The string attribute `name` of `n` (fails the test if `n` lacks it).
 std::string StrAttr(const onnx::NodeProto& n, const std::string& name);
 
+// ---- If models ----
+
+// Runs a model with inputs cond (bool scalar) and X (float [4] = {0.5, 1, -5, 2}) and returns its output Y ([4]):
+// the If models of the subgraph tests.
+std::vector<float> RunIf(const Session& s, bool cond_value);
+
 }  // namespace epctx::testing

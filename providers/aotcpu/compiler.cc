@@ -254,20 +254,26 @@ Operand LowerContext::UsePlain(int value) {
   auto it = impl_->plain_ops.find(value);
   if (it != impl_->plain_ops.end()) return it->second;
   Operand dst;
-  dst.buf = Buf::kArena;
+  dst.buf = Buf::kArena;  // OperandBytes counts present operands only
   dst.dtype = op.dtype;
   dst.dims = op.dims;
   dst.strides = DenseStrides(op.dims);
+  dst = ReorderCopy(value, op, dst, OperandBytes(dst), ":to_plain");
+  impl_->plain_ops[value] = dst;
+  return dst;
+}
+
+Operand LowerContext::ReorderCopy(int value, const Operand& src, Operand dst, uint64_t bytes, const char* suffix) {
+  dst.buf = Buf::kArena;
   Storage s;
-  s.bytes = OperandBytes(dst);
+  s.bytes = bytes;
   dst.index = static_cast<uint32_t>(impl_->storages.size());
   impl_->storages.push_back(s);
   Step step;
   step.kind = StepKind::kReorder;
-  step.name = g_.v(value).name + ":to_plain";
-  step.ops = {op, dst};
+  step.name = g_.v(value).name + suffix;
+  step.ops = {src, dst};
   Emit(std::move(step));
-  impl_->plain_ops[value] = dst;
   return dst;
 }
 
@@ -281,19 +287,9 @@ Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
     if (OperandDesc(copy, &d).ok && d == desc) return copy;
   }
   Operand dst;
-  if (!LayoutFromDesc(desc, &dst)) return Operand();
+  if (!LayoutFromDesc(desc, &dst) || desc.get_size() == 0) return Operand();
   dst.dtype = op.dtype;
-  dst.buf = Buf::kArena;
-  Storage s;
-  s.bytes = desc.get_size();
-  if (s.bytes == 0) return Operand();
-  dst.index = static_cast<uint32_t>(impl_->storages.size());
-  impl_->storages.push_back(s);
-  Step step;
-  step.kind = StepKind::kReorder;
-  step.name = g_.v(value).name + ":to_" + (dst.tag ? "blocked" : "strided");
-  step.ops = {op, dst};
-  Emit(std::move(step));
+  dst = ReorderCopy(value, op, dst, desc.get_size(), dst.tag ? ":to_blocked" : ":to_strided");
   impl_->layout_ops[value].push_back(dst);
   return dst;
 }

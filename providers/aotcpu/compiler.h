@@ -136,6 +136,9 @@ class LowerContext {
   void SetCurrentNode(int n) { current_node_ = n; }
 
  private:
+  // A reorder step copying `src` (the current operand of `value`) into `dst` (layout set; placed in new arena storage
+  // of `bytes`), named after the value with `suffix`. Returns `dst` as placed.
+  Operand ReorderCopy(int value, const Operand& src, Operand dst, uint64_t bytes, const char* suffix);
   struct Storage;
   struct Impl;
   const Graph& g_;

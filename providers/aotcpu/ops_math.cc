@@ -1047,6 +1047,18 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
       return ctx.Fail(node, "oneDNN has no matmul for " + DimsStr(s.a) + " x " + DimsStr(s.b));
   }
 
+  // The fused bias Add, when there is one: its operand viewed with `dims`, the node absorbed into `step`.
+  auto take_bias = [&](const Dims& dims, Step* step, Operand* bias) -> CheckResult {
+    if (bias_value < 0) return CheckResult::Ok();
+    Operand o = ctx.Use(bias_value);
+    if (!IsRowMajor(o)) return ctx.Fail(node, "bias is not row-major");
+    *bias = Reshaped(o, dims);
+    ctx.Absorb(bias_node);
+    step->name += "+" + ctx.node(bias_node).name;
+    y = chain_root;
+    return CheckResult::Ok();
+  };
+
   // [M, K] x constant [K, N] as a 1x1 convolution over an nhwc view ([1, K, M, 1] with channels innermost is the same
   // bytes as [M, K] row-major): oneDNN's jit 1x1 kernel is created with the primitive (~0.5 ms), while its matmul runs
   // on the sgemm driver, whose kernels are generated on a process's first sgemm call (~40 ms here, paid by the first
@@ -1099,14 +1111,8 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
                                       conv_w_chosen, &wop);
       if (!rc.ok) return rc;
       Operand bias;
-      if (bias_value >= 0) {
-        Operand o = ctx.Use(bias_value);
-        if (!IsRowMajor(o)) return ctx.Fail(node, "bias is not row-major");
-        bias = Reshaped(o, {N});
-        ctx.Absorb(bias_node);
-        step.name += "+" + ctx.node(bias_node).name;
-        y = chain_root;
-      }
+      rc = take_bias({N}, &step, &bias);
+      if (!rc.ok) return rc;
       Operand src = av;
       src.dims = conv_src;
       src.tag = 0;
@@ -1133,13 +1139,9 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
     if (!rc.ok) return rc;
   }
   Operand bias;
-  if (bias_value >= 0) {
-    Operand o = ctx.Use(bias_value);
-    if (!IsRowMajor(o)) return ctx.Fail(node, "bias is not row-major");
-    bias = Reshaped(o, bias_dims);
-    ctx.Absorb(bias_node);
-    step.name += "+" + ctx.node(bias_node).name;
-    y = chain_root;
+  {
+    CheckResult rb = take_bias(bias_dims, &step, &bias);
+    if (!rb.ok) return rb;
   }
   step.ops = {av, bv, bias, Operand()};
   CheckResult rc = ApplyChain(ctx, node, chain, k, map, &step, &y);

@@ -388,6 +388,13 @@ void CountDefinitions(const Graph& g, std::map<std::string, int>* defs) {
   }
 }
 
+bool HasInlines(const InitializerRewrite& r) {
+  if (!r.inline_ifs.empty()) return true;
+  for (const auto& sub : r.subgraphs)
+    if (HasInlines(sub)) return true;
+  return false;
+}
+
 // Applies `ren` to the values the nodes of `g` read (and, when `own_values`, the values they write), in the Graph
 // and its proto alike; nested subgraphs get their reads and their outputs renamed (they may name an enclosing value).
 Status RenameValues(Graph* g, onnx::GraphProto* gp, const std::map<std::string, std::string>& ren, bool own_values) {
@@ -653,8 +660,9 @@ Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite
 
 Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error) {
   inference_error->clear();
+  // Name counts only matter to If inlining (fresh names): a walk of the whole model, done only when a pass inlines.
   std::map<std::string, int> defs;
-  CountDefinitions(*model->graph, &defs);
+  if (HasInlines(rewrite)) CountDefinitions(*model->graph, &defs);
   RETURN_IF_ERROR(RewriteGraph(model->graph.get(), model->proto->mutable_graph(), rewrite, &defs));
   try {
     onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/false};

@@ -76,6 +76,16 @@ void AddIntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
 
 // X float[N,4] -> Y = Reshape(X + Cast(Expand(Range(0, 4, 1), [N,4])), [2N, -1]) where every shape is computed
 // from Shape(X) through Cast, Slice, Gather, Squeeze, Unsqueeze, Mul, Concat: a shape subgraph exporters write.
+// The graph attribute `branch` ("then_branch" / "else_branch") of an If node, named `name`.
+onnx::GraphProto* AddBranch(onnx::NodeProto* iff, const std::string& branch, const std::string& name) {
+  auto* a = iff->add_attribute();
+  a->set_name(branch);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* b = a->mutable_g();
+  b->set_name(name);
+  return b;
+}
+
 onnx::ModelProto ShapeSubgraphModel() {
   onnx::ModelProto m = NewModel("shape_subgraph", 13);
   auto* g = m.mutable_graph();
@@ -299,11 +309,7 @@ TEST(ConstantFoldingTest, GraphOutputsOverridableInitializersRandomOpsAndLoopBod
   // If: each branch folds its constant work and the shape of the outer X, but not the node making its output.
   auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
   for (const std::string branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    auto* b = a->mutable_g();
-    b->set_name(branch);
+    auto* b = AddBranch(iff, branch, branch);
     AddNode(b, "Neg", branch + "_neg", {"C"}, branch + "_nc");
     AddNode(b, "Add", branch + "_add", {branch + "_nc", "m1"}, branch + "_t");
     AddNode(b, "Shape", branch + "_shape", {"X"}, branch + "_sx");
@@ -364,11 +370,7 @@ TEST(ConstantFoldingTest, FoldedIfBranchesGiveTheValuesOfUnfoldedOnes) {
   AddNode(g, "Squeeze", "cond", {"positive1"}, "cond");
   auto* iff = AddNode(g, "If", "if", {"cond"}, "Z");
   for (const std::string branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    auto* b = a->mutable_g();
-    b->set_name(branch);
+    auto* b = AddBranch(iff, branch, branch);
     AddNode(b, "Neg", branch + "_neg", {"C"}, branch + "_nc");
     if (branch == "then_branch") {
       AddNode(b, "Shape", "shape", {"X"}, "sx");
@@ -397,16 +399,6 @@ TEST(ConstantFoldingTest, FoldedIfBranchesGiveTheValuesOfUnfoldedOnes) {
     if (sign > 0) EXPECT_EQ(a, (std::vector<float>{0.75f + 2 - 3.25f, 1.5f + 2 + 4.5f}));
     else EXPECT_EQ(a, (std::vector<float>{-0.75f + 3.25f, -1.5f - 4.5f}));
   }
-}
-
-// The graph attribute `branch` ("then_branch" / "else_branch") of an If node, named `name`.
-onnx::GraphProto* AddBranch(onnx::NodeProto* iff, const std::string& branch, const std::string& name) {
-  auto* a = iff->add_attribute();
-  a->set_name(branch);
-  a->set_type(onnx::AttributeProto::GRAPH);
-  auto* b = a->mutable_g();
-  b->set_name(name);
-  return b;
 }
 
 // Y = If(dim 0 of X == 2) then (t := X * C; u := If(flag) then t + 1 else t - 1; outputs u and C) else (X, X)
