@@ -41,6 +41,15 @@ bool IsPlain(const Operand& op) {
   return op.strides.empty() || op.strides == DenseStrides(op.dims);
 }
 
+bool SameLayout(const dnnl::memory::desc& a, const dnnl::memory::desc& b) {
+  if (!(a == b)) return false;
+  const dnnl_memory_desc_t &x = a.data, &y = b.data;
+  if (x.format_kind != dnnl_blocked) return true;
+  for (int i = 0; i < x.ndims; ++i)
+    if (x.format_desc.blocking.strides[i] != y.format_desc.blocking.strides[i]) return false;
+  return true;
+}
+
 bool LayoutFromDesc(const dnnl::memory::desc& d, Operand* op) {
   const dnnl_memory_desc_t& md = d.data;
   op->dims.assign(md.dims, md.dims + md.ndims);
@@ -280,12 +289,24 @@ Operand LowerContext::ReorderCopy(int value, const Operand& src, Operand dst, ui
 Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
   Operand op = Use(value);
   if (!op.present()) return op;
-  dnnl::memory::desc cur;
-  if (OperandDesc(op, &cur).ok && cur == desc) return op;
-  for (const Operand& copy : impl_->layout_ops[value]) {
+  // The same bytes under another description (strides of size-1 dims differ): a view, described exactly as asked,
+  // so the executor recreates the primitive the compiler chose.
+  auto same_bytes = [&desc](const Operand& o, Operand* view) {
     dnnl::memory::desc d;
-    if (OperandDesc(copy, &d).ok && d == desc) return copy;
-  }
+    if (!OperandDesc(o, &d).ok || !(d == desc)) return false;
+    *view = o;
+    if (SameLayout(d, desc)) return true;
+    Operand layout;
+    if (!LayoutFromDesc(desc, &layout)) return false;
+    view->dims = layout.dims;
+    view->tag = layout.tag;
+    view->strides = layout.strides;
+    return true;
+  };
+  Operand view;
+  if (same_bytes(op, &view)) return view;
+  for (const Operand& copy : impl_->layout_ops[value])
+    if (same_bytes(copy, &view)) return view;
   Operand dst;
   if (!LayoutFromDesc(desc, &dst) || desc.get_size() == 0) return Operand();
   dst.dtype = op.dtype;

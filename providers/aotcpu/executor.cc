@@ -466,6 +466,8 @@ double ParallelMinUs() {
 
 }  // namespace
 
+std::string Executor::step_impl(size_t i) const { return i < execs_.size() ? execs_[i]->Impl() : std::string(); }
+
 CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
                              std::unique_ptr<Executor>* out) {
   std::unique_ptr<Executor> e(new Executor());

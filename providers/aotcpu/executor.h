@@ -133,6 +133,8 @@ class Executor {
   const Program& program() const { return program_; }
   // True when some step's primitive manages its own scratchpad, so runs are serialized process-wide.
   bool serialized() const { return serialize_; }
+  // The implementation step `i` runs ("brgconv:avx512_core", "ref:any", "own" for the executor's loops).
+  std::string step_impl(size_t i) const;
   // Runs once. inputs/outputs are in the program's I/O order with exactly its dims (the caller checks shapes).
   CheckResult Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs);
 

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include <omp.h>
+
 #include "ops.h"
 
 namespace epctx {
@@ -498,6 +500,43 @@ dnnl::primitive_attr PostOpAttr(const std::vector<FusedOp>& chain, size_t k, con
 
 bool IsRefImpl(const std::string& impl) { return impl.compare(0, 3, "ref") == 0; }
 
+// Sets OpenMP's thread count for this thread while in scope.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreadsScope() { omp_set_num_threads(saved_); }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+// The thread counts a compiled step may be created with: the executor creates each primitive with the threads it
+// runs with, which depend on the loading session (1 with intra_op_num_threads=1 or EPCTX_AOTCPU_PARALLEL_MIN_US,
+// the processors by default), and oneDNN picks implementations per thread count: on an AVX-512 machine brgconv
+// takes a batch-1 channels-last 1-D convolution with 2 threads and refuses it with 1, which then ran the reference
+// kernel (issue 14). The machine's processors first (the default), then 1.
+const std::vector<int>& ProbeThreadCounts() {
+  static const std::vector<int> counts = [] {
+    std::vector<int> v{std::max(1, omp_get_num_procs())};
+    if (v[0] != 1) v.push_back(1);
+    return v;
+  }();
+  return counts;
+}
+
+// `d` as the executor will see it: through the program's layout encoding (LayoutFromDesc, OperandDesc).
+Md AsStored(const Md& d) {
+  Operand op;
+  if (!LayoutFromDesc(d, &op)) return Md();
+  op.buf = Buf::kArena;
+  op.dtype = kF32;
+  Md out;
+  if (!OperandDesc(op, &out).ok) return Md();
+  return out;
+}
+
 // How much a convolution implementation is preferred: 0 reference, 1 gemm-based (im2col), 2 direct kernels.
 int ConvImplScore(const std::string& impl) {
   if (IsRefImpl(impl)) return 0;
@@ -612,7 +651,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   // PaddleOCR classifier a plain source made 51 of 53 convolutions gemm-based (x64:gemm:jit), 90% of its run time
   // (issue 14). Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
   struct Choice {
-    bool found = false, plain_src = false, reorder_src = false;
+    bool found = false, plain_src = false;
     size_t k = 0;
     int score = -1;
     PdDescs pd;
@@ -640,22 +679,40 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
       }
       options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
       for (const Option& o : options) {
-        PdDescs pd;
-        if (!TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd)) continue;
-        const bool reorder = o.src.data.format_kind == dnnl_format_kind_any && !(pd.src == cur_src);
-        // Layouts a program can name (a format tag or strides): oneDNN picks some blocked (de)convolution weights
-        // no tag describes, and the compile failed (found by tests/difftest: SAME ConvTranspose after a Conv).
-        Operand probe;
-        if (!LayoutFromDesc(pd.weights, &probe) || !LayoutFromDesc(pd.dst, &probe)) continue;
-        if (reorder && !LayoutFromDesc(pd.src, &probe)) continue;
-        Choice c;
-        c.found = true;
-        c.k = k;
-        c.plain_src = o.plain_src;
-        c.reorder_src = reorder;
-        c.score = ConvImplScore(pd.impl);
-        c.pd = pd;
-        if (c.score > best.score) best = c;
+        for (int resolve_threads : ProbeThreadCounts()) {
+          PdDescs pd;
+          bool ok;
+          {
+            OmpThreadsScope scope(resolve_threads);
+            ok = TryConvPd(spec, o.src, w_req, bias_md, o.dst, attr, &pd);
+          }
+          if (!ok) continue;
+          // Layouts a program can name (a format tag or strides): oneDNN picks some blocked (de)convolution weights
+          // no tag describes, and the compile failed (found by tests/difftest: SAME ConvTranspose after a Conv).
+          // A layout given stays as given (oneDNN may report an equal one with other strides on size-1 dims).
+          auto given_or = [](const Md& asked, const Md& got) {
+            return AsStored(asked.data.format_kind == dnnl_format_kind_any ? got : asked);
+          };
+          const Md src = given_or(o.src, pd.src), wts = given_or(w_req, pd.weights), dst = given_or(o.dst, pd.dst);
+          if (src.data.ndims == 0 || wts.data.ndims == 0 || dst.data.ndims == 0) continue;
+          // The score: the worst implementation the executor gets from these layouts at any thread count.
+          int score = ConvImplScore(pd.impl);
+          for (int t : ProbeThreadCounts()) {
+            OmpThreadsScope scope(t);
+            PdDescs again;
+            score = TryConvPd(spec, src, wts, bias_md, dst, attr, &again)
+                        ? std::min(score, ConvImplScore(again.impl)) : -1;
+            if (score < 0) break;
+          }
+          if (score < 0) continue;
+          Choice c;
+          c.found = true;
+          c.k = k;
+          c.plain_src = o.plain_src;
+          c.score = score;
+          c.pd = {src, wts, dst, pd.impl};  // as stored, so as the executor creates the primitive
+          if (c.score > best.score) best = c;
+        }
       }
     }
   }
@@ -666,8 +723,12 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   Step st;
   st.kind = deconv ? StepKind::kDeconv : StepKind::kConv;
   st.name = JoinNames(ctx, node, absorbed);
-  st.ops.push_back(best.reorder_src ? ctx.UseAs(x, best.pd.src) : best.plain_src ? ctx.UsePlain(x) : ctx.Use(x));
-  if (!(DescOfOperand(st.ops[0]) == best.pd.src)) return ctx.Fail(node, "source operand layout mismatch");
+  // The source exactly as the primitive was created: UseAs makes a view when only the strides of size-1 dims
+  // differ (no copy), else the reorder the choice counted.
+  Operand src_op = best.plain_src ? ctx.UsePlain(x) : ctx.Use(x);
+  if (!SameLayout(DescOfOperand(src_op), best.pd.src)) src_op = ctx.UseAs(x, best.pd.src);
+  if (!SameLayout(DescOfOperand(src_op), best.pd.src)) return ctx.Fail(node, "source operand layout mismatch");
+  st.ops.push_back(src_op);
   Operand wop, bop;
   CheckResult r = ctx.PackWeight(WeightName(ctx, node, wv, absorbed.empty() ? "packed" : "fused"), wts.data(),
                                  PlainDesc(spec.wdims, kF32), best.pd.weights, &wop);
