@@ -218,6 +218,15 @@ CheckResult BuildContext::Desc(size_t i, dnnl::memory::desc* out) {
   return CheckResult::Ok();
 }
 
+WeightRef BuildContext::WeightBytes(size_t i) const {
+  if (i >= step_->ops.size()) return WeightRef();
+  const Operand& op = step_->ops[i];
+  if (op.buf != Buf::kWeight || op.index >= exec_->weights_.size()) return WeightRef();
+  const WeightRef& w = exec_->weights_[op.index];
+  if (op.offset > w.length) return WeightRef();
+  return {static_cast<const unsigned char*>(w.data) + op.offset, w.length - op.offset};
+}
+
 int BuildContext::Slot(size_t i, const dnnl::memory::desc& desc) {
   const Operand& op = step_->ops[i];
   std::lock_guard<std::mutex> lock(exec_->mu_);  // steps are built concurrently

@@ -87,6 +87,9 @@ class BuildContext {
   // A memory slot for operand `i` (created per RunContext, pointing at the operand's bytes for that run); the
   // descriptor used is `desc` (normally the one from Desc, or the primitive's own, which must have equal size).
   int Slot(size_t i, const dnnl::memory::desc& desc);
+  // The bytes of weight operand `i` from its offset on (a step that repacks a weight at build); empty unless
+  // operand `i` is a weight. Call after Desc(i) succeeded (which checks its extent).
+  WeightRef WeightBytes(size_t i) const;
   // Fails with "step <n> (<kind> '<name>'): <why>".
   CheckResult Fail(const std::string& why) const;
   // Expect exactly `n` operands (or at least `n` when at_least), `ints` and `floats` counts.

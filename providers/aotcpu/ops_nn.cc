@@ -17,8 +17,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -500,6 +502,15 @@ dnnl::primitive_attr PostOpAttr(const std::vector<FusedOp>& chain, size_t k, con
 
 bool IsRefImpl(const std::string& impl) { return impl.compare(0, 3, "ref") == 0; }
 
+// nCw<block>c, nChw<block>c or nCdhw<block>c for an activation of `rank` dims; 0 for other ranks or blocks.
+uint32_t ChannelBlockedTag(size_t rank, int block) {
+  using tag = memory::format_tag;
+  tag t = tag::undef;
+  if (block == 16) t = rank == 3 ? tag::nCw16c : rank == 4 ? tag::nChw16c : rank == 5 ? tag::nCdhw16c : tag::undef;
+  if (block == 8) t = rank == 3 ? tag::nCw8c : rank == 4 ? tag::nChw8c : rank == 5 ? tag::nCdhw8c : tag::undef;
+  return static_cast<uint32_t>(t);
+}
+
 // Sets OpenMP's thread count for this thread while in scope.
 class OmpThreadsScope {
  public:
@@ -644,9 +655,10 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
   Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
 
-  // The longest fusion chain oneDNN runs without a reference kernel wins; for it, the best of the candidate layouts:
-  // implementations rank reference < gemm-based (im2col on plain layouts, handing plain layouts on to the next step)
-  // < oneDNN's direct kernels, and among equals the earlier candidate (no reorder of the source). The source layout
+  // The best implementation wins, ranked reference < gemm-based (im2col on plain layouts, handing plain layouts on
+  // to the next step) < oneDNN's direct kernels; among equals the longest fusion chain, then the earlier candidate
+  // (no reorder of the source). A shorter chain on a direct kernel beats a longer one on gemm: gemm-based
+  // convolutions also JIT oneDNN's sgemm on their first run (~10-20 ms per process on AVX-512, issue 14). The source layout
   // oneDNN prefers ("any") is taken with one reorder of the source when it differs from the current one: on the
   // PaddleOCR classifier a plain source made 51 of 53 convolutions gemm-based (x64:gemm:jit), 90% of its run time
   // (issue 14). Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
@@ -661,7 +673,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   // Second attempt, when no layout oneDNN chose for the weights can be named: plain weights.
   for (int attempt = 0; attempt < 2 && !best.found; ++attempt) {
     if (attempt == 1) w_req = PlainDesc(spec.wdims, kF32);
-    for (size_t k = chain.size() + 1; k-- > 0 && best.score < 1;) {
+    for (size_t k = chain.size() + 1; k-- > 0 && best.score < 2;) {
       const int final_value = k == 0 ? cur : chain[k - 1].out;
       // A value read only as a graph output goes straight to the output buffer, plain.
       const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
@@ -678,6 +690,15 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
         if (!plain_dst && cur_like_dst.data.ndims != 0) options.push_back({cur_src, cur_like_dst, false});
       }
       options.push_back({plain_src, dst_any, !(cur_src == plain_src)});
+      // Channel-blocked source and destination (16 for AVX-512, 8 for AVX2): oneDNN's direct jit kernels take them
+      // at every thread count, where brgconv (the "any" choice on AVX-512) refuses some batch-1 problems with one
+      // thread and the rest is gemm-based (Silero's strided 1-D convolutions, issue 14).
+      if (!portable && !plain_dst)
+        for (int block : {16, 8}) {
+          const uint32_t tag = ChannelBlockedTag(spec.src_dims.size(), block);
+          if (tag != 0)
+            options.push_back({F32Desc(spec.src_dims, tag), F32Desc(spec.dst_dims, tag), false});
+        }
       for (const Option& o : options) {
         for (int resolve_threads : ProbeThreadCounts()) {
           PdDescs pd;
@@ -1891,6 +1912,150 @@ CheckResult LowerLstm(LowerContext& ctx, int node) {
   return Ok();
 }
 
+// An LSTM step on two oneDNN matmuls and a gate loop. oneDNN 2.6's f32 LSTM is its reference RNN on the jit
+// sgemm, whose kernels are generated on the first call: 20-25 ms of the Silero models' first run on an AVX-512
+// machine, against 0.1 ms to create a brgemm matmul (issue 14). X * W for every time step is one matmul into the
+// gates buffer (bias added there); each time step adds H(t-1) * R into its rows (a sum post-op) and applies the
+// gates in order i, f, c~, o (the step's ldigo layout): c = f*c + i*tanh(c~), h = o*tanh(c). The weights are
+// packed once, at build, into the layouts the matmuls prefer (an owned copy: W and R of one layer).
+class LstmExec : public StepExec {
+ public:
+  // slots: src_layer, src_iter, src_iter_c, weights_layer, weights_iter, bias, dst_layer, dst_iter, dst_iter_c
+  // (-1 when absent).
+  LstmExec(int64_t t, int64_t n, int64_t i, int64_t h, bool reverse, std::vector<int> slots)
+      : t_(t), n_(n), i_(i), h_(h), reverse_(reverse), slots_(std::move(slots)) {}
+
+  CheckResult Build(BuildContext& bc) {
+    using tag = memory::format_tag;
+    const dnnl::engine& eng = bc.engine();
+    const int64_t g4 = 4 * h_;
+    const Md x_md({t_ * n_, i_}, memory::data_type::f32, tag::ab), gx_md({t_ * n_, g4}, memory::data_type::f32, tag::ab);
+    const Md h_md({n_, h_}, memory::data_type::f32, tag::ab), gh_md({n_, g4}, memory::data_type::f32, tag::ab);
+    const Md bias_md({1, g4}, memory::data_type::f32, tag::ab);
+    const Md wl_plain({i_, g4}, memory::data_type::f32, tag::ab), wi_plain({h_, g4}, memory::data_type::f32, tag::ab);
+    try {
+      dnnl::matmul::primitive_desc px(
+          dnnl::matmul::desc(x_md, Md({i_, g4}, memory::data_type::f32, tag::any), bias_md, gx_md), UserScratchpad(),
+          eng);
+      dnnl::post_ops sum;
+      sum.append_sum(1.f);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(sum);
+      dnnl::matmul::primitive_desc ph(
+          dnnl::matmul::desc(h_md, Md({h_, g4}, memory::data_type::f32, tag::any), gh_md), UserScratchpad(attr), eng);
+      impl_ = std::string("lstm:") + px.impl_info_str();
+      // The step's weights are checked to fit their buffers (BuildContext::Desc); packed here from the mapped
+      // bytes. Weight slots point at fixed bytes, known at build.
+      wl_ = Pack(bc, 3, wl_plain, px.weights_desc());
+      wi_ = Pack(bc, 4, wi_plain, ph.weights_desc());
+      if (!wl_ || !wi_) return bc.Fail("weights_layer and weights_iter (operands 3, 4) must be weights of the binary");
+      mm_x_ = dnnl::matmul(px);
+      mm_h_ = dnnl::matmul(ph);
+      x_md_ = x_md;
+      gx_md_ = gx_md;
+      h_md_ = h_md;
+      gh_md_ = gh_md;
+      bias_md_ = bias_md;
+      scratch_x_ = px.scratchpad_desc();
+      scratch_h_ = ph.scratchpad_desc();
+    } catch (const dnnl::error& e) {
+      return bc.Fail(std::string("oneDNN refused the LSTM's matmuls: ") + e.what());
+    }
+    gates_bytes_ = Round64(static_cast<size_t>(t_ * n_ * g4) * sizeof(float));
+    c_bytes_ = Round64(static_cast<size_t>(n_ * h_) * sizeof(float));
+    return CheckResult::Ok();
+  }
+
+  size_t ScratchpadBytes() const override {
+    return gates_bytes_ + c_bytes_ + std::max(scratch_x_.get_size(), scratch_h_.get_size());
+  }
+  std::string Impl() const override { return impl_; }
+
+  void Run(RunContext& rc) override {
+    unsigned char* scratch = static_cast<unsigned char*>(rc.scratchpad());
+    float* gates = reinterpret_cast<float*>(scratch);
+    float* c = reinterpret_cast<float*>(scratch + gates_bytes_);
+    void* mm_scratch = scratch + gates_bytes_ + c_bytes_;
+    const dnnl::engine eng = rc.stream().get_engine();
+    std::unordered_map<int, dnnl::memory>& args = rc.step_args();
+    if (args.empty()) {  // this context's memory objects, kept; their data handles are set below
+      args[kX] = dnnl::memory(x_md_, eng, rc.ptr(slots_[0]));
+      args[kWl] = wl_;
+      args[kBias] = dnnl::memory(bias_md_, eng, rc.ptr(slots_[5]));
+      args[kGx] = dnnl::memory(gx_md_, eng, gates);
+      args[kH] = dnnl::memory(h_md_, eng, gates);
+      args[kWi] = wi_;
+      args[kGh] = dnnl::memory(gh_md_, eng, gates);
+      args[kScratchX] = dnnl::memory(scratch_x_, eng, mm_scratch);
+      args[kScratchH] = dnnl::memory(scratch_h_, eng, mm_scratch);
+    }
+    args[kX].set_data_handle(rc.ptr(slots_[0]));
+    args[kBias].set_data_handle(rc.ptr(slots_[5]));
+    mm_x_.execute(rc.stream(), {{DNNL_ARG_SRC, args[kX]}, {DNNL_ARG_WEIGHTS, args[kWl]}, {DNNL_ARG_BIAS, args[kBias]},
+                                {DNNL_ARG_DST, args[kGx]}, {DNNL_ARG_SCRATCHPAD, args[kScratchX]}});
+    const int64_t g4 = 4 * h_, nh = n_ * h_;
+    float* y = static_cast<float*>(rc.ptr(slots_[6]));
+    const float* h_prev = slots_[1] >= 0 ? static_cast<const float*>(rc.ptr(slots_[1])) : nullptr;
+    const float* c_prev = slots_[2] >= 0 ? static_cast<const float*>(rc.ptr(slots_[2])) : nullptr;
+    for (int64_t step = 0; step < t_; ++step) {
+      const int64_t tt = reverse_ ? t_ - 1 - step : step;
+      float* g = gates + tt * n_ * g4;
+      if (h_prev != nullptr) {  // a zero state adds nothing
+        args[kH].set_data_handle(const_cast<float*>(h_prev));
+        args[kGh].set_data_handle(g);
+        mm_h_.execute(rc.stream(), {{DNNL_ARG_SRC, args[kH]}, {DNNL_ARG_WEIGHTS, args[kWi]},
+                                    {DNNL_ARG_DST, args[kGh]}, {DNNL_ARG_SCRATCHPAD, args[kScratchH]}});
+      }
+      float* yt = y + tt * nh;
+      for (int64_t b = 0; b < n_; ++b) {
+        const float* gb = g + b * g4;
+        const float* cp = c_prev ? c_prev + b * h_ : nullptr;
+        float* cb = c + b * h_;
+        float* hb = yt + b * h_;
+        for (int64_t j = 0; j < h_; ++j) {
+          const float ig = Sigmoid(gb[j]), fg = Sigmoid(gb[h_ + j]), cg = std::tanh(gb[2 * h_ + j]),
+                      og = Sigmoid(gb[3 * h_ + j]);
+          const float cn = (cp ? fg * cp[j] : 0.f) + ig * cg;
+          cb[j] = cn;
+          hb[j] = og * std::tanh(cn);
+        }
+      }
+      h_prev = yt;
+      c_prev = c;
+    }
+    if (slots_[7] >= 0) std::memcpy(rc.ptr(slots_[7]), h_prev, static_cast<size_t>(nh) * sizeof(float));
+    if (slots_[8] >= 0) std::memcpy(rc.ptr(slots_[8]), c_prev, static_cast<size_t>(nh) * sizeof(float));
+  }
+
+ private:
+  enum : int { kX = 1, kWl, kBias, kGx, kH, kWi, kGh, kScratchX, kScratchH };
+  static size_t Round64(size_t b) { return (b + 63) / 64 * 64; }
+  static float Sigmoid(float v) { return 1.f / (1.f + std::exp(-v)); }
+
+  // The weight operand `k` reordered into `want`, owned by this step.
+  dnnl::memory Pack(BuildContext& bc, size_t k, const Md& plain, const Md& want) {
+    const WeightRef w = bc.WeightBytes(k);
+    if (w.data == nullptr || plain.get_size() > w.length) return dnnl::memory();
+    owned_.emplace_back(want.get_size() / sizeof(float) + 16);
+    float* dst = owned_.back().data();
+    dnnl::memory from(plain, bc.engine(), const_cast<void*>(w.data)), to(want, bc.engine(), dst);
+    dnnl::stream st(bc.engine());
+    dnnl::reorder(from, to).execute(st, from, to);
+    st.wait();
+    return to;
+  }
+
+  int64_t t_, n_, i_, h_;
+  bool reverse_;
+  std::vector<int> slots_;
+  std::deque<std::vector<float>> owned_;
+  dnnl::memory wl_, wi_;
+  dnnl::matmul mm_x_, mm_h_;
+  Md x_md_, gx_md_, h_md_, gh_md_, bias_md_, scratch_x_, scratch_h_;
+  size_t gates_bytes_ = 0, c_bytes_ = 0;
+  std::string impl_;
+};
+
 CheckResult BuildLstm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   try {
     const Step& s = bc.step();
@@ -1920,22 +2085,12 @@ CheckResult BuildLstm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
     for (size_t k = 0; k < 9; ++k)
       if (s.ops[k].present() && !(md[k] == *want[k]))
         return bc.Fail("operand " + std::to_string(k) + " is not the LSTM's plain layout for its dims");
-    dnnl::lstm_forward::primitive_desc pd;
-    try {
-      pd = LstmPd(m, direction, bc.engine());
-    } catch (const dnnl::error& e) {
-      return bc.Fail(std::string("oneDNN refused the step: ") + e.what());
-    }
-    if (!(pd.weights_layer_desc() == m.weights_layer) || !(pd.weights_iter_desc() == m.weights_iter) ||
-        !(pd.src_layer_desc() == m.src_layer) || !(pd.dst_layer_desc() == m.dst_layer) || !(pd.bias_desc() == m.bias))
-      return bc.Fail("the LSTM chose other layouts than the step's operands");
-    std::vector<std::pair<int, int>> args;
-    const int arg[9] = {DNNL_ARG_SRC_LAYER,     DNNL_ARG_SRC_ITER,  DNNL_ARG_SRC_ITER_C,
-                        DNNL_ARG_WEIGHTS_LAYER, DNNL_ARG_WEIGHTS_ITER, DNNL_ARG_BIAS,
-                        DNNL_ARG_DST_LAYER,     DNNL_ARG_DST_ITER,  DNNL_ARG_DST_ITER_C};
+    std::vector<int> slots(9, -1);
     for (size_t k = 0; k < 9; ++k)
-      if (s.ops[k].present()) args.push_back({arg[k], bc.Slot(k, md[k])});
-    *out = std::make_unique<PrimitiveExec>(dnnl::lstm_forward(pd), std::move(args));
+      if (s.ops[k].present()) slots[k] = bc.Slot(k, md[k]);
+    std::unique_ptr<LstmExec> e(new LstmExec(t, n, i, h, direction != 0, slots));
+    if (!(c = e->Build(bc)).ok) return c;
+    *out = std::move(e);
     return CheckResult::Ok();
   } catch (const std::exception& e) {
     return bc.Fail(e.what());

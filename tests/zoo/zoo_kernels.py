@@ -15,7 +15,6 @@ import sys
 
 # (step kind, model) pairs allowed to run a reference implementation, with the reason.
 ALLOWED = {
-    ("Lstm", "*"): "oneDNN 2.6's only f32 RNN implementation is named 'ref' (its cells run on the jit sgemm)",
     ("Reduction", "silero_vad_legacy"): "ReduceMean over the middle axis of [1, 129, 24]: oneDNN 2.6's jit reduction "
                                         "handles trailing-axis reductions only",
 }
