@@ -551,7 +551,8 @@ Md AsStored(const Md& d) {
 // How much a convolution implementation is preferred: 0 reference, 1 gemm-based (im2col), 2 direct kernels.
 int ConvImplScore(const std::string& impl) {
   if (IsRefImpl(impl)) return 0;
-  if (impl.find("gemm") != std::string::npos) return 1;
+  // "x64:gemm:jit", "gemm:jit" (im2col + sgemm); brgemm ("brgemm:avx512_core", "brgconv") is direct.
+  if (impl.find("gemm:jit") != std::string::npos || impl.compare(0, 4, "gemm") == 0) return 1;
   return 2;
 }
 
@@ -1314,8 +1315,25 @@ CheckResult LowerGemm(LowerContext& ctx, int node) {
             bias.empty()
                 ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md, w_req, dst_md)
                 : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md, w_req, bias_md, dst_md);
-        dnnl::inner_product_forward::primitive_desc pd(d, PostOpAttr(chain, k, other_mds), ctx.engine());
+        const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
+        dnnl::inner_product_forward::primitive_desc pd(d, attr, ctx.engine());
         if (!(pd.src_desc() == src_md) || !(pd.dst_desc() == dst_md)) continue;
+        // Only an inner product on a direct kernel at every thread count: a gemm-based one (oneDNN's choice for
+        // one output column, openWakeWord's score) JITs the sgemm on the first run, 3 ms of hey_jarvis's first
+        // run on AVX-512, where the matmul step runs brgemm (issue 14).
+        bool direct = !portable;
+        for (int t : ProbeThreadCounts()) {
+          if (!direct) break;
+          OmpThreadsScope scope(t);
+          const dnnl::inner_product_forward::desc again =
+              bias.empty() ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md,
+                                                               AsStored(pd.weights_desc()), dst_md)
+                           : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md,
+                                                               AsStored(pd.weights_desc()), bias_md, dst_md);
+          direct = ConvImplScore(dnnl::inner_product_forward::primitive_desc(again, attr, ctx.engine())
+                                     .impl_info_str()) == 2;
+        }
+        if (!direct && !portable) continue;
         w_md = pd.weights_desc();
         kept = k;
         found = true;
