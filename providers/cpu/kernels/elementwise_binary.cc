@@ -55,7 +55,8 @@ inline T SaturateCast(double v) {
 // One run: y[i] = op(a[sa ? i : 0], b[sb ? i : 0]) for i < n. A and B are the operand element types, R the result's;
 // op works on the compute types.
 template <typename A, typename B, typename R, typename Op>
-void BinaryRun(const Op& op, const A* a, bool sa, const B* b, bool sb, R* y, int64_t n) {
+void BinaryRun(const Op& op_ref, const A* a, bool sa, const B* b, bool sb, R* y, int64_t n) {
+  const Op op = op_ref;  // captures in registers, not reloaded after each store (see MapChunk in the unary file)
   using CA = ComputeT<A>;
   using CB = ComputeT<B>;
   if constexpr (std::is_trivially_copyable_v<R> && std::is_trivially_copyable_v<A>) {
