@@ -144,11 +144,9 @@ int RunPerfCommand(const PerfOptions& opts) {
 int RunRunCommand(const RunOptions& opts) {
   auto config = BuildConfig(opts.common);
   if (!config.ok()) return Fail(config.status());
-  const double rss_before = RssMb();
   auto t0 = Clock::now();
   auto session = InferenceSession::CreateFromFile(opts.model, config.value());
   auto t1 = Clock::now();
-  const double rss_created = RssMb(), peak_created = PeakRssMb();
   if (!session.ok()) return Fail(session.status());
   const InferenceSession& s = *session.value();
   auto feeds = InputsFor(s, opts.inputs_dir);

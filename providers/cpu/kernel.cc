@@ -72,8 +72,16 @@ const ValueType* KernelInfo::OutputType(size_t i) const {
 }
 
 StatusOr<Tensor*> KernelContext::Output(size_t i, DataType dtype, const Shape& shape) {
+  return AllocateOutput(i, dtype, shape, true);
+}
+
+StatusOr<Tensor*> KernelContext::OutputForOverwrite(size_t i, DataType dtype, const Shape& shape) {
+  return AllocateOutput(i, dtype, shape, false);
+}
+
+StatusOr<Tensor*> KernelContext::AllocateOutput(size_t i, DataType dtype, const Shape& shape, bool zero) {
   if (i >= outputs_.size()) return Error(ErrorCode::FAIL, "output index ", i, " out of range");
-  auto t = Tensor::Allocate(dtype, shape);
+  auto t = zero ? Tensor::Allocate(dtype, shape) : Tensor::AllocateForOverwrite(dtype, shape);
   if (!t.ok()) return t.status().WithContext(node_.Describe() + ": output " + std::to_string(i));
   outputs_[i] = IValue(std::move(t).value());
   return &outputs_[i].tensor();

@@ -67,6 +67,7 @@ class KernelInfo {
   }
 
  private:
+  StatusOr<Tensor*> AllocateOutput(size_t i, DataType dtype, const Shape& shape, bool zero);
   const Node& node_;
   const Graph& graph_;
   int num_threads_;
@@ -93,6 +94,8 @@ class KernelContext {
   bool OutputRequested(size_t i) const { return i < node_.outputs.size() && !node_.outputs[i].empty(); }
   // Allocates output i (zero-filled). Errors for negative dims or sizes too large.
   StatusOr<Tensor*> Output(size_t i, DataType dtype, const Shape& shape);
+  // Allocates output i uninitialised (strings still default-constructed): only for kernels that write every element.
+  StatusOr<Tensor*> OutputForOverwrite(size_t i, DataType dtype, const Shape& shape);
   // Sets output i directly (may alias an input's memory, e.g. Reshape/Identity, or be a sequence/none). A value
   // for an output the node does not declare (a trailing optional output left out) is dropped.
   void SetOutput(size_t i, IValue v) {
@@ -111,6 +114,7 @@ class KernelContext {
   }
 
  private:
+  StatusOr<Tensor*> AllocateOutput(size_t i, DataType dtype, const Shape& shape, bool zero);
   const Node& node_;
   std::vector<const IValue*> inputs_;
   std::vector<IValue> outputs_;

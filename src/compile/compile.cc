@@ -12,11 +12,6 @@ namespace epctx {
 namespace {
 constexpr size_t kMaxConfigValue = 4096;  // ConfigOptions' value limit: longer paths are not passed to EPs
 
-bool IsDirectory(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // A name for the EP binaries of a model compiled from bytes to a buffer or function with no path anywhere: in the
 // working directory (as ONNX Runtime), named after the model's content, so compiles of different models in one
 // folder never replace each other's binaries.

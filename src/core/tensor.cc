@@ -15,8 +15,10 @@ constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 40;  // refuse > 1 TiB o
 
 // Large blocks are kept for reuse: a fresh multi-megabyte block costs a page fault per 4 KiB on first touch,
 // which dominated data-movement kernels (64 MiB took ~38 ms). Blocks are bucketed by size rounded up to a power of
-// two; the cache holds at most kMaxCachedBytes and is shared by all sessions of the process.
-constexpr size_t kMinCachedBlock = size_t{1} << 20;
+// two; the cache holds at most kMaxCachedBytes and is shared by all sessions of the process. From 64 KiB: glibc
+// maps blocks above its mmap threshold (128 KiB at first) fresh on every malloc, and the CPU EP allocates every
+// output on every run (page faults were a visible share of a small CNN's run, issue 14).
+constexpr size_t kMinCachedBlock = size_t{64} << 10;
 constexpr size_t kMaxCachedBytes = size_t{256} << 20;
 
 class BlockCache {
@@ -76,7 +78,13 @@ std::string ShapeToString(const Shape& shape) {
   return os.str();
 }
 
-StatusOr<Tensor> Tensor::Allocate(DataType dtype, Shape shape) {
+StatusOr<Tensor> Tensor::Allocate(DataType dtype, Shape shape) { return AllocateImpl(dtype, std::move(shape), true); }
+
+StatusOr<Tensor> Tensor::AllocateForOverwrite(DataType dtype, Shape shape) {
+  return AllocateImpl(dtype, std::move(shape), false);
+}
+
+StatusOr<Tensor> Tensor::AllocateImpl(DataType dtype, Shape shape, bool zero) {
   for (int64_t d : shape)
     RETURN_ERROR_IF(d < 0, INVALID_ARGUMENT, "cannot allocate a tensor of shape ", ShapeToString(shape),
                     ": negative dimension");
@@ -108,10 +116,10 @@ StatusOr<Tensor> Tensor::Allocate(DataType dtype, Shape shape) {
       std::free(q);
     });
   } else if (cached) {
-    std::memset(p, 0, bytes);
+    if (zero) std::memset(p, 0, bytes);
     holder = std::shared_ptr<void>(p, [padded](void* q) { BlockCache::Get().Give(q, padded); });
   } else {
-    std::memset(p, 0, padded);
+    if (zero) std::memset(p, 0, padded);
     holder = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
   Tensor t;

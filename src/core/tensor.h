@@ -26,6 +26,9 @@ class Tensor {
   // Allocates zero-initialised, 64-byte aligned storage (strings are default-constructed).
   // INVALID_ARGUMENT for negative dims; FAIL when the size overflows or exceeds the allocation limit.
   static StatusOr<Tensor> Allocate(DataType dtype, Shape shape);
+  // As Allocate, but numeric storage is left uninitialised: for a producer that writes every element (the CPU EP's
+  // elementwise and convolution kernels), where zeroing was a whole extra pass over each output.
+  static StatusOr<Tensor> AllocateForOverwrite(DataType dtype, Shape shape);
   // A view over memory owned elsewhere; `holder` (may be null) is kept alive as long as any copy of the view.
   static Tensor View(DataType dtype, Shape shape, void* data, std::shared_ptr<void> holder);
 
@@ -51,6 +54,7 @@ class Tensor {
   const std::shared_ptr<void>& holder() const { return holder_; }
 
  private:
+  static StatusOr<Tensor> AllocateImpl(DataType dtype, Shape shape, bool zero);
   DataType dtype_ = DataType::kUndefined;
   Shape shape_;
   int64_t num_elements_ = 0;

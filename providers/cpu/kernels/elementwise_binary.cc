@@ -189,7 +189,8 @@ class BinaryKernel final : public OpKernel {
         }
       }
       ASSIGN_OR_RETURN(BroadcastPlan plan, legacy_.Plan(ctx, A->shape(), B->shape()));
-      ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, DataTypeFor<R>(), plan.out_shape()));
+      // ApplyBinary writes every element of the broadcast output.
+      ASSIGN_OR_RETURN(Tensor * Y, ctx.OutputForOverwrite(0, DataTypeFor<R>(), plan.out_shape()));
       ApplyBinary(plan, op_, A->data<T>(), B->data<T>(), Y->data<R>(), ctx.num_threads(), cost_);
       return Status::OK();
     });

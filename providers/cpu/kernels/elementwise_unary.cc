@@ -173,7 +173,7 @@ class UnaryKernel final : public OpKernel {
     const std::string what = ctx.node().Describe();
     return DispatchType<Ts...>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
       using T = decltype(tag);
-      ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, X->dtype(), X->shape()));
+      ASSIGN_OR_RETURN(Tensor * Y, ctx.OutputForOverwrite(0, X->dtype(), X->shape()));  // MapChunk writes all
       const T* x = X->data<T>();
       T* y = Y->data<T>();
       ParallelFor(ctx.num_threads(), X->NumElements(), cost_,
@@ -262,7 +262,7 @@ class ClipKernel final : public OpKernel {
           (k == 1 ? lo : hi) = static_cast<C>(b->data<T>()[0]);
         }
       }
-      ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, X->dtype(), X->shape()));
+      ASSIGN_OR_RETURN(Tensor * Y, ctx.OutputForOverwrite(0, X->dtype(), X->shape()));  // MapChunk writes all
       const T* x = X->data<T>();
       T* y = Y->data<T>();
       auto op = [lo, hi](C v) { return std::min(std::max(v, lo), hi); };

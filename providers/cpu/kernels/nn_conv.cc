@@ -230,7 +230,10 @@ class ConvKernel final : public OpKernel {
     Shape y_shape;
     RETURN_IF_ERROR_CTX(Resolve(x->shape(), w->shape(), b ? &b->shape() : nullptr, &p, &y_shape),
                         ctx.node().Describe());
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), y_shape));
+    // A convolution writes every output element (oneDNN, or ConvPlain starting each row from the bias); the
+    // transposed one's plain loop accumulates into its output, which must start at zero.
+    ASSIGN_OR_RETURN(Tensor * y, transposed_ ? ctx.Output(0, x->dtype(), y_shape)
+                                             : ctx.OutputForOverwrite(0, x->dtype(), y_shape));
     if (y->NumElements() == 0) return Status::OK();
     const int threads = ctx.num_threads();
     switch (x->dtype()) {

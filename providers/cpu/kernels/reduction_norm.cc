@@ -174,7 +174,8 @@ class BatchNormKernel : public OpKernel {
       a[i] = p[0][i] / std::sqrt(var[i] + static_cast<double>(epsilon_));
       bias[i] = p[1][i] - mean[i] * a[i];
     }
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), x->shape()));
+    // Every plane is written below.
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, x->dtype(), x->shape()));
     return DispatchType<EPCTX_FLOAT_TYPES>(x->dtype(), "BatchNormalization", [&](auto tag) {
       using T = decltype(tag);
       using C = ComputeOf<T>;
