@@ -717,7 +717,9 @@ TEST_F(CompileApiDecoder, ExampleEpReusingSourceWeights) {
   EXPECT_FALSE(ContextNodes(out).empty());  // the example EP took the Adds/Muls it can run
   EXPECT_FALSE(reused.empty());
   for (const auto& t : out.graph().initializer()) {
-    if (reused.count(t.name())) EXPECT_EQ(t.data_location(), onnx::TensorProto::EXTERNAL) << t.name();
+    if (reused.count(t.name())) {
+      EXPECT_EQ(t.data_location(), onnx::TensorProto::EXTERNAL) << t.name();
+    }
   }
   EXPECT_LT(ReadFile(Model("prefill_reuse.onnx")).size(), ReadFile(Model("prefill.onnx")).size() + 65536);
   ExpectClose(Run(Session(env_, Model("prefill_reuse.onnx").c_str(), WithExample(env_))), reference, 1e-6f);
