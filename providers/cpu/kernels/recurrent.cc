@@ -408,6 +408,10 @@ void RecurrentKernel::BuildPlan(int64_t rows, int64_t batch, RecurrentPlan* plan
   // the constant B at `data` (a transposed view of ONNX's [n, k] weights) and `cache` keeps its packed copy.
   auto make = [&](int64_t m, int64_t k, int64_t n, bool bias, const float* data, memory::dim b_col_stride,
                   PackCache* cache, dnnl::matmul* prim, memory* packed) {
+    // A product this small (Silero's steps: 64K multiply-adds, ~2 us) gains nothing from a second thread but would
+    // pay an OpenMP fork/join per step, and wait for a busy core under load: build it for one thread, which oneDNN
+    // then runs inline.
+    nn::ScopedOmpThreads omp(m * k * n < (int64_t{1} << 18) ? 1 : 0);
     const memory::desc src = nn::PlainDesc({m, k}), dst = nn::PlainDesc({m, n});
     const memory::desc b_any({k, n}, f32, memory::format_tag::any);
     const memory::desc b_user({k, n}, f32, memory::dims{1, b_col_stride});
