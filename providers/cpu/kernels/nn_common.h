@@ -2,7 +2,8 @@
 // sliding-window geometry (auto_pad, pads, dilations, ceil_mode), the oneDNN engine and its error translation,
 // per-thread scratch memory, dtype conversions and the plain-loop fallbacks (double, integer, odd shapes).
 //
-// Private to nn_*.cc; nothing outside this family includes it (it pulls in dnnl.hpp).
+// Private to nn_*.cc and recurrent.cc (which packs its weights for oneDNN the same way); nothing else includes it
+// (it pulls in dnnl.hpp).
 // Thread safety: every function here is safe to call concurrently; ThreadScratch hands out memory owned by the
 // calling thread.
 #pragma once

@@ -3,8 +3,11 @@
 // weights, seeded generators, optimizer state) and the error statuses for bad attributes and inputs.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "providers/cpu/kernel.h"
@@ -163,6 +166,297 @@ TEST(RecurrentKernels, BadAttributesReturnInvalidGraph) {
                 .status()
                 .code(),
             ErrorCode::INVALID_GRAPH);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Constant weights: W, R (and B, P) given as initializers are packed once for oneDNN matmul primitives; given as
+// run-time inputs (or in double) they go through the plain loops. Both must agree for every attribute.
+
+std::vector<float> Pseudorandom(size_t n, uint32_t seed, float scale = 0.5f) {
+  std::vector<float> v(n);
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = scale * (static_cast<float>(s >> 8) / static_cast<float>(1u << 24) * 2.f - 1.f);
+  }
+  return v;
+}
+
+template <typename T>
+Tensor Cast(const std::vector<float>& v, const Shape& shape) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = T(v[i]);
+  return MakeTensor<T>(shape, out);
+}
+
+template <typename T>
+std::vector<double> AsDoubles(const IValue& v) {
+  std::vector<double> out;
+  for (T x : Values<T>(v)) out.push_back(static_cast<double>(static_cast<float>(x)));
+  return out;
+}
+
+struct RecurrentCase {
+  std::string op;
+  std::vector<Attribute> attrs;
+  int64_t seq, batch, input, hidden;
+  int layout = 0;
+  bool seq_lens = false, bias = true, initial = true, peepholes = false;
+};
+
+// Runs the case with the weights constant (packed, oneDNN) and as plain inputs (loops), in float and in double;
+// expects every output to agree.
+void ExpectPathsAgree(const RecurrentCase& c, uint32_t seed) {
+  const bool lstm = c.op == "LSTM";
+  const int64_t gates = c.op == "RNN" ? 1 : c.op == "GRU" ? 3 : 4;
+  int64_t nd = 1;
+  for (const Attribute& a : c.attrs)
+    if (a.name == "direction" && a.s == "bidirectional") nd = 2;
+  const Shape x_shape = c.layout == 0 ? Shape{c.seq, c.batch, c.input} : Shape{c.batch, c.seq, c.input};
+  const Shape state_shape = c.layout == 0 ? Shape{nd, c.batch, c.hidden} : Shape{c.batch, nd, c.hidden};
+  struct Slot {
+    Shape shape;
+    std::vector<float> v;
+  };
+  std::vector<Slot> slots = {
+      {x_shape, Pseudorandom(ShapeSize(x_shape), seed, 1.f)},
+      {{nd, gates * c.hidden, c.input}, Pseudorandom(nd * gates * c.hidden * c.input, seed + 1)},
+      {{nd, gates * c.hidden, c.hidden}, Pseudorandom(nd * gates * c.hidden * c.hidden, seed + 2)},
+  };
+  slots.push_back(c.bias ? Slot{{nd, 2 * gates * c.hidden}, Pseudorandom(nd * 2 * gates * c.hidden, seed + 3)}
+                         : Slot{});
+  slots.push_back(Slot{});  // sequence_lens: int32, filled below
+  slots.push_back(c.initial ? Slot{state_shape, Pseudorandom(ShapeSize(state_shape), seed + 4)} : Slot{});
+  if (lstm) {
+    slots.push_back(c.initial ? Slot{state_shape, Pseudorandom(ShapeSize(state_shape), seed + 5)} : Slot{});
+    slots.push_back(c.peepholes ? Slot{{nd, 3 * c.hidden}, Pseudorandom(nd * 3 * c.hidden, seed + 6)} : Slot{});
+  }
+  std::vector<int32_t> lens;
+  for (int64_t b = 0; b < c.batch; ++b) lens.push_back(static_cast<int32_t>((c.seq - b) > 0 ? c.seq - b : 0));
+  auto inputs = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<IValue> in;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (i == 4) {
+        in.push_back(c.seq_lens ? IValue(MakeTensor<int32_t>({c.batch}, lens)) : IValue());
+      } else {
+        in.push_back(slots[i].v.empty() ? IValue() : IValue(Cast<T>(slots[i].v, slots[i].shape)));
+      }
+    }
+    return in;
+  };
+  const size_t num_outputs = lstm ? 3 : 2;
+  std::vector<size_t> constant = {1, 2};
+  if (c.bias) constant.push_back(3);
+  if (c.peepholes) constant.push_back(7);
+
+  auto run = [&](const std::vector<IValue>& in, const std::vector<size_t>& consts) {
+    OpRunner runner(c.op, 14, in, c.attrs, num_outputs, consts);
+    std::vector<IValue> out;
+    Status st = runner.Run(in, &out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return out;
+  };
+  const std::vector<IValue> in_f = inputs(float()), in_d = inputs(double()), in_h = inputs(Float16());
+  const std::vector<IValue> packed = run(in_f, constant), loops = run(in_f, {}), dbl = run(in_d, constant),
+                            half = run(in_h, constant);
+  ASSERT_EQ(packed.size(), num_outputs);
+  for (size_t o = 0; o < num_outputs; ++o) {
+    SCOPED_TRACE("output " + std::to_string(o));
+    ASSERT_EQ(packed[o].tensor().shape(), loops[o].tensor().shape());
+    ASSERT_EQ(packed[o].tensor().shape(), dbl[o].tensor().shape());
+    const std::vector<double> a = AsDoubles<float>(packed[o]), b = AsDoubles<float>(loops[o]),
+                              d = AsDoubles<double>(dbl[o]), h = AsDoubles<Float16>(half[o]);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(a[i], b[i], 2e-5) << "packed vs loops at " << i;
+      EXPECT_NEAR(a[i], d[i], 2e-5) << "packed vs double at " << i;
+      EXPECT_NEAR(h[i], d[i], 2e-2) << "float16 vs double at " << i;  // inputs rounded to float16
+    }
+  }
+}
+
+TEST(RecurrentKernels, ConstantWeightsMatchPlainLoops) {
+  const std::vector<std::vector<Attribute>> directions = {
+      {StringAttr("direction", "forward")}, {StringAttr("direction", "reverse")},
+      {StringAttr("direction", "bidirectional")}};
+  uint32_t seed = 1;
+  for (const char* op : {"RNN", "GRU", "LSTM"}) {
+    for (const auto& dir : directions) {
+      for (int layout = 0; layout <= 1; ++layout) {
+        for (bool lens : {false, true}) {
+          RecurrentCase c{op, dir, 4, 3, 5, 7};
+          c.attrs.push_back(IntAttr("hidden_size", 7));
+          c.attrs.push_back(IntAttr("layout", layout));
+          c.layout = layout;
+          c.seq_lens = lens;
+          c.peepholes = c.op == "LSTM";
+          SCOPED_TRACE(std::string(op) + " " + dir[0].s + " layout " + std::to_string(layout) +
+                       (lens ? " with sequence_lens" : ""));
+          ExpectPathsAgree(c, seed++);
+        }
+      }
+    }
+  }
+}
+
+TEST(RecurrentKernels, ConstantWeightsMatchPlainLoopsForCellAttributes) {
+  uint32_t seed = 100;
+  auto check = [&](const std::string& op, std::vector<Attribute> attrs, const std::string& what) {
+    SCOPED_TRACE(op + " " + what);
+    attrs.push_back(IntAttr("hidden_size", 16));
+    RecurrentCase c{op, attrs, 3, 2, 16, 16};
+    ExpectPathsAgree(c, seed++);
+    c.bias = false;
+    c.initial = false;
+    ExpectPathsAgree(c, seed++);
+  };
+  check("GRU", {IntAttr("linear_before_reset", 1)}, "linear_before_reset");
+  check("GRU", {IntAttr("linear_before_reset", 1), StringAttr("direction", "bidirectional")},
+        "linear_before_reset bidirectional");
+  check("GRU", {FloatAttr("clip", 0.3f)}, "clip");
+  check("LSTM", {FloatAttr("clip", 0.25f)}, "clip");
+  check("LSTM", {IntAttr("input_forget", 1)}, "input_forget");
+  check("RNN", {StringsAttr("activations", {"Relu"})}, "Relu");
+  check("LSTM",
+        {StringsAttr("activations", {"HardSigmoid", "LeakyRelu", "Softsign"}),
+         FloatsAttr("activation_alpha", {0.3f, 0.1f}), FloatsAttr("activation_beta", {0.4f})},
+        "HardSigmoid/LeakyRelu/Softsign");
+  check("GRU", {StringsAttr("activations", {"Sigmoid", "ScaledTanh"}), FloatsAttr("activation_alpha", {0.7f}),
+                FloatsAttr("activation_beta", {1.3f})},
+        "ScaledTanh");
+  // Silero VAD's LSTM: one step, batch 1, hidden 64 and 128.
+  for (int64_t hidden : {64, 128}) {
+    RecurrentCase c{"LSTM", {IntAttr("hidden_size", hidden)}, 1, 1, hidden, hidden};
+    SCOPED_TRACE("LSTM hidden " + std::to_string(hidden));
+    ExpectPathsAgree(c, seed++);
+  }
+}
+
+// An independent LSTM in double (ONNX's equations, default activations) against the packed path, batch 2 with
+// peepholes and an initial state.
+TEST(RecurrentKernels, PackedLstmMatchesReference) {
+  const int64_t seq = 3, batch = 2, in_size = 4, hs = 5;
+  const std::vector<float> x = Pseudorandom(seq * batch * in_size, 7, 1.f), w = Pseudorandom(4 * hs * in_size, 8),
+                           r = Pseudorandom(4 * hs * hs, 9), b = Pseudorandom(8 * hs, 10),
+                           h0 = Pseudorandom(batch * hs, 11), c0 = Pseudorandom(batch * hs, 12),
+                           p = Pseudorandom(3 * hs, 13);
+  std::vector<IValue> in = {MakeTensor<float>({seq, batch, in_size}, x), MakeTensor<float>({1, 4 * hs, in_size}, w),
+                            MakeTensor<float>({1, 4 * hs, hs}, r),       MakeTensor<float>({1, 8 * hs}, b),
+                            IValue(),                                    MakeTensor<float>({1, batch, hs}, h0),
+                            MakeTensor<float>({1, batch, hs}, c0),       MakeTensor<float>({1, 3 * hs}, p)};
+  OpRunner runner("LSTM", 14, in, {IntAttr("hidden_size", hs)}, 3, {1, 2, 3, 7});
+  std::vector<IValue> out;
+  ASSERT_TRUE(runner.Run(in, &out).ok());
+  const std::vector<float> y = Values<float>(out[0]);
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  std::vector<double> h(h0.begin(), h0.end()), c(c0.begin(), c0.end());
+  for (int64_t t = 0; t < seq; ++t) {
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      std::vector<double> g(4 * hs);
+      for (int64_t j = 0; j < 4 * hs; ++j) {
+        double v = b[j] + b[4 * hs + j];
+        for (int64_t k = 0; k < in_size; ++k) v += x[(t * batch + bi) * in_size + k] * w[j * in_size + k];
+        for (int64_t k = 0; k < hs; ++k) v += h[bi * hs + k] * r[j * hs + k];
+        g[j] = v;
+      }
+      for (int64_t j = 0; j < hs; ++j) {  // gate order i, o, f, c; peepholes i, o, f
+        double& cell = c[bi * hs + j];
+        const double i = sig(g[j] + p[j] * cell), f = sig(g[2 * hs + j] + p[2 * hs + j] * cell);
+        cell = f * cell + i * std::tanh(g[3 * hs + j]);
+        const double o = sig(g[hs + j] + p[hs + j] * cell);
+        h[bi * hs + j] = o * std::tanh(cell);
+      }
+    }
+    for (int64_t k = 0; k < batch * hs; ++k) EXPECT_NEAR(y[t * batch * hs + k], h[k], 1e-5) << "t " << t;
+  }
+  const std::vector<float> yc = Values<float>(out[2]);
+  for (int64_t k = 0; k < batch * hs; ++k) EXPECT_NEAR(yc[k], c[k], 1e-5);
+}
+
+// float Sigmoid and Tanh use their own vectorized exp: within 3e-7 relative of the double functions over the
+// whole range, NaN stays NaN and infinities give the limits. With W = 1 and R = 0 an RNN's Y is the activation of X.
+TEST(RecurrentKernels, FloatSigmoidAndTanhAccuracy) {
+  std::vector<float> x;
+  for (float v = -30.f; v <= 30.f; v += 0.0137f) x.push_back(v);
+  for (float v = 1e-30f; v < 1.f; v *= 1.7f) x.push_back(v);
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (const char* act : {"Sigmoid", "Tanh"}) {
+    SCOPED_TRACE(act);
+    std::vector<IValue> in = {MakeTensor<float>({1, n, 1}, x), MakeTensor<float>({1, 1, 1}, {1.f}),
+                              MakeTensor<float>({1, 1, 1}, {0.f})};
+    OpRunner runner("RNN", 14, in, {IntAttr("hidden_size", 1), StringsAttr("activations", {act})}, 1, {1, 2});
+    std::vector<IValue> out;
+    ASSERT_TRUE(runner.Run(in, &out).ok());
+    const std::vector<float> y = Values<float>(out[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      const double want = act[0] == 'S' ? 1.0 / (1.0 + std::exp(-v)) : std::tanh(v);
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(y[i]));
+      } else {
+        EXPECT_NEAR(y[i], want, 3e-7 * std::fabs(want) + 1e-37) << "x = " << v;
+      }
+    }
+  }
+}
+
+// One kernel with packed weights serves several shapes (a plan per shape) and runs on several threads at once.
+TEST(RecurrentKernels, PackedWeightsAcrossShapesAndThreads) {
+  const int64_t hs = 8, in_size = 6;
+  const std::vector<float> w = Pseudorandom(3 * hs * in_size, 20), r = Pseudorandom(3 * hs * hs, 21);
+  auto make_inputs = [&](int64_t seq, int64_t batch, uint32_t seed) {
+    return std::vector<IValue>{
+        MakeTensor<float>({seq, batch, in_size}, Pseudorandom(seq * batch * in_size, seed, 1.f)),
+        MakeTensor<float>({1, 3 * hs, in_size}, w), MakeTensor<float>({1, 3 * hs, hs}, r)};
+  };
+  const std::vector<Attribute> attrs = {IntAttr("hidden_size", hs)};
+  OpRunner packed("GRU", 14, make_inputs(1, 1, 0), attrs, 2, {1, 2});
+  OpRunner loops("GRU", 14, make_inputs(1, 1, 0), attrs, 2, {});
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {5, 1}, {1, 4}, {3, 2}, {0, 2}, {2, 0}};
+  std::vector<std::vector<float>> expected;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::vector<IValue> out;
+    ASSERT_TRUE(loops.Run(make_inputs(shapes[i].first, shapes[i].second, 30 + i), &out).ok());
+    expected.push_back(Values<float>(out[0]));
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      for (int rep = 0; rep < 20; ++rep) {
+        const size_t i = static_cast<size_t>(th + rep) % shapes.size();
+        std::vector<IValue> out;
+        if (!packed.Run(make_inputs(shapes[i].first, shapes[i].second, 30 + i), &out).ok()) {
+          ++failures;
+          continue;
+        }
+        const std::vector<float> got = Values<float>(out[0]);
+        if (got.size() != expected[i].size()) {
+          ++failures;
+          continue;
+        }
+        for (size_t k = 0; k < got.size(); ++k)
+          if (std::fabs(got[k] - expected[i][k]) > 1e-5f) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// Constant weights whose shapes do not match hidden_size are not packed: the run reports the mismatch.
+TEST(RecurrentKernels, ConstantWeightsOfTheWrongShapeReportAtRun) {
+  std::vector<IValue> in = {MakeTensor<float>({1, 1, 2}, {1, 2}), MakeTensor<float>({1, 4, 2}, Pseudorandom(8, 1)),
+                            MakeTensor<float>({1, 4, 2}, Pseudorandom(8, 2))};
+  OpRunner runner("LSTM", 14, in, {IntAttr("hidden_size", 1)}, 3, {1, 2});
+  ASSERT_TRUE(runner.create_status().ok());
+  std::vector<IValue> out;
+  Status st = runner.Run(in, &out);
+  EXPECT_EQ(st.code(), ErrorCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.ToString().find("R"), std::string::npos) << st.ToString();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
