@@ -457,18 +457,20 @@ double EstimatedStepUs(const Step& s) {
   return macs / 1e4 + bytes / 1e4;
 }
 
-// Steps estimated below EPCTX_AOTCPU_PARALLEL_MIN_US run on the calling thread alone. An OpenMP fork/join costs
-// microseconds on an idle machine but milliseconds when another process holds a core (a worker descheduled at every
-// barrier); there, 50 keeps small steps off the team. On an idle machine every step on every thread was faster
-// (zoo, 2 threads: Silero v4 0.52 vs 0.62 ms, the PaddleOCR classifier 1.42-1.55 vs 1.63-1.86 ms per run), so the
-// default is 0: every step uses every thread.
+// Steps estimated below EPCTX_AOTCPU_PARALLEL_MIN_US (default 20) run on the calling thread alone. An OpenMP
+// fork/join costs microseconds on an idle machine but milliseconds when another process, or the hypervisor, holds a
+// core (a worker descheduled at every barrier). On the AVX-512 VM (zoo, 2 threads, 3 processes each, issue 14):
+// 20 halved the steady state of the small models (hey_jarvis 0.035 -> 0.017 ms, melspectrogram 0.069 -> 0.046,
+// Silero v5 0.077 -> 0.053) and made their first run steady (hey_jarvis 0.3-9 ms -> 0.2 ms), within noise on the
+// CNNs; 50 slowed the PaddleOCR classifier (1.04 -> 1.30 ms). (On the earlier AVX2 machine every step on every
+// thread had been faster: Silero v4 0.52 vs 0.62 ms with 50.) 0 puts every step on every thread.
 double ParallelMinUs() {
   static const double v = [] {
     const char* e = std::getenv("EPCTX_AOTCPU_PARALLEL_MIN_US");
-    if (!e || !*e) return 0.0;
+    if (!e || !*e) return 20.0;
     char* end = nullptr;
     const double x = std::strtod(e, &end);
-    return end && *end == '\0' && x >= 0 ? x : 0.0;
+    return end && *end == '\0' && x >= 0 ? x : 20.0;
   }();
   return v;
 }
