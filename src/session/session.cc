@@ -1,5 +1,7 @@
 #include "session/session.h"
 
+#include "session/cpu_fusion.h"
+
 #include <fcntl.h>
 #include <omp.h>
 #include <sys/file.h>
@@ -192,6 +194,13 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   auto tp = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(s->SetUpExecutionProviders());
   s->timings_.partition_ms = MsSince(tp);
+  // Level 2 (ONNX Runtime's extended optimizations) on the nodes the CPU EP runs: Conv + BatchNormalization +
+  // activation. Not when writing a context model, which is written from this graph.
+  if (config.graph_optimization_level >= 2 && !generating) {
+    CpuFusionStats fs;
+    s->partition_.graph = FuseCpuNodes(s->partition_.graph, &fs);
+    s->cpu_fusions_ = fs;
+  }
   const Graph& g = *s->partition_.graph;
   for (const auto& in : g.inputs)
     if (!g.initializers.count(in.name)) s->inputs_.push_back(in);  // overridable initializers are not listed
@@ -498,7 +507,8 @@ std::string InferenceSession::ReportJson() const {
   size_t cpu_nodes = 0;
   for (const auto& n : partition_.graph->nodes) cpu_nodes += n.domain != kFusedDomain;
   o << "],\"constant_folding\":{\"nodes_folded\":" << folding_.nodes_folded << ",\"passes\":" << folding_.passes
-    << "},\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
+    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"activations\":"
+    << cpu_fusions_.activations << "},\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
   o << ",\"free_dims\":[";
   const std::vector<FreeDim> free = free_dims();
   for (size_t i = 0; i < free.size(); ++i)

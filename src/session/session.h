@@ -13,6 +13,8 @@
 #include "model/model.h"
 #include "plugin/plugin_ep.h"
 #include "session/constant_folding.h"
+#include "session/cpu_fusion.h"
+#include "session/cpu_fusion.h"
 #include "session/execution_plan.h"
 #include "session/profiler.h"
 
@@ -93,6 +95,9 @@ class InferenceSession {
   Status SetEpDynamicOptions(const std::map<std::string, std::string>& options);
   // Nodes no plugin EP took (they run on the CPU EP) with each EP's reason; empty when the session has no plugin EP.
   const std::vector<LeftOnCpuNode>& left_on_cpu() const { return partition_.left_on_cpu; }
+  // The level-2 fusions applied to the CPU EP's nodes (session/cpu_fusion.h), and the graph the plan runs.
+  const CpuFusionStats& cpu_fusions() const { return cpu_fusions_; }
+  const Graph& planned_graph() const { return *partition_.graph; }
   // Dimensions of the graph inputs still free after the free-dimension overrides (input, dim index, dim_param or ""
   // for an unnamed unknown dim), in input order.
   struct FreeDim {
@@ -126,6 +131,7 @@ class InferenceSession {
   std::vector<std::shared_ptr<EpLibrary>> libraries_;
   std::vector<std::unique_ptr<PluginEp>> plugin_eps_;
   PartitionResult partition_;
+  CpuFusionStats cpu_fusions_;  // level-2 fusions applied to the CPU EP's nodes
   std::unique_ptr<SessionProfiler> profiler_;
   std::map<std::string, int> compatibility_;
   std::string generated_model_;  // context model written by this session

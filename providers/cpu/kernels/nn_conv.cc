@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "providers/cpu/kernels/nn_common.h"
+#include "providers/cpu/fused_activation.h"
 
 namespace epctx {
 namespace nn {
@@ -49,6 +50,13 @@ class DnnlConvRunner {
 
   // Weights known at creation (float). Plans built afterwards reference them packed.
   void SetConstantWeights(Tensor w) { const_w_ = std::move(w); }
+  // An activation fused by the session's level-2 pass (session/cpu_fusion.h), run as an eltwise post-op.
+  void SetActivation(dnnl::algorithm alg, float alpha, float beta) {
+    act_alg_ = alg;
+    act_alpha_ = alpha;
+    act_beta_ = beta;
+  }
+  bool has_activation() const { return act_alg_ != dnnl::algorithm::undef; }
   bool has_constant_weights() const { return const_w_.defined(); }
   const Tensor& constant_weights() const { return const_w_; }
 
@@ -146,6 +154,11 @@ class DnnlConvRunner {
     memory::desc dst_any(dst_dims, memory::data_type::f32, memory::format_tag::any);
     memory::desc w_any(w_dims, memory::data_type::f32, memory::format_tag::any);
     dnnl::primitive_attr attr = UserScratchpadAttr();
+    if (has_activation()) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, act_alg_, act_alpha_, act_beta_);
+      attr.set_post_ops(po);
+    }
     if (!transposed_) {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                         src_any, w_any, plan->bias_md, dst_any, strides, dil, pl, pr);
@@ -187,6 +200,8 @@ class DnnlConvRunner {
 
   bool transposed_;
   Tensor const_w_;
+  dnnl::algorithm act_alg_ = dnnl::algorithm::undef;
+  float act_alpha_ = 0, act_beta_ = 0;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const DnnlConvPlan>> plans_;
   mutable std::vector<std::pair<memory::desc, memory>> packed_;
@@ -206,6 +221,29 @@ class ConvKernel final : public OpKernel {
         if (v < 0) return info.Error(ErrorCode::INVALID_GRAPH, "attribute 'output_padding' must not be negative");
     }
     if (info.num_inputs() < 2) return info.Error(ErrorCode::INVALID_GRAPH, "needs inputs X and W");
+    const std::string act = info.GetString(kFusedActivationAttr, "");
+    if (!act.empty()) {
+      const std::vector<float> ps = info.GetFloats(kFusedActivationParamsAttr);
+      Activation& a = k->act_;
+      if (act == "Relu") {
+        a = {dnnl::algorithm::eltwise_relu, 0.f, 0.f};
+      } else if (act == "LeakyRelu" && ps.size() == 1) {
+        a = {dnnl::algorithm::eltwise_relu, ps[0], 0.f};
+      } else if (act == "Sigmoid") {
+        a = {dnnl::algorithm::eltwise_logistic, 0.f, 0.f};
+      } else if (act == "Tanh") {
+        a = {dnnl::algorithm::eltwise_tanh, 0.f, 0.f};
+      } else if (act == "HardSwish") {
+        a = {dnnl::algorithm::eltwise_hardswish, 0.f, 0.f};  // x * relu6(x + 3) / 6
+      } else if (act == "Clip" && ps.size() == 2) {
+        a = {dnnl::algorithm::eltwise_clip_v2, ps[0], ps[1]};
+      } else {
+        return info.Error(ErrorCode::INVALID_GRAPH, "unknown fused activation '", act, "' with ", ps.size(),
+                          " parameters");
+      }
+      if (transposed) return info.Error(ErrorCode::INVALID_GRAPH, "a fused activation on ConvTranspose");
+      k->runner_.SetActivation(a.alg, a.alpha, a.beta);
+    }
     const Tensor* w = info.ConstantInput(1);
     if (w && (w->dtype() == DataType::kFloat || w->dtype() == DataType::kFloat16 ||
               w->dtype() == DataType::kBFloat16)) {
@@ -272,6 +310,37 @@ class ConvKernel final : public OpKernel {
  private:
   explicit ConvKernel(bool transposed) : transposed_(transposed), runner_(transposed) {}
 
+  struct Activation {
+    dnnl::algorithm alg = dnnl::algorithm::undef;
+    float alpha = 0, beta = 0;
+  };
+
+  // The fused activation for the plain-loop fallback, as oneDNN's post-op computes it.
+  static void ApplyActivation(const Activation& a, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = y[i];
+      switch (a.alg) {
+        case dnnl::algorithm::eltwise_relu:
+          y[i] = v > 0 ? v : a.alpha * v;
+          break;
+        case dnnl::algorithm::eltwise_logistic:
+          y[i] = 1.f / (1.f + std::exp(-v));
+          break;
+        case dnnl::algorithm::eltwise_tanh:
+          y[i] = std::tanh(v);
+          break;
+        case dnnl::algorithm::eltwise_hardswish:
+          y[i] = v * std::min(std::max(v + 3.f, 0.f), 6.f) / 6.f;
+          break;
+        case dnnl::algorithm::eltwise_clip_v2:
+          y[i] = std::min(std::max(v, a.alpha), a.beta);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
   Status RunFloat(KernelContext& ctx, const ConvProblem& p, const float* x, const float* w, const float* b,
                   float* y) const {
     const int threads = ctx.num_threads();
@@ -281,6 +350,7 @@ class ConvKernel final : public OpKernel {
     if (runner_.has_constant_weights()) w = runner_.constant_weights().data<float>();
     Status st = transposed_ ? ConvTransposePlain<float>(p.g, p.n, p.c, p.m, p.group, x, w, b, y, threads)
                             : ConvPlain<float>(p.g, p.n, p.c, p.m, p.group, x, w, b, y, threads);
+    if (st.ok() && act_.alg != dnnl::algorithm::undef) ApplyActivation(act_, y, p.n * p.m * p.g.OutSize());
     return st.WithContext(ctx.node().Describe());
   }
 
@@ -404,6 +474,7 @@ class ConvKernel final : public OpKernel {
     runner_.GetPlan(p, info.num_threads()).status().IgnoreError();
   }
 
+  Activation act_;
   bool transposed_;
   WindowAttrs attrs_;
   int64_t group_ = 1;

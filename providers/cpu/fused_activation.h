@@ -1,0 +1,10 @@
+// The attributes by which the session's level-2 pass (src/session/cpu_fusion.h) tells the CPU EP's Conv kernel to
+// apply an activation as a oneDNN post-op. Internal: they never reach a saved model.
+#pragma once
+
+namespace epctx {
+
+inline constexpr const char* kFusedActivationAttr = "_epctx_activation";               // "Relu", "HardSwish", ...
+inline constexpr const char* kFusedActivationParamsAttr = "_epctx_activation_params";  // alpha, beta (floats)
+
+}  // namespace epctx

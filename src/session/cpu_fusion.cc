@@ -1,0 +1,347 @@
+#include "session/cpu_fusion.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace epctx {
+namespace {
+
+bool IsCpuNode(const Node& n) { return n.domain != "epctx.fused"; }
+bool IsOnnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// Every value name read by a node of `g`'s subgraphs, at any depth (outer-scope reads).
+void CollectSubgraphReads(const Graph& g, std::set<std::string>* names) {
+  for (const Node& n : g.nodes)
+    for (const auto& [key, a] : n.attributes) {
+      std::vector<const Graph*> subs;
+      if (a.g) subs.push_back(a.g.get());
+      for (const auto& s : a.graphs)
+        if (s) subs.push_back(s.get());
+      for (const Graph* s : subs) {
+        for (const Node& sn : s->nodes)
+          for (const std::string& in : sn.inputs) names->insert(in);
+        for (const ValueInfo& o : s->outputs) names->insert(o.name);
+        CollectSubgraphReads(*s, names);
+      }
+    }
+}
+
+// Who reads each value of one graph, and which values must stay (graph outputs, read from subgraphs).
+struct Uses {
+  std::map<std::string, std::vector<size_t>> readers;
+  std::set<std::string> pinned;
+
+  explicit Uses(const Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (const std::string& in : g.nodes[i].inputs)
+        if (!in.empty()) readers[in].push_back(i);
+    for (const ValueInfo& o : g.outputs) pinned.insert(o.name);
+    CollectSubgraphReads(g, &pinned);
+  }
+  // The one CPU node reading `v`, or -1 (more readers, none, a graph output, read from a subgraph).
+  int SoleReader(const Graph& g, const std::string& v) const {
+    if (pinned.count(v)) return -1;
+    auto it = readers.find(v);
+    if (it == readers.end() || it->second.size() != 1) return -1;
+    const size_t r = it->second[0];
+    return IsCpuNode(g.nodes[r]) ? static_cast<int>(r) : -1;
+  }
+  size_t Count(const std::string& v) const {
+    auto it = readers.find(v);
+    return it == readers.end() ? 0 : it->second.size();
+  }
+};
+
+bool IsFloat(const Graph& g, const std::string& v) {
+  const ValueType* t = g.FindType(v);
+  return t && t->kind == ValueType::Kind::kTensor && t->elem_type == DataType::kFloat;
+}
+
+// A float initializer that no graph input overrides.
+const Tensor* ConstFloat(const Graph& g, const std::string& name) {
+  if (name.empty()) return nullptr;
+  auto it = g.initializers.find(name);
+  if (it == g.initializers.end() || it->second.dtype() != DataType::kFloat) return nullptr;
+  for (const ValueInfo& in : g.inputs)
+    if (in.name == name) return nullptr;
+  return &it->second;
+}
+
+// The single value of a constant float scalar (any shape with one element).
+bool ConstScalar(const Graph& g, const std::string& name, float* v) {
+  const Tensor* t = ConstFloat(g, name);
+  if (!t || t->NumElements() != 1) return false;
+  *v = t->data<float>()[0];
+  return true;
+}
+
+float AttrFloat(const Node& n, const char* name, float def) {
+  const Attribute* a = n.attr(name);
+  return a && a->type == Attribute::Type::kFloat ? a->f : def;
+}
+
+// Clip's bounds when constant: attributes before opset 11, scalar initializers after (absent = unbounded).
+bool ClipBounds(const Graph& g, const Node& n, float* lo, float* hi) {
+  *lo = -INFINITY;
+  *hi = INFINITY;
+  if (n.opset < 11) {
+    *lo = AttrFloat(n, "min", -INFINITY);
+    *hi = AttrFloat(n, "max", INFINITY);
+    return true;
+  }
+  if (n.inputs.size() > 1 && !n.inputs[1].empty() && !ConstScalar(g, n.inputs[1], lo)) return false;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !ConstScalar(g, n.inputs[2], hi)) return false;
+  return true;
+}
+
+bool SingleOutput(const Node& n) {
+  if (n.outputs.empty() || n.outputs[0].empty()) return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (!n.outputs[i].empty()) return false;
+  return true;
+}
+
+// A Conv the pass may change: float, constant weights, not already fused.
+bool FusableConv(const Graph& g, const Node& n) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || n.op_type != "Conv" || n.attr(kFusedActivationAttr)) return false;
+  if (n.inputs.size() < 2 || !SingleOutput(n) || !IsFloat(g, n.outputs[0])) return false;
+  if (!ConstFloat(g, n.inputs[1])) return false;
+  return n.inputs.size() < 3 || n.inputs[2].empty() || ConstFloat(g, n.inputs[2]);
+}
+
+// An inference BatchNormalization reading `value`, whose four parameters are constant [M] floats.
+bool FoldableBatchNorm(const Graph& g, const Node& bn, const std::string& value, int64_t m) {
+  if (!IsCpuNode(bn) || !IsOnnx(bn) || bn.op_type != "BatchNormalization" || bn.opset < 9) return false;
+  if (bn.inputs.size() != 5 || bn.inputs[0] != value || !SingleOutput(bn)) return false;
+  const Attribute* tm = bn.attr("training_mode");
+  if (tm && tm->i != 0) return false;
+  for (size_t i = 1; i < 5; ++i) {
+    const Tensor* t = ConstFloat(g, bn.inputs[i]);
+    if (!t || t->shape() != Shape{m}) return false;
+  }
+  return true;
+}
+
+// Rewrites conv (in place, in `g`) to include bn: new initializers "<bn output>/bn_folded_w" and "/bn_folded_b".
+bool FoldBatchNorm(Graph* g, Node* conv, const Node& bn) {
+  const Tensor& w = *ConstFloat(*g, conv->inputs[1]);
+  const int64_t m = w.shape().empty() ? 0 : w.shape()[0];
+  if (m <= 0 || w.NumElements() % m != 0) return false;
+  const float* scale = ConstFloat(*g, bn.inputs[1])->data<float>();
+  const float* shift = ConstFloat(*g, bn.inputs[2])->data<float>();
+  const float* mean = ConstFloat(*g, bn.inputs[3])->data<float>();
+  const float* var = ConstFloat(*g, bn.inputs[4])->data<float>();
+  const float* bias = conv->inputs.size() > 2 && !conv->inputs[2].empty() ? ConstFloat(*g, conv->inputs[2])->data<float>()
+                                                                          : nullptr;
+  const double eps = AttrFloat(bn, "epsilon", 1e-5f);
+  auto nw = Tensor::Allocate(DataType::kFloat, w.shape());
+  auto nb = Tensor::Allocate(DataType::kFloat, Shape{m});
+  if (!nw.ok() || !nb.ok()) return false;
+  const int64_t per = w.NumElements() / m;
+  for (int64_t o = 0; o < m; ++o) {
+    const double s = static_cast<double>(scale[o]) / std::sqrt(static_cast<double>(var[o]) + eps);
+    for (int64_t j = 0; j < per; ++j)
+      nw.value().data<float>()[o * per + j] = static_cast<float>(static_cast<double>(w.data<float>()[o * per + j]) * s);
+    const double b0 = bias ? bias[o] : 0.0;
+    nb.value().data<float>()[o] = static_cast<float>((b0 - mean[o]) * s + shift[o]);
+  }
+  const std::string wn = bn.outputs[0] + "/bn_folded_w", bnn = bn.outputs[0] + "/bn_folded_b";
+  if (g->initializers.count(wn) || g->initializers.count(bnn) || g->FindType(wn) || g->FindType(bnn)) return false;
+  g->initializers[wn] = std::move(nw).value();
+  g->initializers[bnn] = std::move(nb).value();
+  conv->inputs.resize(3);
+  conv->inputs[1] = wn;
+  conv->inputs[2] = bnn;
+  conv->outputs[0] = bn.outputs[0];
+  return true;
+}
+
+// The activation `n` applies to `value` when the Conv kernel can run it as a post-op.
+bool ActivationOf(const Graph& g, const Node& n, const std::string& value, std::string* kind,
+                  std::vector<float>* params) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || n.inputs.empty() || n.inputs[0] != value || !SingleOutput(n)) return false;
+  const std::string& op = n.op_type;
+  params->clear();
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
+    if (n.inputs.size() != 1) return false;
+    *kind = op;
+  } else if (op == "LeakyRelu") {
+    *kind = op;
+    params->push_back(AttrFloat(n, "alpha", 0.01f));
+  } else if (op == "Clip") {
+    float lo, hi;
+    if (!ClipBounds(g, n, &lo, &hi) || std::isnan(lo) || std::isnan(hi)) return false;
+    *kind = op;
+    *params = {lo, hi};
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// x * Clip(x + 3, 0, 6) / 6 (or * 1/6) reading conv output `x`: the nodes (Add, Clip, Div|Mul, Mul) and the output.
+bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, std::vector<size_t>* nodes,
+                      std::string* out) {
+  auto it = uses.readers.find(x);
+  if (uses.pinned.count(x) || it == uses.readers.end() || it->second.size() != 2) return false;
+  int add = -1, mul = -1;
+  for (size_t r : it->second) {
+    const Node& n = g.nodes[r];
+    if (!IsCpuNode(n) || !IsOnnx(n) || n.inputs.size() != 2 || !SingleOutput(n)) return false;
+    if (n.op_type == "Add") add = static_cast<int>(r);
+    else if (n.op_type == "Mul") mul = static_cast<int>(r);
+  }
+  if (add < 0 || mul < 0) return false;
+  const Node& a = g.nodes[static_cast<size_t>(add)];
+  float c = 0;
+  const std::string& ac = a.inputs[0] == x ? a.inputs[1] : a.inputs[0];
+  if (!ConstScalar(g, ac, &c) || c != 3.f) return false;
+  const int clip = uses.SoleReader(g, a.outputs[0]);
+  if (clip < 0) return false;
+  const Node& cl = g.nodes[static_cast<size_t>(clip)];
+  float lo, hi;
+  if (cl.op_type != "Clip" || !IsOnnx(cl) || cl.inputs[0] != a.outputs[0] || !SingleOutput(cl) ||
+      !ClipBounds(g, cl, &lo, &hi) || lo != 0.f || hi != 6.f)
+    return false;
+  const int scale = uses.SoleReader(g, cl.outputs[0]);
+  if (scale < 0) return false;
+  const Node& sc = g.nodes[static_cast<size_t>(scale)];
+  if (!IsOnnx(sc) || sc.inputs.size() != 2 || !SingleOutput(sc)) return false;
+  if (sc.op_type == "Div") {
+    if (sc.inputs[0] != cl.outputs[0] || !ConstScalar(g, sc.inputs[1], &c) || c != 6.f) return false;
+  } else if (sc.op_type == "Mul") {
+    const std::string& k = sc.inputs[0] == cl.outputs[0] ? sc.inputs[1] : sc.inputs[0];
+    if (!ConstScalar(g, k, &c) || std::fabs(c - 1.f / 6.f) > 1e-7f) return false;
+  } else {
+    return false;
+  }
+  if (uses.SoleReader(g, sc.outputs[0]) != mul) return false;
+  const Node& m = g.nodes[static_cast<size_t>(mul)];
+  if (!((m.inputs[0] == x && m.inputs[1] == sc.outputs[0]) || (m.inputs[1] == x && m.inputs[0] == sc.outputs[0])))
+    return false;
+  *nodes = {static_cast<size_t>(add), static_cast<size_t>(clip), static_cast<size_t>(scale), static_cast<size_t>(mul)};
+  *out = m.outputs[0];
+  return true;
+}
+
+// The fusions of one graph's own nodes (subgraphs are separate calls). Returns true when `*copy` was changed.
+bool FuseGraph(Graph* g, CpuFusionStats* stats) {
+  bool changed = false;
+  std::vector<bool> removed(g->nodes.size(), false);
+  Uses uses(*g);
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    if (removed[i] || !FusableConv(*g, g->nodes[i])) continue;
+    Node& conv = g->nodes[i];
+    const Tensor* w = ConstFloat(*g, conv.inputs[1]);
+    const int64_t m = w->shape().empty() ? 0 : w->shape()[0];
+    int r = uses.SoleReader(*g, conv.outputs[0]);
+    if (r >= 0 && !removed[static_cast<size_t>(r)] && FoldableBatchNorm(*g, g->nodes[static_cast<size_t>(r)],
+                                                                        conv.outputs[0], m)) {
+      const Node bn = g->nodes[static_cast<size_t>(r)];
+      if (FoldBatchNorm(g, &conv, bn)) {
+        removed[static_cast<size_t>(r)] = true;
+        ++stats->batch_norms;
+        changed = true;
+        uses = Uses(*g);  // conv now writes the BatchNormalization's output
+      }
+    }
+    if (!IsFloat(*g, conv.outputs[0])) continue;
+    std::string kind, out;
+    std::vector<float> params;
+    std::vector<size_t> absorbed;
+    r = uses.SoleReader(*g, conv.outputs[0]);
+    if (r >= 0 && !removed[static_cast<size_t>(r)] &&
+        ActivationOf(*g, g->nodes[static_cast<size_t>(r)], conv.outputs[0], &kind, &params)) {
+      absorbed = {static_cast<size_t>(r)};
+      out = g->nodes[static_cast<size_t>(r)].outputs[0];
+    } else if (HardSwishPattern(*g, uses, conv.outputs[0], &absorbed, &out)) {
+      kind = "HardSwish";
+    } else {
+      continue;
+    }
+    bool free = true;
+    for (size_t a : absorbed) free &= !removed[a];
+    if (!free) continue;
+    for (size_t a : absorbed) removed[a] = true;
+    Attribute act;
+    act.name = kFusedActivationAttr;
+    act.type = Attribute::Type::kString;
+    act.s = kind;
+    conv.attributes[act.name] = act;
+    Attribute ps;
+    ps.name = kFusedActivationParamsAttr;
+    ps.type = Attribute::Type::kFloats;
+    ps.floats = params;
+    conv.attributes[ps.name] = ps;
+    conv.outputs[0] = out;
+    ++stats->activations;
+    changed = true;
+    uses = Uses(*g);
+  }
+  if (!changed) return false;
+  std::vector<Node> kept;
+  kept.reserve(g->nodes.size());
+  for (size_t i = 0; i < g->nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(g->nodes[i]));
+  g->nodes = std::move(kept);
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+// A copy of `g` and of every graph nested in it, each subgraph's parent pointing at its copied parent (GraphPlan and
+// TopologicalOrder follow parent pointers; the originals may be released once the session holds the copy).
+std::shared_ptr<Graph> DeepCopy(const Graph& g, const Graph* parent) {
+  auto c = std::make_shared<Graph>(g);
+  c->parent = parent;
+  for (Node& n : c->nodes)
+    for (auto& [key, a] : n.attributes) {
+      if (a.g) a.g = DeepCopy(*a.g, c.get());
+      for (auto& sub : a.graphs)
+        if (sub) sub = DeepCopy(*sub, c.get());
+    }
+  return c;
+}
+
+bool FuseTree(Graph* g, CpuFusionStats* stats) {
+  bool changed = false;
+  for (Node& n : g->nodes)
+    for (auto& [key, a] : n.attributes) {
+      if (a.g) changed |= FuseTree(a.g.get(), stats);  // If branches hold whole models (Silero VAD)
+      for (auto& sub : a.graphs)
+        if (sub) changed |= FuseTree(sub.get(), stats);
+    }
+  return FuseGraph(g, stats) || changed;
+}
+
+bool AnyFusableConv(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    if (FusableConv(g, n)) return true;
+    for (const auto& [key, a] : n.attributes) {
+      if (a.g && AnyFusableConv(*a.g)) return true;
+      for (const auto& sub : a.graphs)
+        if (sub && AnyFusableConv(*sub)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats) {
+  if (!graph || !AnyFusableConv(*graph)) return graph;
+  std::shared_ptr<Graph> copy = DeepCopy(*graph, graph->parent);
+  CpuFusionStats local;
+  if (!FuseTree(copy.get(), &local)) return graph;
+  stats->batch_norms += local.batch_norms;
+  stats->activations += local.activations;
+  return copy;
+}
+
+}  // namespace epctx

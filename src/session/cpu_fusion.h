@@ -1,0 +1,27 @@
+// Graph optimization level 2 for the nodes the CPU EP runs (ONNX Runtime's ConvBNFusion and ConvActivationFusion):
+// a float Conv with constant weights absorbs a following inference BatchNormalization (weights and bias rescaled into
+// new initializers) and then one activation (Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip with constant bounds,
+// or the HardSwish that exporters spell x * Clip(x + 3, 0, 6) / 6), which the CPU EP's Conv kernel runs as a oneDNN
+// post-op. The Conv keeps its op type and gains the internal attributes below.
+//
+// Only values with one reader in their graph, not a graph output and not read from a subgraph are folded away.
+// Nodes fused for plugin EPs (domain "epctx.fused") are left alone. Graphs are copied on write: the model's graph,
+// which a context model is written from, is never changed (sessions generating a context model skip this pass).
+#pragma once
+
+#include <memory>
+
+#include "graph/graph.h"
+#include "providers/cpu/fused_activation.h"
+
+namespace epctx {
+
+struct CpuFusionStats {
+  int batch_norms = 0;   // BatchNormalizations folded into a Conv
+  int activations = 0;   // activations (or HardSwish patterns) fused into a Conv
+};
+
+// The graph with the fusions applied (the same pointer when nothing applied, else a copy; subgraphs likewise).
+std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats);
+
+}  // namespace epctx
