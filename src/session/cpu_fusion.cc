@@ -126,37 +126,78 @@ bool FoldableBatchNorm(const Graph& g, const Node& bn, const std::string& value,
   return true;
 }
 
-// Rewrites conv (in place, in `g`) to include bn: new initializers "<bn output>/bn_folded_w" and "/bn_folded_b".
-bool FoldBatchNorm(Graph* g, Node* conv, const Node& bn) {
+// Rewrites conv (in place, in `g`) to compute conv * scale[m] + shift[m] per output channel m and write `out`: new
+// initializers "<out>/folded_w" and "<out>/folded_b" (float, rescaled in double).
+bool FoldIntoConv(Graph* g, Node* conv, const std::vector<double>& scale, const std::vector<double>& shift,
+                  const std::string& out) {
   const Tensor& w = *ConstFloat(*g, conv->inputs[1]);
   const int64_t m = w.shape().empty() ? 0 : w.shape()[0];
-  if (m <= 0 || w.NumElements() % m != 0) return false;
-  const float* scale = ConstFloat(*g, bn.inputs[1])->data<float>();
-  const float* shift = ConstFloat(*g, bn.inputs[2])->data<float>();
-  const float* mean = ConstFloat(*g, bn.inputs[3])->data<float>();
-  const float* var = ConstFloat(*g, bn.inputs[4])->data<float>();
+  if (m <= 0 || w.NumElements() % m != 0 || scale.size() != static_cast<size_t>(m) ||
+      shift.size() != static_cast<size_t>(m))
+    return false;
   const float* bias = conv->inputs.size() > 2 && !conv->inputs[2].empty() ? ConstFloat(*g, conv->inputs[2])->data<float>()
                                                                           : nullptr;
-  const double eps = AttrFloat(bn, "epsilon", 1e-5f);
+  const std::string wn = out + "/folded_w", bn = out + "/folded_b";
+  if (g->initializers.count(wn) || g->initializers.count(bn) || g->FindType(wn) || g->FindType(bn)) return false;
   auto nw = Tensor::Allocate(DataType::kFloat, w.shape());
   auto nb = Tensor::Allocate(DataType::kFloat, Shape{m});
   if (!nw.ok() || !nb.ok()) return false;
   const int64_t per = w.NumElements() / m;
   for (int64_t o = 0; o < m; ++o) {
-    const double s = static_cast<double>(scale[o]) / std::sqrt(static_cast<double>(var[o]) + eps);
+    const double sc = scale[static_cast<size_t>(o)];
     for (int64_t j = 0; j < per; ++j)
-      nw.value().data<float>()[o * per + j] = static_cast<float>(static_cast<double>(w.data<float>()[o * per + j]) * s);
+      nw.value().data<float>()[o * per + j] = static_cast<float>(static_cast<double>(w.data<float>()[o * per + j]) * sc);
     const double b0 = bias ? bias[o] : 0.0;
-    nb.value().data<float>()[o] = static_cast<float>((b0 - mean[o]) * s + shift[o]);
+    nb.value().data<float>()[o] = static_cast<float>(b0 * sc + shift[static_cast<size_t>(o)]);
   }
-  const std::string wn = bn.outputs[0] + "/bn_folded_w", bnn = bn.outputs[0] + "/bn_folded_b";
-  if (g->initializers.count(wn) || g->initializers.count(bnn) || g->FindType(wn) || g->FindType(bnn)) return false;
   g->initializers[wn] = std::move(nw).value();
-  g->initializers[bnn] = std::move(nb).value();
+  g->initializers[bn] = std::move(nb).value();
   conv->inputs.resize(3);
   conv->inputs[1] = wn;
-  conv->inputs[2] = bnn;
-  conv->outputs[0] = bn.outputs[0];
+  conv->inputs[2] = bn;
+  conv->outputs[0] = out;
+  return true;
+}
+
+// BatchNormalization as a per-channel scale and shift: y = x * s + (shift - mean * s), s = scale / sqrt(var + eps).
+void BatchNormAffine(const Graph& g, const Node& bn, int64_t m, std::vector<double>* scale, std::vector<double>* shift) {
+  const float* sc = ConstFloat(g, bn.inputs[1])->data<float>();
+  const float* sh = ConstFloat(g, bn.inputs[2])->data<float>();
+  const float* mean = ConstFloat(g, bn.inputs[3])->data<float>();
+  const float* var = ConstFloat(g, bn.inputs[4])->data<float>();
+  const double eps = AttrFloat(bn, "epsilon", 1e-5f);
+  scale->resize(static_cast<size_t>(m));
+  shift->resize(static_cast<size_t>(m));
+  for (int64_t o = 0; o < m; ++o) {
+    const double s = static_cast<double>(sc[o]) / std::sqrt(static_cast<double>(var[o]) + eps);
+    (*scale)[static_cast<size_t>(o)] = s;
+    (*shift)[static_cast<size_t>(o)] = static_cast<double>(sh[o]) - static_cast<double>(mean[o]) * s;
+  }
+}
+
+// A Mul or Add of `value` (the output of a Conv of rank `rank` with `m` channels) by a constant that is one value or
+// one per channel ([m, 1, ...] or [1, m, 1, ...]): the per-channel scale and shift it applies (ONNX Runtime's
+// ConvMulFusion and ConvAddFusion; PaddleOCR's detector puts a learnable scale and bias after most convolutions).
+bool ChannelAffine(const Graph& g, const Node& n, const std::string& value, int64_t m, size_t rank,
+                   std::vector<double>* scale, std::vector<double>* shift) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || (n.op_type != "Mul" && n.op_type != "Add") || n.inputs.size() != 2 ||
+      !SingleOutput(n))
+    return false;
+  if ((n.inputs[0] == value) == (n.inputs[1] == value)) return false;  // exactly one operand is the conv
+  const Tensor* c = ConstFloat(g, n.inputs[0] == value ? n.inputs[1] : n.inputs[0]);
+  if (!c || c->rank() > rank) return false;
+  if (c->NumElements() != 1) {
+    // Right-aligned against [N, M, spatial...]: the channel axis is rank - 1 - spatial from the right.
+    const size_t spatial = rank - 2, cr = c->rank();
+    if (cr < spatial + 1 || c->shape()[cr - 1 - spatial] != m || c->NumElements() != m) return false;
+  }
+  const float* cv = c->data<float>();
+  scale->assign(static_cast<size_t>(m), 1.0);
+  shift->assign(static_cast<size_t>(m), 0.0);
+  for (int64_t o = 0; o < m; ++o) {
+    const double v = cv[c->NumElements() == 1 ? 0 : o];
+    (n.op_type == "Mul" ? *scale : *shift)[static_cast<size_t>(o)] = v;
+  }
   return true;
 }
 
@@ -183,7 +224,7 @@ bool ActivationOf(const Graph& g, const Node& n, const std::string& value, std::
   return true;
 }
 
-// x * Clip(x + 3, 0, 6) / 6 (or * 1/6) reading conv output `x`: the nodes (Add, Clip, Div|Mul, Mul) and the output.
+// x * Clip(x + 3, 0, 6) / 6 (or * 1/6, in either order) reading conv output `x`: its four nodes and its output.
 bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, std::vector<size_t>* nodes,
                       std::string* out) {
   auto it = uses.readers.find(x);
@@ -207,24 +248,36 @@ bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, st
   if (cl.op_type != "Clip" || !IsOnnx(cl) || cl.inputs[0] != a.outputs[0] || !SingleOutput(cl) ||
       !ClipBounds(g, cl, &lo, &hi) || lo != 0.f || hi != 6.f)
     return false;
-  const int scale = uses.SoleReader(g, cl.outputs[0]);
-  if (scale < 0) return false;
-  const Node& sc = g.nodes[static_cast<size_t>(scale)];
-  if (!IsOnnx(sc) || sc.inputs.size() != 2 || !SingleOutput(sc)) return false;
-  if (sc.op_type == "Div") {
-    if (sc.inputs[0] != cl.outputs[0] || !ConstScalar(g, sc.inputs[1], &c) || c != 6.f) return false;
-  } else if (sc.op_type == "Mul") {
-    const std::string& k = sc.inputs[0] == cl.outputs[0] ? sc.inputs[1] : sc.inputs[0];
-    if (!ConstScalar(g, k, &c) || std::fabs(c - 1.f / 6.f) > 1e-7f) return false;
+  // Then either / 6 and * x (x * (Clip / 6), the classifier) or * x and / 6 ((x * Clip) / 6, the detector).
+  auto is_sixth = [&](const Node& n, const std::string& in) {
+    float c = 0;
+    if (!IsCpuNode(n) || !IsOnnx(n) || n.inputs.size() != 2 || !SingleOutput(n)) return false;
+    if (n.op_type == "Div") return n.inputs[0] == in && ConstScalar(g, n.inputs[1], &c) && c == 6.f;
+    if (n.op_type != "Mul") return false;
+    const std::string& k = n.inputs[0] == in ? n.inputs[1] : n.inputs[0];
+    return (n.inputs[0] == in || n.inputs[1] == in) && ConstScalar(g, k, &c) && std::fabs(c - 1.f / 6.f) <= 1e-7f;
+  };
+  auto is_times_x = [&](const Node& n, const std::string& in) {
+    return static_cast<int>(&n - g.nodes.data()) == mul &&
+           ((n.inputs[0] == x && n.inputs[1] == in) || (n.inputs[1] == x && n.inputs[0] == in));
+  };
+  const int second = uses.SoleReader(g, cl.outputs[0]);
+  if (second < 0) return false;
+  const Node& s2 = g.nodes[static_cast<size_t>(second)];
+  if (is_sixth(s2, cl.outputs[0])) {
+    if (uses.SoleReader(g, s2.outputs[0]) != mul || !is_times_x(g.nodes[static_cast<size_t>(mul)], s2.outputs[0]))
+      return false;
+    *out = g.nodes[static_cast<size_t>(mul)].outputs[0];
+  } else if (second == mul && is_times_x(s2, cl.outputs[0])) {
+    const int third = uses.SoleReader(g, s2.outputs[0]);
+    if (third < 0 || !is_sixth(g.nodes[static_cast<size_t>(third)], s2.outputs[0])) return false;
+    *out = g.nodes[static_cast<size_t>(third)].outputs[0];
+    *nodes = {static_cast<size_t>(add), static_cast<size_t>(clip), static_cast<size_t>(mul), static_cast<size_t>(third)};
+    return true;
   } else {
     return false;
   }
-  if (uses.SoleReader(g, sc.outputs[0]) != mul) return false;
-  const Node& m = g.nodes[static_cast<size_t>(mul)];
-  if (!((m.inputs[0] == x && m.inputs[1] == sc.outputs[0]) || (m.inputs[1] == x && m.inputs[0] == sc.outputs[0])))
-    return false;
-  *nodes = {static_cast<size_t>(add), static_cast<size_t>(clip), static_cast<size_t>(scale), static_cast<size_t>(mul)};
-  *out = m.outputs[0];
+  *nodes = {static_cast<size_t>(add), static_cast<size_t>(clip), static_cast<size_t>(second), static_cast<size_t>(mul)};
   return true;
 }
 
@@ -238,16 +291,21 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     Node& conv = g->nodes[i];
     const Tensor* w = ConstFloat(*g, conv.inputs[1]);
     const int64_t m = w->shape().empty() ? 0 : w->shape()[0];
+    // BatchNormalization, then constant per-channel Mul / Add, folded into the weights and bias while they follow.
     int r = uses.SoleReader(*g, conv.outputs[0]);
-    if (r >= 0 && !removed[static_cast<size_t>(r)] && FoldableBatchNorm(*g, g->nodes[static_cast<size_t>(r)],
-                                                                        conv.outputs[0], m)) {
-      const Node bn = g->nodes[static_cast<size_t>(r)];
-      if (FoldBatchNorm(g, &conv, bn)) {
-        removed[static_cast<size_t>(r)] = true;
-        ++stats->batch_norms;
-        changed = true;
-        uses = Uses(*g);  // conv now writes the BatchNormalization's output
-      }
+    for (int folds = 0; r >= 0 && !removed[static_cast<size_t>(r)] && folds < 8; ++folds) {
+      const Node next = g->nodes[static_cast<size_t>(r)];
+      std::vector<double> scale, shift;
+      const bool bn = FoldableBatchNorm(*g, next, conv.outputs[0], m);
+      if (bn) BatchNormAffine(*g, next, m, &scale, &shift);
+      else if (!ChannelAffine(*g, next, conv.outputs[0], m, w->rank(), &scale, &shift)) break;
+      if (!FoldIntoConv(g, &conv, scale, shift, next.outputs[0])) break;
+      removed[static_cast<size_t>(r)] = true;
+      ++(bn ? stats->batch_norms : stats->affines);
+      changed = true;
+      uses = Uses(*g);  // conv now writes the folded node's output
+      w = ConstFloat(*g, conv.inputs[1]);
+      r = uses.SoleReader(*g, conv.outputs[0]);
     }
     if (!IsFloat(*g, conv.outputs[0])) continue;
     std::string kind, out;
@@ -340,6 +398,7 @@ std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusi
   CpuFusionStats local;
   if (!FuseTree(copy.get(), &local)) return graph;
   stats->batch_norms += local.batch_norms;
+  stats->affines += local.affines;
   stats->activations += local.activations;
   return copy;
 }

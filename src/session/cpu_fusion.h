@@ -1,6 +1,6 @@
 // Graph optimization level 2 for the nodes the CPU EP runs (ONNX Runtime's ConvBNFusion and ConvActivationFusion):
-// a float Conv with constant weights absorbs a following inference BatchNormalization (weights and bias rescaled into
-// new initializers) and then one activation (Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip with constant bounds,
+// a float Conv with constant weights absorbs the inference BatchNormalizations and constant per-channel Mul / Add
+// that follow it (weights and bias rescaled into new initializers) and then one activation (Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip with constant bounds,
 // or the HardSwish that exporters spell x * Clip(x + 3, 0, 6) / 6), which the CPU EP's Conv kernel runs as a oneDNN
 // post-op. The Conv keeps its op type and gains the internal attributes below.
 //
@@ -18,6 +18,7 @@ namespace epctx {
 
 struct CpuFusionStats {
   int batch_norms = 0;   // BatchNormalizations folded into a Conv
+  int affines = 0;       // constant per-channel Mul / Add folded into a Conv
   int activations = 0;   // activations (or HardSwish patterns) fused into a Conv
 };
 

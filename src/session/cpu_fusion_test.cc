@@ -50,7 +50,7 @@ void Conv(onnx::GraphProto* g, const std::string& name, const std::string& x, co
 }
 
 // x [1,4,6,6] -> Conv(8, 3x3) -> BatchNormalization -> x*Clip(x+3,0,6)/6 -> c1
-// c1 -> Conv(8, 1x1) -> LeakyRelu -> c2;  c2 -> Conv(4, 1x1) -> Relu -> y  (+ extra readers per `variant`)
+// c1 -> Conv(8, 1x1) -> Mul(k[8,1,1]) -> Add(0.25) -> LeakyRelu -> c2;  c2 -> Conv(4, 1x1) -> Relu -> y  (+ extra readers per `variant`)
 onnx::ModelProto FusionModel(const std::string& variant) {
   onnx::ModelProto m = NewModel("fusion", 17);
   onnx::GraphProto* g = m.mutable_graph();
@@ -69,10 +69,20 @@ onnx::ModelProto FusionModel(const std::string& variant) {
   AddScalar(g, "six", 6.f);
   AddNode(g, "Add", "hs_add", {"n1", "three"}, "h1");
   AddNode(g, "Clip", "hs_clip", {"h1", "zero", "six"}, "h2");
-  AddNode(g, "Div", "hs_div", {"h2", "six"}, "h3");
-  AddNode(g, "Mul", "hs_mul", {"n1", "h3"}, "c1");
+  if (variant == "detector_hardswish_order") {  // (x * Clip(x + 3, 0, 6)) / 6
+    AddNode(g, "Mul", "hs_mul", {"h2", "n1"}, "h3");
+    AddNode(g, "Div", "hs_div", {"h3", "six"}, "c1");
+  } else {  // x * (Clip(x + 3, 0, 6) / 6)
+    AddNode(g, "Div", "hs_div", {"h2", "six"}, "h3");
+    AddNode(g, "Mul", "hs_mul", {"n1", "h3"}, "c1");
+  }
   AddInit(g, "w2", {8, 8, 1, 1}, 7);
-  Conv(g, "conv2", "c1", "w2", "", "a2", 0);
+  Conv(g, "conv2", "c1", "w2", "", "a0", 0);
+  // A learnable scale and bias per channel (PaddleOCR's detector): folded into conv2.
+  AddInit(g, "k", {8, 1, 1}, 10, 0.5f, 1.5f);
+  AddNode(g, "Mul", "scale", {"k", "a0"}, "a00");
+  AddScalar(g, "bias2", 0.25f);
+  AddNode(g, "Add", "shift", {"a00", "bias2"}, "a2");
   auto* lr = AddNode(g, "LeakyRelu", "lrelu", {"a2"}, "c2");
   auto* alpha = lr->add_attribute();
   alpha->set_name("alpha");
@@ -141,13 +151,20 @@ TEST(CpuFusion, ConvBatchNormAndActivationsBecomeThreeConvs) {
   auto fused = NewSession(FusionModel(""), 99), plain = NewSession(FusionModel(""), 1);
   ASSERT_TRUE(fused && plain);
   EXPECT_EQ(fused->cpu_fusions().batch_norms, 1);
+  EXPECT_EQ(fused->cpu_fusions().affines, 2);
   EXPECT_EQ(fused->cpu_fusions().activations, 3);
   EXPECT_EQ(Ops(fused->planned_graph()),
             (std::vector<std::string>{"Conv+HardSwish", "Conv+LeakyRelu", "Conv+Relu"}));
   EXPECT_EQ(plain->cpu_fusions().activations, 0);
-  EXPECT_EQ(plain->planned_graph().nodes.size(), 10u);
-  EXPECT_EQ(fused->model().graph->nodes.size(), 10u);  // the model's own graph is untouched
+  EXPECT_EQ(plain->planned_graph().nodes.size(), 12u);
+  EXPECT_EQ(fused->model().graph->nodes.size(), 12u);  // the model's own graph is untouched
   ExpectSameValues(*fused, *plain);
+  auto fused2 = NewSession(FusionModel("detector_hardswish_order"), 99);
+  auto plain2 = NewSession(FusionModel("detector_hardswish_order"), 1);
+  ASSERT_TRUE(fused2 && plain2);
+  EXPECT_EQ(Ops(fused2->planned_graph()),
+            (std::vector<std::string>{"Conv+HardSwish", "Conv+LeakyRelu", "Conv+Relu"}));
+  ExpectSameValues(*fused2, *plain2);
 }
 
 TEST(CpuFusion, ValuesOthersReadStay) {
@@ -173,7 +190,7 @@ TEST(CpuFusion, ValuesOthersReadStay) {
     auto fused = NewSession(FusionModel("weights_overridable"), 99);
     ASSERT_TRUE(fused);
     EXPECT_EQ(Ops(fused->planned_graph()),
-              (std::vector<std::string>{"Conv+HardSwish", "Conv", "LeakyRelu", "Conv+Relu"}));
+              (std::vector<std::string>{"Conv+HardSwish", "Conv", "Mul", "Add", "LeakyRelu", "Conv+Relu"}));
   }
 }
 

@@ -507,7 +507,7 @@ std::string InferenceSession::ReportJson() const {
   size_t cpu_nodes = 0;
   for (const auto& n : partition_.graph->nodes) cpu_nodes += n.domain != kFusedDomain;
   o << "],\"constant_folding\":{\"nodes_folded\":" << folding_.nodes_folded << ",\"passes\":" << folding_.passes
-    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"activations\":"
+    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines << ",\"activations\":"
     << cpu_fusions_.activations << "},\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
   o << ",\"free_dims\":[";
   const std::vector<FreeDim> free = free_dims();
