@@ -46,6 +46,14 @@ std::vector<int64_t> PlanKey(const ConvProblem& p, int threads) {
 // the caches are guarded by a mutex.
 class DnnlConvRunner {
  public:
+  static ConvProblem Lifted(const ConvProblem& p) {
+    ConvProblem q = p;
+    WindowGeom& g = q.g;
+    for (auto* v : {&g.in, &g.kernel, &g.stride, &g.dilation, &g.out}) v->insert(v->begin(), 1);
+    for (auto* v : {&g.pad_begin, &g.pad_end}) v->insert(v->begin(), 0);
+    return q;
+  }
+
   explicit DnnlConvRunner(bool transposed) : transposed_(transposed) {}
 
   // Weights known at creation (float). Plans built afterwards reference them packed.
@@ -61,8 +69,11 @@ class DnnlConvRunner {
   const Tensor& constant_weights() const { return const_w_; }
 
   // The plan for this problem; nullptr (with OK) when oneDNN does not take it, so the caller falls back.
-  StatusOr<std::shared_ptr<const DnnlConvPlan>> GetPlan(const ConvProblem& p, int threads) const {
-    if (p.g.rank() > 3) return std::shared_ptr<const DnnlConvPlan>();
+  StatusOr<std::shared_ptr<const DnnlConvPlan>> GetPlan(const ConvProblem& problem, int threads) const {
+    if (problem.g.rank() > 3) return std::shared_ptr<const DnnlConvPlan>();
+    // A 1-D problem runs as 2-D with H = 1 (the plain [N, C, W] bytes are [N, C, 1, W]): oneDNN 2.6 has its jit
+    // depthwise kernels for 2-D only, and 1-D depthwise convolutions ran gemm-based (Silero VAD v4, issue 14).
+    const ConvProblem p = problem.g.rank() == 1 ? Lifted(problem) : problem;
     std::vector<int64_t> key = PlanKey(p, threads);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = plans_.find(key);
