@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/kernels/fast_math.h"
 #include "providers/cpu/kernels/nn_common.h"
 
 namespace epctx {
@@ -78,69 +79,16 @@ bool EqualsIgnoreCase(const std::string& a, const char* b) {
   return b[n] == '\0';
 }
 
-// float sigmoid and tanh without libm calls, so the loops vectorize (glibc's tanhf alone took a third of a
-// Silero VAD LSTM step). Relative error below 3e-7 against the double functions; NaN stays NaN, +-inf gives the
-// limits.
-//
-// exp(x) for x in [-87, 87]: x = n ln2 + r with |r| <= ln2/2, exp(r) by its Taylor series to r^7 (truncation
-// below 1e-8 relative), 2^n built in the exponent bits. Rounding by truncation of t +- 0.5: GCC vectorizes the
-// conversion but not floor.
-inline float ExpInRange(float x) {
-  const float t = x * 1.44269504088896341f;
-  const int32_t n = static_cast<int32_t>(t + (t >= 0.f ? 0.5f : -0.5f));
-  const float nf = static_cast<float>(n);
-  const float r = (x - nf * 0.693359375f) + nf * 2.12194440e-4f;  // ln2 = 0.693359375 (exact) - 2.12194440e-4
-  float p = 1.f / 5040;
-  p = p * r + 1.f / 720;
-  p = p * r + 1.f / 120;
-  p = p * r + 1.f / 24;
-  p = p * r + 1.f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const uint32_t bits = (static_cast<uint32_t>(n) + 127u) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
-
-// Chunks of this many values: a first loop computes the exp-based part of every value (clamped, NaN mapped to a
-// finite value so nothing in it branches or traps), a second one selects. One loop with both would keep the
-// division behind a branch, which GCC does not vectorize.
-constexpr int64_t kActChunk = 64;
-
+// float sigmoid and tanh without libm calls (fast_math.h), so the loops vectorize: glibc's tanhf alone took a third
+// of a Silero VAD LSTM step.
 void FastSigmoid(float* x, int64_t n) {
-  float e[kActChunk];
-  for (int64_t i0 = 0; i0 < n; i0 += kActChunk) {
-    const int64_t m = std::min(kActChunk, n - i0);
-    float* xc = x + i0;
-    for (int64_t i = 0; i < m; ++i) e[i] = 1.f / (1.f + ExpInRange(std::max(-87.f, std::min(87.f, -xc[i]))));
-    for (int64_t i = 0; i < m; ++i) xc[i] = xc[i] != xc[i] ? xc[i] : e[i];
-  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = SigmoidF(x[i]);
 }
 
-// tanh(x) = 1 - 2 / (exp(2x) + 1) for |x| >= 0.55; below, where that form cancels, its Taylor series to x^17
-// (truncation below 6e-8 relative).
 void FastTanh(float* x, int64_t n) {
-  float big[kActChunk];
-  for (int64_t i0 = 0; i0 < n; i0 += kActChunk) {
-    const int64_t m = std::min(kActChunk, n - i0);
-    float* xc = x + i0;
-    for (int64_t i = 0; i < m; ++i)
-      big[i] = 1.f - 2.f / (ExpInRange(2.f * std::max(-20.f, std::min(20.f, xc[i]))) + 1.f);
-    for (int64_t i = 0; i < m; ++i) {
-      const float v = xc[i], s = v * v;
-      float p = 6404582.f / 10854718875.f;
-      p = p * s - 929569.f / 638512875.f;
-      p = p * s + 21844.f / 6081075.f;
-      p = p * s - 1382.f / 155925.f;
-      p = p * s + 62.f / 2835.f;
-      p = p * s - 17.f / 315.f;
-      p = p * s + 2.f / 15.f;
-      p = p * s - 1.f / 3.f;
-      xc[i] = !(s >= 0.3025f) ? v + v * s * p : big[i];  // NaN takes the series: NaN
-    }
-  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = TanhF(x[i]);
 }
 
 // Applies `a` in place to x[0..n). One switch per call; the loops inside are plain so they can vectorize.
