@@ -548,6 +548,89 @@ Md AsStored(const Md& d) {
   return out;
 }
 
+// ---- 1-D convolutions as 2-D ones with H = 1 ---------------------------------------------------------------------
+//
+// oneDNN 2.6 has depthwise jit kernels (jit_dw) for 2-D problems only: a 1-D depthwise convolution got the gemm-based
+// kernel (im2col + sgemm, whose sgemm is JIT-generated on the first run; Silero VAD v4's
+// g258mb1_ic258oc258_iw24ow24kw5). So every 1-D (de)convolution is lowered as the 2-D one with H = 1: its step
+// describes src, dst and the binary post-op operands as 4-D views [N, C, 1, W] of the bytes their 3-D values hold
+// (ncw, nwc, nCw16c, nCw8c are nchw, nhwc, nChw16c, nChw8c with H = 1, so no copy is made), and weights packed for
+// the 2-D primitive ([g,] OC/g, IC/g, 1, k). Other steps read the 3-D values as before. The program format does not
+// change: the step is an ordinary 2-D convolution over operands any build checks and runs.
+
+// `d` (rank 3: N, C, W) with a size-1 H inserted at axis 2, strided as the 4-D tags stride it (just outside W: nchw
+// W, nhwc W*C, nChw16c 16*W): oneDNN's kernels compare strides of size-1 dims too (see SameLayout), and the view
+// then names the 4-D tag exactly. Empty when `d` is not a blocked rank-3 layout.
+Md InsertH(const Md& d) {
+  const dnnl_memory_desc_t& md = d.data;
+  if (md.ndims != 3 || md.format_kind != dnnl_blocked || md.offset0 != 0 || md.extra.flags != 0) return Md();
+  dnnl_memory_desc_t out = md;
+  out.ndims = 4;
+  out.dims[3] = md.dims[2];
+  out.padded_dims[3] = md.padded_dims[2];
+  out.padded_offsets[3] = md.padded_offsets[2];
+  out.dims[2] = out.padded_dims[2] = 1;
+  out.padded_offsets[2] = 0;
+  dnnl_blocking_desc_t& b = out.format_desc.blocking;
+  b.strides[3] = md.format_desc.blocking.strides[2];
+  b.strides[2] = b.strides[3] * md.padded_dims[2];
+  for (int i = 0; i < b.inner_nblks; ++i)
+    if (b.inner_idxs[i] >= 2) ++b.inner_idxs[i];
+  return Md(out);
+}
+
+// The inverse: `d` (rank 4, H = 1, unpadded and unblocked) without its H. Empty otherwise.
+Md DropH(const Md& d) {
+  const dnnl_memory_desc_t& md = d.data;
+  if (md.ndims != 4 || md.format_kind != dnnl_blocked || md.offset0 != 0 || md.extra.flags != 0) return Md();
+  if (md.dims[2] != 1 || md.padded_dims[2] != 1 || md.padded_offsets[2] != 0) return Md();
+  dnnl_memory_desc_t out = md;
+  dnnl_blocking_desc_t& b = out.format_desc.blocking;
+  for (int i = 0; i < b.inner_nblks; ++i) {
+    if (b.inner_idxs[i] == 2) return Md();
+    if (b.inner_idxs[i] > 2) --b.inner_idxs[i];
+  }
+  out.ndims = 3;
+  out.dims[2] = md.dims[3];
+  out.padded_dims[2] = md.padded_dims[3];
+  out.padded_offsets[2] = md.padded_offsets[3];
+  b.strides[2] = md.format_desc.blocking.strides[3];
+  out.dims[3] = out.padded_dims[3] = 0;
+  out.padded_offsets[3] = 0;
+  b.strides[3] = 0;
+  return Md(out);
+}
+
+// A 3-D activation's layout as the lifted step's operand describes it (empty when no program can).
+Md LiftDesc(const Md& d3) { return AsStored(InsertH(d3)); }
+
+// A 4-D layout oneDNN chose as it comes back through the 3-D value the compiler defines or reads: the layout the
+// lifted step's operand will have. Empty when the 3-D layout has no program form or H is not just outside W.
+Md ThroughThreeD(const Md& d4) {
+  const Md d3 = AsStored(DropH(d4));
+  return d3.data.ndims == 0 ? Md() : LiftDesc(d3);
+}
+
+// The 4-D view of a 3-D activation operand: same buffer, offset and bytes. kNone when its layout has no 4-D form.
+Operand LiftOperand(const Operand& op) {
+  Md d;
+  if (!op.present() || !OperandDesc(op, &d).ok) return Operand();
+  Operand out = op;
+  if (!LayoutFromDesc(InsertH(d), &out)) return Operand();
+  return out;
+}
+
+// The 1-D problem as the 2-D one with H = 1: kernel 1, stride 1, dilation 1, no padding along H.
+void LiftSpec(ConvSpec* s) {
+  Window& w = s->w;
+  for (std::vector<int64_t>* v : {&w.in, &w.out, &w.kernel, &w.stride, &w.dilation})
+    v->insert(v->begin(), 1);
+  for (std::vector<int64_t>* v : {&w.pad_begin, &w.pad_end, &w.pad_end_dnnl}) v->insert(v->begin(), 0);
+  s->src_dims.insert(s->src_dims.begin() + 2, 1);
+  s->dst_dims.insert(s->dst_dims.begin() + 2, 1);
+  s->wdims.insert(s->wdims.end() - 1, 1);
+}
+
 // How much a convolution implementation is preferred: 0 reference, 1 gemm-based (im2col), 2 direct kernels.
 int ConvImplScore(const std::string& impl) {
   if (IsRefImpl(impl)) return 0;
@@ -605,6 +688,12 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   std::string why;
   if (!ResolveConv(g, n, deconv, &spec, &why)) return ctx.Fail(node, why);
   const bool portable = ctx.options().portable_layouts;
+  // A 1-D problem runs as the 2-D one with H = 1 (LiftSpec): every candidate below is the lifted problem, and its
+  // activation operands are 4-D views of the 3-D values (`lifted` for layouts, `view` for operands).
+  const bool lift = spec.w.rank() == 1;
+  if (lift) LiftSpec(&spec);
+  auto lifted = [lift](const Md& d) { return lift ? LiftDesc(d) : d; };
+  auto view = [lift](const Operand& o) { return lift ? LiftOperand(o) : o; };
 
   // Weights in oneDNN's logical order [g][OC/g][IC/g][k...], row-major. Conv's ONNX layout already is; the
   // transposed convolution's ONNX weights are [g][IC/g][OC/g][k...].
@@ -647,12 +736,25 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   std::vector<FusedOp> chain = CollectPostOps(ctx, cur);
   std::vector<Md> other_mds;
   OtherDescs(ctx, &chain, &other_mds);
+  // The binary operands as the primitive sees them (lifted: the chain is cut before one without a 4-D view).
+  std::vector<Md> post_mds(other_mds.size());
+  for (size_t i = 0; i < other_mds.size(); ++i) {
+    if (other_mds[i].data.ndims == 0) continue;  // an eltwise entry
+    post_mds[i] = lifted(other_mds[i]);
+    if (post_mds[i].data.ndims == 0) {
+      chain.resize(i);
+      other_mds.resize(i);
+      post_mds.resize(i);
+      break;
+    }
+  }
 
   // Layouts: src as it is when the primitive takes it, else plain; weights and dst chosen by oneDNN.
   const int x = In(n, 0);
   const Md plain_src = PlainDesc(spec.src_dims, kF32);
   const Operand* cur_op = ctx.Peek(x);
-  const Md cur_src = cur_op ? DescOfOperand(*cur_op) : plain_src;
+  Md cur_src = cur_op ? lifted(DescOfOperand(*cur_op)) : plain_src;
+  if (cur_src.data.ndims == 0) cur_src = plain_src;
   const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
   Md w_req = portable ? PlainDesc(spec.wdims, kF32) : F32Desc(spec.wdims, dnnl_format_tag_any);
 
@@ -679,7 +781,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
       // A value read only as a graph output goes straight to the output buffer, plain.
       const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
       const Md dst_any = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, dnnl_format_tag_any);
-      const dnnl::primitive_attr attr = PostOpAttr(chain, k, other_mds);
+      const dnnl::primitive_attr attr = PostOpAttr(chain, k, post_mds);
       struct Option {
         Md src, dst;
         bool plain_src;
@@ -715,7 +817,12 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
           auto given_or = [](const Md& asked, const Md& got) {
             return AsStored(asked.data.format_kind == dnnl_format_kind_any ? got : asked);
           };
-          const Md src = given_or(o.src, pd.src), wts = given_or(w_req, pd.weights), dst = given_or(o.dst, pd.dst);
+          Md src = given_or(o.src, pd.src), wts = given_or(w_req, pd.weights), dst = given_or(o.dst, pd.dst);
+          // Lifted: src and dst as they come back through the 3-D values the program defines and reads.
+          if (lift) {
+            src = ThroughThreeD(src);
+            dst = ThroughThreeD(dst);
+          }
           if (src.data.ndims == 0 || wts.data.ndims == 0 || dst.data.ndims == 0) continue;
           // The score: the worst implementation the executor gets from these layouts at any thread count.
           int score = ConvImplScore(pd.impl);
@@ -747,8 +854,9 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   st.name = JoinNames(ctx, node, absorbed);
   // The source exactly as the primitive was created: UseAs makes a view when only the strides of size-1 dims
   // differ (no copy), else the reorder the choice counted.
-  Operand src_op = best.plain_src ? ctx.UsePlain(x) : ctx.Use(x);
-  if (!SameLayout(DescOfOperand(src_op), best.pd.src)) src_op = ctx.UseAs(x, best.pd.src);
+  Operand src_op = view(best.plain_src ? ctx.UsePlain(x) : ctx.Use(x));
+  if (!SameLayout(DescOfOperand(src_op), best.pd.src))
+    src_op = view(ctx.UseAs(x, lift ? DropH(best.pd.src) : best.pd.src));
   if (!SameLayout(DescOfOperand(src_op), best.pd.src)) return ctx.Fail(node, "source operand layout mismatch");
   st.ops.push_back(src_op);
   Operand wop, bop;
@@ -765,7 +873,13 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   st.ops.push_back(Operand());  // dst, defined after every input is used
   r = AppendPostOps(ctx, node, chain, best.k, other_mds, &st);
   if (!r.ok) return r;
-  st.ops[3] = ctx.Define(final_value, best.pd.dst);
+  for (size_t i = 4; i < st.ops.size(); ++i) {
+    st.ops[i] = view(st.ops[i]);
+    if (!st.ops[i].present()) return ctx.Fail(node, "residual operand has no 4-D view");
+  }
+  st.ops[3] = view(ctx.Define(final_value, lift ? DropH(best.pd.dst) : best.pd.dst));
+  if (lift && !SameLayout(DescOfOperand(st.ops[3]), best.pd.dst))
+    return ctx.Fail(node, "destination operand layout mismatch");
   st.ints.push_back(spec.groups);
   st.ints.push_back(static_cast<int64_t>(spec.w.rank()));
   std::vector<int64_t> dil = DnnlDilations(spec.w);
@@ -1512,6 +1626,14 @@ CheckResult BuildConvLike(BuildContext& bc, std::unique_ptr<StepExec>* out, bool
   const int64_t oc = wd[off] * groups, ic = wd[off + 1] * groups;
   if (sd[1] != ic || dd[1] != oc || sd[0] != dd[0]) return bc.Fail("channel/batch dims inconsistent");
   if (has_bias && (md[2].data.ndims != 1 || md[2].dims()[0] != oc)) return bc.Fail("bias is not [OC]");
+  // Residual operands have dst's dims (the compiler fuses equal-shaped Adds only). oneDNN 2.6 takes a binary
+  // post-op operand of lower rank than dst without complaint (a lifted step's 3-D residual against its 4-D dst).
+  for (const PostOp& p : s.post_ops) {
+    if (p.kind != PostOp::kBinary) continue;
+    const Operand& o = s.ops[p.operand];
+    if (o.dims.size() != dd.size() || !std::equal(o.dims.begin(), o.dims.end(), dd.begin()))
+      return bc.Fail("binary post-op operand " + I2S(p.operand) + " does not have the destination's dims");
+  }
   dnnl::primitive_attr attr;
   std::vector<std::pair<int, int>> args;
   c = bc.PostOps(&attr, &args);

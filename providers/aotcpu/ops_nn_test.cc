@@ -250,6 +250,209 @@ TEST(OpsNn, BatchOneConvsRunOptimizedKernelsAtEveryThreadCount) {
   }
 }
 
+// A 1-D depthwise convolution [N, C, W] (group C) with the parameters of `k`, between two 1x1 convolutions so its
+// source and destination are in oneDNN's layouts: x -> 1x1 Conv -> r -> depthwise Conv -> c [-> Add(r)] [-> Relu]
+// -> 1x1 Conv -> z.
+struct Dw1dCase {
+  int64_t channels, width, kernel, stride, dilation, pad;
+  bool relu, residual;
+};
+
+struct Dw1dGraph {
+  GraphBuilder b;
+  Dims xd, wd, pd, yd, zd;
+  std::vector<float> x, pw, dw, bias, out_w;
+};
+
+void BuildDw1d(const Dw1dCase& k, Dw1dGraph* t) {
+  const int64_t C = k.channels, W = k.width;
+  const int64_t ow = (W + 2 * k.pad - (k.kernel - 1) * k.dilation - 1) / k.stride + 1;
+  t->xd = {1, C, W};
+  t->pd = {C, C, 1};
+  t->wd = {C, 1, k.kernel};
+  t->yd = {1, C, ow};
+  t->zd = {1, 4, ow};
+  t->x = Random(Numel(t->xd), 60);
+  t->pw = Random(Numel(t->pd), 61, -0.2f, 0.2f);
+  t->dw = Random(Numel(t->wd), 62, -0.5f, 0.5f);
+  t->bias = Random(C, 63);
+  t->out_w = Random(4 * C, 64, -0.2f, 0.2f);
+  GraphBuilder& b = t->b;
+  b.Input("x", t->xd);
+  b.F32("pw", t->pd, t->pw);
+  b.Out("r", t->xd);
+  b.N("Conv", {"x", "pw"}, {"r"}, 11);
+  b.F32("dw", t->wd, t->dw);
+  b.F32("dwb", {C}, t->bias);
+  b.Out("c", t->yd);
+  Node& n = b.N("Conv", {"r", "dw", "dwb"}, {"c"}, 11);
+  n.attrs["group"] = IntA(C);
+  n.attrs["strides"] = IntsA({k.stride});
+  n.attrs["dilations"] = IntsA({k.dilation});
+  n.attrs["pads"] = IntsA({k.pad, k.pad});
+  std::string out = "c";
+  if (k.residual) {
+    b.Out("a", t->yd);
+    b.N("Add", {out, "r"}, {"a"}, 14);
+    out = "a";
+  }
+  if (k.relu) {
+    b.Out("y", t->yd);
+    b.N("Relu", {out}, {"y"}, 14);
+    out = "y";
+  }
+  b.F32("ow", {4, C, 1}, t->out_w);
+  b.Out("z", t->zd);
+  b.N("Conv", {out, "ow"}, {"z"}, 11);
+  b.Output("z");
+}
+
+// The float64 reference: the 1-D convolutions are the 2-D ones with H = 1.
+std::vector<double> RefDw1d(const Dw1dCase& k, const Dw1dGraph& t) {
+  const int64_t C = k.channels, W = k.width, ow = t.yd[2];
+  auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const std::vector<float> r =
+      to_float(RefConv2d(t.x, {1, C, 1, W}, t.pw, {C, C, 1, 1}, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+  std::vector<double> c = RefConv2d(r, {1, C, 1, W}, t.dw, {C, 1, 1, k.kernel}, &t.bias, {1, k.stride},
+                                    {1, k.dilation}, {0, k.pad, 0, k.pad}, C);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (k.residual) c[i] += r[i];
+    if (k.relu) c[i] = std::max(0.0, c[i]);
+  }
+  return RefConv2d(to_float(c), {1, C, 1, ow}, t.out_w, {4, C, 1, 1}, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+}
+
+// Whether this machine's oneDNN has a direct (not reference, not gemm-based) kernel for the 2-D depthwise problem
+// with H = 1 in a channel-blocked layout: jit_dw needs AVX2 (nChw8c) or AVX-512 (nChw16c).
+bool HasDirectDepthwise2d(const Dw1dCase& k, int64_t ow) {
+  using tag = dnnl::memory::format_tag;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  const int64_t C = k.channels;
+  for (tag t : {tag::nChw16c, tag::nChw8c}) {
+    try {
+      const dnnl::memory::desc src({1, C, 1, k.width}, dnnl::memory::data_type::f32, t),
+          dst({1, C, 1, ow}, dnnl::memory::data_type::f32, t),
+          wts({C, 1, 1, 1, k.kernel}, dnnl::memory::data_type::f32, tag::any);
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        wts, dst, {1, k.stride}, {0, k.dilation - 1}, {0, k.pad}, {0, k.pad});
+      const std::string impl = dnnl::convolution_forward::primitive_desc(d, eng).impl_info_str();
+      if (impl.rfind("ref", 0) != 0 && impl.find("gemm") == std::string::npos) return true;
+    } catch (const dnnl::error&) {
+    }
+  }
+  return false;
+}
+
+// oneDNN 2.6 runs a 1-D depthwise convolution with the gemm-based kernel (im2col + sgemm, JIT-generated on the first
+// run) and has its depthwise jit kernels for 2-D only: the step is the 2-D convolution with H = 1 over 4-D views of
+// the 3-D values, and runs a direct kernel at every thread count. Values against the float64 reference.
+TEST(OpsNn, DepthwiseConv1dRunsAsTwoDimensional) {
+  const Dw1dCase cases[] = {
+      {32, 24, 5, 1, 1, 2, false, false},  // Silero VAD v4's shape class, pads 2
+      {32, 24, 5, 2, 1, 2, false, false},  // stride 2
+      {24, 19, 3, 1, 2, 2, false, false},  // dilation 2, 24 channels (not a multiple of 16)
+      {32, 24, 5, 1, 1, 2, true, false},   // fused Relu
+      {32, 24, 5, 1, 1, 2, true, true},    // fused residual Add and Relu
+  };
+  for (const Dw1dCase& k : cases) {
+    SCOPED_TRACE(::testing::Message() << "C " << k.channels << " W " << k.width << " k " << k.kernel << " s "
+                                      << k.stride << " d " << k.dilation << " relu " << k.relu << " residual "
+                                      << k.residual);
+    Dw1dGraph t;
+    BuildDw1d(k, &t);
+    Compiled c;
+    ASSERT_TRUE(Compile(t.b, &c));
+    const size_t post_ops = (k.relu ? 1 : 0) + (k.residual ? 1 : 0);
+    EXPECT_EQ(Kinds(c.parsed), post_ops ? "Conv,Conv(" + std::to_string(post_ops) + "),Conv" : "Conv,Conv,Conv");
+    size_t dw = c.parsed.steps.size();
+    for (size_t i = 0; i < c.parsed.steps.size(); ++i) {
+      const Step& s = c.parsed.steps[i];
+      if (s.kind != StepKind::kConv) continue;
+      if (s.ints[0] == k.channels) dw = i;
+      // Every 1-D convolution is lifted: spatial rank 2, H entries stride 1, dilation 0 (oneDNN's), pads 0; its
+      // activation operands (src, dst, the residual) are [N, C, 1, W] views.
+      ASSERT_EQ(s.ints.size(), 10u) << DescribeStep(s);
+      EXPECT_EQ(s.ints[1], 2);
+      EXPECT_EQ(s.ints[2], 1);
+      EXPECT_EQ(s.ints[4], 0);
+      EXPECT_EQ(s.ints[6], 0);
+      EXPECT_EQ(s.ints[8], 0);
+      for (size_t o : {size_t{0}, size_t{3}})
+        EXPECT_TRUE(s.ops[o].dims.size() == 4 && s.ops[o].dims[2] == 1) << DescribeStep(s);
+      for (size_t o = 4; o < s.ops.size(); ++o)
+        EXPECT_TRUE(s.ops[o].dims.size() == 4 && s.ops[o].dims[2] == 1) << DescribeStep(s);
+    }
+    ASSERT_LT(dw, c.parsed.steps.size());
+    EXPECT_EQ(c.parsed.steps[dw].ops.size(), 4 + (k.residual ? 1u : 0u));
+    // The values stay 3-D for the graph: the output and every non-convolution step's operands.
+    EXPECT_EQ(c.parsed.outputs[0].dims, t.zd);
+    for (const Step& s : c.parsed.steps) {
+      if (s.kind == StepKind::kConv) continue;
+      for (const Operand& o : s.ops) EXPECT_EQ(o.dims.size(), 3u) << DescribeStep(s);
+    }
+    const std::vector<double> want = RefDw1d(k, t);
+    const bool direct = HasDirectDepthwise2d(k, t.yd[2]);
+    for (int threads : {1, 2}) {
+      std::vector<WeightRef> wr;
+      for (const TensorInput& w : c.cg.weights) wr.push_back({w.bytes.data(), w.bytes.size()});
+      std::unique_ptr<Executor> e;
+      CheckResult r = Executor::Create(c.parsed, std::move(wr), threads, &e);
+      ASSERT_TRUE(r.ok) << r.reason;
+      for (size_t i = 0; i < c.parsed.steps.size(); ++i)
+        EXPECT_NE(e->step_impl(i).rfind("ref", 0), 0u)
+            << threads << " threads: step " << i << " " << DescribeStep(c.parsed.steps[i]) << " runs "
+            << e->step_impl(i);
+      if (direct) {
+        EXPECT_EQ(e->step_impl(dw).find("gemm:jit"), std::string::npos)
+            << threads << " threads: " << DescribeStep(c.parsed.steps[dw]) << " runs " << e->step_impl(dw);
+      }
+      std::vector<float> z(want.size());
+      r = e->Run({t.x.data()}, {z.data()});
+      ASSERT_TRUE(r.ok) << r.reason;
+      ExpectNear(z, want);
+    }
+  }
+}
+
+// A 1-D transposed convolution (stride 2, output_padding 1, groups) is lifted the same way; values as ONNX defines.
+TEST(OpsNn, ConvTranspose1dIsLifted) {
+  // x [1, 4, 5], W [4, 3, 3] (C, M/g, k), group 2 -> M = 6; stride 2, pads 1/1, output_padding 1 -> W' 10.
+  const Dims xd = {1, 4, 5}, wd = {4, 3, 3}, yd = {1, 6, 10};
+  const std::vector<float> x = Random(Numel(xd), 70), w = Random(Numel(wd), 71), bias = Random(6, 72);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.F32("bias", {6}, bias);
+  b.Out("y", yd);
+  Node& n = b.N("ConvTranspose", {"x", "w", "bias"}, {"y"}, 11);
+  n.attrs["group"] = IntA(2);
+  n.attrs["strides"] = IntsA({2});
+  n.attrs["pads"] = IntsA({1, 1});
+  n.attrs["output_padding"] = IntsA({1});
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  ASSERT_EQ(Kinds(c.parsed), "Deconv");
+  for (const Step& s : c.parsed.steps) {
+    if (s.kind == StepKind::kDeconv) {
+      EXPECT_EQ(s.ints[1], 2) << DescribeStep(s);
+    }
+  }
+  std::vector<double> want(static_cast<size_t>(Numel(yd)));
+  for (int64_t m = 0; m < 6; ++m)
+    for (int64_t o = 0; o < 10; ++o) want[static_cast<size_t>(m * 10 + o)] = bias[static_cast<size_t>(m)];
+  for (int64_t ci = 0; ci < 4; ++ci)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t mo = 0; mo < 3; ++mo)
+        for (int64_t kw = 0; kw < 3; ++kw) {
+          const int64_t o = i * 2 - 1 + kw, m = (ci / 2) * 3 + mo;
+          if (o < 0 || o >= 10) continue;
+          want[static_cast<size_t>(m * 10 + o)] +=
+              double(x[static_cast<size_t>(ci * 5 + i)]) * w[static_cast<size_t>((ci * 3 + mo) * 3 + kw)];
+        }
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
 TEST(OpsNn, ConvReadTwiceIsNotFused) {
   const Dims xd = {1, 4, 5, 5}, wd = {4, 4, 3, 3}, yd = {1, 4, 3, 3};
   const std::vector<float> x = Random(Numel(xd), 4), w = Random(Numel(wd), 5);
@@ -596,6 +799,57 @@ TEST(OpsNn, BuildersRejectHostileSteps) {
     q->steps[conv].kind = StepKind::kInnerProduct;
     q->steps[conv].ints.clear();
   });
+}
+
+// A lifted 1-D depthwise step (4-D views of 3-D values) damaged in the ways a file could: each must make
+// Executor::Create fail with a message naming the step, never crash or run.
+TEST(OpsNn, BuildersRejectDamagedLiftedConv) {
+  Dw1dGraph t;
+  BuildDw1d({32, 24, 5, 1, 1, 2, true, true}, &t);
+  Compiled c;
+  ASSERT_TRUE(Compile(t.b, &c));
+  size_t dw = c.parsed.steps.size();
+  for (size_t i = 0; i < c.parsed.steps.size(); ++i)
+    if (c.parsed.steps[i].kind == StepKind::kConv && c.parsed.steps[i].ints[0] == 32) dw = i;
+  ASSERT_LT(dw, c.parsed.steps.size());
+  ASSERT_EQ(c.parsed.steps[dw].ops.size(), 5u);
+  auto expect_fail = [&](const char* what, const std::function<void(Step*)>& mutate) {
+    Program bad = c.parsed;
+    mutate(&bad.steps[dw]);
+    std::vector<WeightRef> w;
+    for (const TensorInput& x : c.cg.weights) w.push_back({x.bytes.data(), x.bytes.size()});
+    std::unique_ptr<Executor> exec;
+    CheckResult r = Executor::Create(std::move(bad), std::move(w), 1, &exec);
+    EXPECT_FALSE(r.ok) << what;
+    EXPECT_NE(r.reason.find("step " + std::to_string(dw)), std::string::npos) << what << ": " << r.reason;
+  };
+  // A 3-D operand (plain, fitting the bytes) with the 2-D parameters: the ranks disagree.
+  auto drop_h = [](Operand* o) {
+    o->dims.erase(o->dims.begin() + 2);
+    o->tag = 0;
+    o->strides = {o->dims[1] * o->dims[2], o->dims[2], 1};
+  };
+  expect_fail("src without H", [&](Step* s) { drop_h(&s->ops[0]); });
+  expect_fail("dst without H", [&](Step* s) { drop_h(&s->ops[3]); });
+  expect_fail("residual without H", [&](Step* s) { drop_h(&s->ops[4]); });
+  expect_fail("weights without H", [&](Step* s) {
+    Operand& w = s->ops[1];
+    w.tag = 0;
+    w.dims = {32, 1, 1, 5};
+    w.strides = {5, 5, 5, 1};
+  });
+  expect_fail("spatial rank 1 with 4-D operands", [&](Step* s) {
+    s->ints = {s->ints[0], 1, s->ints[3], s->ints[5], s->ints[7], s->ints[9]};
+  });
+  expect_fail("src with H 2", [&](Step* s) { s->ops[0].dims[2] = 2; });
+  expect_fail("dst with H 2", [&](Step* s) { s->ops[3].dims[2] = 2; });
+  expect_fail("residual with H 2", [&](Step* s) { s->ops[4].dims[2] = 2; });
+  expect_fail("H pads 1", [&](Step* s) {
+    s->ints[6] = 1;
+    s->ints[8] = 1;
+  });
+  expect_fail("W pads change the output size", [&](Step* s) { s->ints[9] = 5; });
+  expect_fail("src with 8 times the width", [&](Step* s) { s->ops[0].dims[3] *= 8; });
 }
 
 }  // namespace
