@@ -227,7 +227,10 @@ class PoolKernel final : public OpKernel {
           for (int64_t i = 1; i < in_size; ++i) best = src[i] > best ? src[i] : best;
           yp[pl] = best;
         } else if (kind_ == PoolKind::kAverage) {
+          // A reduction under omp simd: in strict order g++ keeps the loop scalar (a global average pool was 8% of
+          // the PaddleOCR classifier on the CPU EP). The double sum in vector lanes is as exact as in order.
           double sum = 0;
+#pragma omp simd reduction(+ : sum)
           for (int64_t i = 0; i < in_size; ++i) sum += static_cast<double>(src[i]);
           yp[pl] = in_size ? static_cast<T>(sum / static_cast<double>(in_size)) : T(0);
         } else {
