@@ -213,7 +213,9 @@ TEST_P(AotCpuContext, LoadedSessionIsBitIdenticalToTheCompilingOne) {
   const auto nodes = ContextNodes(proto);
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_EQ(StrAttr(*nodes[0], "source"), kAot);
-  if (embed == 0) EXPECT_EQ(StrAttr(*nodes[0], "ep_cache_context"), "model_ctx_aotcpu.bin");
+  if (embed == 0) {
+    EXPECT_EQ(StrAttr(*nodes[0], "ep_cache_context"), "model_ctx_aotcpu.bin");
+  }
 
   Session loaded(*env_, ctx.c_str(), Options());
   const std::string report = loaded.GetSessionReport();
