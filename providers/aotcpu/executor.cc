@@ -1,6 +1,8 @@
 #include "executor.h"
 
 #include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -502,6 +504,26 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   } catch (const dnnl::error& err) {
     return CheckResult::Fail(std::string("oneDNN engine: ") + err.what());
   }
+  // Off the critical path, while the steps are built (issue 14's first run): another thread faults in the weights'
+  // pages (MADV_POPULATE_READ on a mapped binary; advice, failures ignored), so the first Run does not. No oneDNN
+  // call on that thread (oneDNN 2.6's JIT must not run on two threads at once). The arena is not touched here: its
+  // size comes from the (hostile) program and is only allocated when a run needs it.
+  std::thread warm([ex = e.get()] {
+    const long page = sysconf(_SC_PAGESIZE);
+    for (const WeightRef& w : ex->weights_) {
+      if (w.data == nullptr || w.length == 0 || page <= 0) continue;
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(w.data) / static_cast<uintptr_t>(page) *
+                              static_cast<uintptr_t>(page);
+      const uintptr_t end = reinterpret_cast<uintptr_t>(w.data) + w.length;
+      madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+    }
+  });
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{warm};
   // Steps are built one after the other. (Building them on several threads saved ~1.5 ms on the CNN, but oneDNN
   // 2.6's gemm-based convolutions created concurrently crash when run: measured with a plain-layout binary.)
   const size_t n = e->program_.steps.size();
@@ -550,6 +572,7 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
     if (!x->ThreadSafe()) e->serialize_ = true;
   }
   e->execs_ = std::move(execs);
+  warm.join();
   *out = std::move(e);
   return CheckResult::Ok();
 }
