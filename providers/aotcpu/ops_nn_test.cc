@@ -66,6 +66,21 @@ std::vector<std::vector<float>> Execute(Compiled& c, const std::vector<std::vect
   return out;
 }
 
+// An executor for `c` created with `threads`, every step checked to run an optimized kernel (not oneDNN's `ref`);
+// null (with a failure) when creation fails.
+std::unique_ptr<Executor> OptimizedExecutor(const Compiled& c, int threads) {
+  std::vector<WeightRef> wr;
+  for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
+  std::unique_ptr<Executor> e;
+  CheckResult r = Executor::Create(c.parsed, std::move(wr), threads, &e);
+  EXPECT_TRUE(r.ok) << r.reason;
+  if (!r.ok) return nullptr;
+  for (size_t i = 0; i < c.parsed.steps.size(); ++i)
+    EXPECT_NE(e->step_impl(i).rfind("ref", 0), 0u)
+        << threads << " threads: step " << i << " " << DescribeStep(c.parsed.steps[i]) << " runs " << e->step_impl(i);
+  return e;
+}
+
 // Step kinds with post-op counts, skipping layout copies: "Conv(2),Pool".
 std::string Kinds(const Program& p) {
   std::string s;
@@ -233,17 +248,10 @@ TEST(OpsNn, BatchOneConvsRunOptimizedKernelsAtEveryThreadCount) {
     const std::vector<double> want =
         RefConv2d(mid, {1, k.wd[0], 1, ow}, w2, {4, k.wd[0], 1, 1}, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
     for (int threads : {1, 2}) {
-      std::vector<WeightRef> wr;
-      for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
-      std::unique_ptr<Executor> e;
-      CheckResult r = Executor::Create(c.parsed, std::move(wr), threads, &e);
-      ASSERT_TRUE(r.ok) << r.reason;
-      for (size_t i = 0; i < c.parsed.steps.size(); ++i)
-        EXPECT_NE(e->step_impl(i).rfind("ref", 0), 0u)
-            << threads << " threads: step " << i << " " << DescribeStep(c.parsed.steps[i]) << " runs "
-            << e->step_impl(i);
+      std::unique_ptr<Executor> e = OptimizedExecutor(c, threads);
+      ASSERT_TRUE(e);
       std::vector<float> y(want.size());
-      r = e->Run({x.data()}, {y.data()});
+      CheckResult r = e->Run({x.data()}, {y.data()});
       ASSERT_TRUE(r.ok) << r.reason;
       ExpectNear(y, want);
     }
@@ -393,21 +401,14 @@ TEST(OpsNn, DepthwiseConv1dRunsAsTwoDimensional) {
     const std::vector<double> want = RefDw1d(k, t);
     const bool direct = HasDirectDepthwise2d(k, t.yd[2]);
     for (int threads : {1, 2}) {
-      std::vector<WeightRef> wr;
-      for (const TensorInput& w : c.cg.weights) wr.push_back({w.bytes.data(), w.bytes.size()});
-      std::unique_ptr<Executor> e;
-      CheckResult r = Executor::Create(c.parsed, std::move(wr), threads, &e);
-      ASSERT_TRUE(r.ok) << r.reason;
-      for (size_t i = 0; i < c.parsed.steps.size(); ++i)
-        EXPECT_NE(e->step_impl(i).rfind("ref", 0), 0u)
-            << threads << " threads: step " << i << " " << DescribeStep(c.parsed.steps[i]) << " runs "
-            << e->step_impl(i);
+      std::unique_ptr<Executor> e = OptimizedExecutor(c, threads);
+      ASSERT_TRUE(e);
       if (direct) {
         EXPECT_EQ(e->step_impl(dw).find("gemm:jit"), std::string::npos)
             << threads << " threads: " << DescribeStep(c.parsed.steps[dw]) << " runs " << e->step_impl(dw);
       }
       std::vector<float> z(want.size());
-      r = e->Run({t.x.data()}, {z.data()});
+      CheckResult r = e->Run({t.x.data()}, {z.data()});
       ASSERT_TRUE(r.ok) << r.reason;
       ExpectNear(z, want);
     }

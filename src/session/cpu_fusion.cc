@@ -35,12 +35,12 @@ struct Uses {
   std::map<std::string, std::vector<size_t>> readers;
   std::set<std::string> pinned;
 
-  explicit Uses(const Graph& g) {
+  // `subgraph_reads`: CollectSubgraphReads of `g`, which this graph's fusions do not change.
+  Uses(const Graph& g, const std::set<std::string>& subgraph_reads) : pinned(subgraph_reads) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       for (const std::string& in : g.nodes[i].inputs)
         if (!in.empty()) readers[in].push_back(i);
     for (const ValueInfo& o : g.outputs) pinned.insert(o.name);
-    CollectSubgraphReads(g, &pinned);
   }
   // The one CPU node reading `v`, or -1 (more readers, none, a graph output, read from a subgraph).
   int SoleReader(const Graph& g, const std::string& v) const {
@@ -285,7 +285,9 @@ bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, st
 bool FuseGraph(Graph* g, CpuFusionStats* stats) {
   bool changed = false;
   std::vector<bool> removed(g->nodes.size(), false);
-  Uses uses(*g);
+  std::set<std::string> subgraph_reads;
+  CollectSubgraphReads(*g, &subgraph_reads);
+  Uses uses(*g, subgraph_reads);
   for (size_t i = 0; i < g->nodes.size(); ++i) {
     if (removed[i] || !FusableConv(*g, g->nodes[i])) continue;
     Node& conv = g->nodes[i];
@@ -303,7 +305,7 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
       removed[static_cast<size_t>(r)] = true;
       ++(bn ? stats->batch_norms : stats->affines);
       changed = true;
-      uses = Uses(*g);  // conv now writes the folded node's output
+      uses = Uses(*g, subgraph_reads);  // conv now writes the folded node's output
       w = ConstFloat(*g, conv.inputs[1]);
       r = uses.SoleReader(*g, conv.outputs[0]);
     }
@@ -338,7 +340,7 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     conv.outputs[0] = out;
     ++stats->activations;
     changed = true;
-    uses = Uses(*g);
+    uses = Uses(*g, subgraph_reads);
   }
   if (!changed) return false;
   std::vector<Node> kept;
