@@ -88,6 +88,12 @@ bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm
 // shift pair (PaddlePaddle's Mul + Add affine) fused. Any other post-op is appended.
 bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear);
 
+// ops_math.cc: rewrites every hard-swish spelled out in ONNX ops (x * clip(x + 3, 0, 6) / 6 in its orders, x *
+// HardSigmoid(x) with alpha 1/6, beta 0.5) as one HardSwish node: the last pattern node becomes HardSwish(x) (named
+// after every pattern node), the others are marked in `folded` and leave their inputs' consumer lists. A convolution
+// then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
+int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded);
+
 // ops_nn.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
 // is not dropped) and SAME ConvTransposes (output_padding added) unlike ONNX Runtime and the kernels (found by
 // tests/difftest). Every value whose producer's size, computed as ONNX Runtime does, differs from the graph's static

@@ -740,6 +740,107 @@ Dims ToComputeDims(const MatMulShape& s, const Dims& od) {
 
 }  // namespace
 
+// ---- spelled-out hard-swish ---------------------------------------------------------------------------------------
+
+namespace {
+
+// The hard-swish spelled out in ONNX ops, rooted at x, as PaddlePaddle and TensorFlow export it:
+//   x * clip(x + 3, 0, 6) / 6  (the / 6 as Div or as Mul by 1/6, before or after the product, either operand order)
+//   x * HardSigmoid(x) with alpha 1/6 and beta 0.5.
+// Constants match within 1e-6; every intermediate has one consumer, is not a graph output and keeps x's shape.
+// Sets `nodes` (every pattern node, the last one producing the result) and returns true.
+bool MatchHardSwish(const Graph& g, int x, std::vector<int>* nodes) {
+  const Value& xv = g.v(x);
+  if (xv.dtype != kF32 || !xv.has_shape || xv.is_const()) return false;
+  const Dims& dims = xv.dims;
+  auto is = [&](int n, const char* op) {
+    if (n < 0) return false;
+    const Node& nd = g.nodes[static_cast<size_t>(n)];
+    return IsOnnx(nd) && nd.op == op && nd.outputs.size() == 1 && SameF32Shape(g, Out0(nd), dims);
+  };
+  auto node = [&](int n) -> const Node& { return g.nodes[static_cast<size_t>(n)]; };
+  // d = v / 6 or v * (1/6): true when node `d` is that for v.
+  auto sixth = [&](int d, int v) {
+    if (is(d, "Div")) return node(d).inputs.size() == 2 && node(d).inputs[0] == v && ConstNear(g, node(d).inputs[1], 6.0);
+    return is(d, "Mul") && ConstNear(g, OtherInput(node(d), v), 1.0 / 6.0);
+  };
+  std::vector<int> cons = xv.consumers;
+  std::sort(cons.begin(), cons.end());
+  cons.erase(std::unique(cons.begin(), cons.end()), cons.end());
+  for (int head : cons) {
+    if (is(head, "HardSigmoid")) {
+      const Node& h = node(head);
+      if (h.inputs.size() != 1 || std::fabs(h.Float("alpha", 0.2f) - 1.0 / 6.0) > 1e-6 ||
+          std::fabs(h.Float("beta", 0.5f) - 0.5) > 1e-6)
+        continue;
+      const int m = OnlyConsumer(g, Out0(h));
+      if (!is(m, "Mul") || OtherInput(node(m), Out0(h)) != x) continue;
+      *nodes = {head, m};
+      return true;
+    }
+    if (!is(head, "Add") || !ConstNear(g, OtherInput(node(head), x), 3.0)) continue;
+    const int c = OnlyConsumer(g, Out0(node(head)));
+    uint32_t alg;
+    float lo, hi;
+    if (!is(c, "Clip") || node(c).inputs.empty() || node(c).inputs[0] != Out0(node(head)) ||
+        !EltwiseFor(g, node(c), &alg, &lo, &hi) || lo != 0.f || hi != 6.f)
+      continue;
+    const int cv = Out0(node(c));
+    const int a = OnlyConsumer(g, cv);
+    if (a < 0) continue;
+    if (is(a, "Mul") && OtherInput(node(a), cv) == x) {  // (x * clip) / 6
+      const int d = OnlyConsumer(g, Out0(node(a)));
+      if (!sixth(d, Out0(node(a)))) continue;
+      *nodes = {head, c, a, d};
+      return true;
+    }
+    if (sixth(a, cv)) {  // x * (clip / 6)
+      const int m = OnlyConsumer(g, Out0(node(a)));
+      if (!is(m, "Mul") || OtherInput(node(m), Out0(node(a))) != x) continue;
+      *nodes = {head, c, a, m};
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded) {
+  int fused = 0;
+  folded->resize(g->nodes.size(), false);
+  for (size_t vi = 0; vi < g->values.size(); ++vi) {
+    const int x = static_cast<int>(vi);
+    std::vector<int> nodes;
+    while (MatchHardSwish(*g, x, &nodes)) {
+      bool skip = false;
+      for (int n : nodes) skip = skip || (*folded)[static_cast<size_t>(n)];
+      if (skip) break;
+      // The last node becomes HardSwish(x); the others are dropped (their outputs have no other reader).
+      Node& last = g->nodes[static_cast<size_t>(nodes.back())];
+      std::string name;
+      for (int n : nodes) name += (name.empty() ? "" : "+") + g->nodes[static_cast<size_t>(n)].name;
+      for (int n : nodes) {
+        for (int in : g->nodes[static_cast<size_t>(n)].inputs) {
+          if (in < 0) continue;
+          std::vector<int>& c = g->v(in).consumers;
+          c.erase(std::remove(c.begin(), c.end(), n), c.end());
+        }
+        if (n != nodes.back()) (*folded)[static_cast<size_t>(n)] = true;
+      }
+      last.name = name;
+      last.op = "HardSwish";
+      last.domain.clear();
+      last.opset = 14;
+      last.attrs.clear();
+      last.inputs = {x};
+      g->v(x).consumers.push_back(nodes.back());
+      ++fused;
+    }
+  }
+  return fused;
+}
+
 // ---- post-op lists -------------------------------------------------------------------------------------------------
 
 bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear) {

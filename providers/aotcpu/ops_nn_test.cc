@@ -194,6 +194,146 @@ TEST(OpsNn, ConvBatchNormAddReluIsOneStep) {
   ExpectNear(Execute(c, {x})[0], RefConv2d(to_float(want), xd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
 }
 
+// PP-OCRv4's convolution block as PaddlePaddle exports it: Conv -> Mul/Add by constants (a batch normalization as
+// an affine: per-channel [1,C,1,1] scale, [C,1,1] shift) -> hard-swish spelled x * clip(x + 3, 0, 6) / 6 -> Mul/Add by
+// scalars (a "learnable affine block") -> the next convolution. Both convolutions become one step each: the affine
+// maps folded into weights and bias, the hard-swish and the scalar affine as post-ops (issue 14).
+TEST(OpsNn, PaddleConvBlockIsOneStep) {
+  const Dims xd = {1, 16, 8, 8}, wd = {16, 16, 3, 3}, w2d = {16, 16, 1, 1};
+  const std::vector<float> x = Random(Numel(xd), 21), w = Random(Numel(wd), 22, -0.2f, 0.2f),
+                           bias = Random(16, 23), w2 = Random(Numel(w2d), 24, -0.3f, 0.3f);
+  const std::vector<float> scale = Random(16, 25, 0.5f, 2.f), shift = Random(16, 26);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.F32("bias", {16}, bias);
+  b.Out("c", xd);
+  b.N("Conv", {"x", "w", "bias"}, {"c"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.F32("scale", {1, 16, 1, 1}, scale);
+  b.Out("m", xd);
+  b.N("Mul", {"scale", "c"}, {"m"}, 14);
+  b.F32("shift", {16, 1, 1}, shift);
+  b.Out("a", xd);
+  b.N("Add", {"m", "shift"}, {"a"}, 14);
+  // hard-swish: (a * clip(a + 3, 0, 6)) / 6
+  b.F32("three", {1}, {3.f});
+  b.Out("a3", xd);
+  b.N("Add", {"a", "three"}, {"a3"}, 14);
+  b.F32("lo", {}, {0.f});
+  b.F32("hi", {}, {6.f});
+  b.Out("cl", xd);
+  b.N("Clip", {"a3", "lo", "hi"}, {"cl"}, 13);
+  b.Out("ac", xd);
+  b.N("Mul", {"a", "cl"}, {"ac"}, 14);
+  b.F32("six", {}, {6.f});
+  b.Out("hs", xd);
+  b.N("Div", {"ac", "six"}, {"hs"}, 14);
+  b.F32("k", {1}, {1.5f});
+  b.Out("hk", xd);
+  b.N("Mul", {"k", "hs"}, {"hk"}, 14);
+  b.F32("t", {1}, {-0.25f});
+  b.Out("y", xd);
+  b.N("Sub", {"hk", "t"}, {"y"}, 14);
+  b.F32("w2", w2d, w2);
+  b.Out("z", xd);
+  b.N("Conv", {"y", "w2"}, {"z"}, 11);
+  b.Output("z");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Conv(2),Conv");
+  std::vector<double> y = RefConv2d(x, xd, w, wd, &bias, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const size_t ch = (i / 64) % 16;
+    const double a = y[i] * scale[ch] + shift[ch];
+    y[i] = a * std::min(6.0, std::max(0.0, a + 3)) / 6 * 1.5 + 0.25;
+  }
+  const std::vector<float> yf(y.begin(), y.end());
+  ExpectNear(Execute(c, {x})[0], RefConv2d(yf, xd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+}
+
+// The other spellings of the hard-swish (x * (clip(x + 3, 0, 6) * (1/6)), x * HardSigmoid(x, 1/6, 1/2)) on a value
+// that is not a convolution's: each becomes one eltwise step. A pattern whose intermediate is read elsewhere (here a
+// graph output) is left as it is, and every value stays right.
+TEST(OpsNn, SpelledHardSwishBecomesOneStep) {
+  const Dims xd = {2, 3, 4, 5};
+  const std::vector<float> x = Random(Numel(xd), 31, -5.f, 5.f);
+  auto hswish = [](double v) { return v * std::min(1.0, std::max(0.0, v / 6 + 0.5)); };
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE(form);
+    GraphBuilder b;
+    b.Input("x", xd);
+    b.Out("y", xd);
+    if (form == 0 || form == 2) {
+      b.F32("three", {}, {3.f});
+      b.Out("a3", xd);
+      b.N("Add", {"three", "x"}, {"a3"}, 14);
+      b.Out("cl", xd);
+      Node& clip = b.N("Clip", {"a3"}, {"cl"}, 6);
+      clip.attrs["min"] = FloatA(0.f);
+      clip.attrs["max"] = FloatA(6.f);
+      b.F32("sixth", {1}, {1.f / 6.f});
+      b.Out("d", xd);
+      b.N("Mul", {"cl", "sixth"}, {"d"}, 14);
+      b.N("Mul", {"d", "x"}, {"y"}, 14);
+    } else {
+      b.Out("h", xd);
+      Node& hs = b.N("HardSigmoid", {"x"}, {"h"}, 6);
+      hs.attrs["alpha"] = FloatA(1.f / 6.f);
+      hs.attrs["beta"] = FloatA(0.5f);
+      b.N("Mul", {"x", "h"}, {"y"}, 14);
+    }
+    b.Output("y");
+    if (form == 2) b.Output("cl");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    std::vector<double> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = hswish(x[i]);
+    std::vector<std::vector<float>> out = Execute(c, {x});
+    if (form == 2) {
+      EXPECT_NE(Kinds(c.parsed), "Eltwise");
+      std::vector<double> cl(x.size());
+      for (size_t i = 0; i < x.size(); ++i) cl[i] = std::min(6.0, std::max(0.0, x[i] + 3.0));
+      ExpectNear(out[1], cl);
+    } else {
+      EXPECT_EQ(Kinds(c.parsed), "Eltwise");
+    }
+    ExpectNear(out[0], want);
+  }
+}
+
+// A transposed convolution takes neither a folded affine map nor post-ops: oneDNN 2.6 runs a deconvolution's bias and
+// post-ops in slow loops of their own (PP-OCRv4's upsampling: 1.8 -> 106 ms).
+TEST(OpsNn, ConvTransposeTakesNoFusion) {
+  const Dims xd = {1, 8, 4, 4}, wd = {8, 8, 2, 2}, yd = {1, 8, 8, 8};
+  const std::vector<float> x = Random(Numel(xd), 41), w = Random(Numel(wd), 42);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.Out("d", yd);
+  b.N("ConvTranspose", {"x", "w"}, {"d"}, 11).attrs["strides"] = IntsA({2, 2});
+  b.F32("k", {1}, {2.f});
+  b.Out("m", yd);
+  b.N("Mul", {"d", "k"}, {"m"}, 14);
+  b.Out("y", yd);
+  b.N("Relu", {"m"}, {"y"}, 14);
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed).rfind("Deconv,", 0), 0u) << Kinds(c.parsed);
+  std::vector<double> want(static_cast<size_t>(Numel(yd)), 0.0);
+  for (int64_t ci = 0; ci < 8; ++ci)
+    for (int64_t ih = 0; ih < 4; ++ih)
+      for (int64_t iw = 0; iw < 4; ++iw)
+        for (int64_t m = 0; m < 8; ++m)
+          for (int64_t kh = 0; kh < 2; ++kh)
+            for (int64_t kw = 0; kw < 2; ++kw)
+              want[static_cast<size_t>((m * 8 + ih * 2 + kh) * 8 + iw * 2 + kw)] +=
+                  double(x[static_cast<size_t>((ci * 4 + ih) * 4 + iw)]) *
+                  w[static_cast<size_t>(((ci * 8 + m) * 2 + kh) * 2 + kw)];
+  for (double& v : want) v = std::max(0.0, 2 * v);
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1
