@@ -334,6 +334,37 @@ TEST(OpsNn, ConvTransposeTakesNoFusion) {
   ExpectNear(Execute(c, {x})[0], want);
 }
 
+// A Concat of blocked convolution results along a blocked axis (24 channels each: not a multiple of the block) is
+// done in place: each source is reordered straight into its slice of the destination, with no concat step, and the
+// convolution reading the result gets the right values.
+TEST(OpsNn, ConcatOfBlockedValuesIsInPlace) {
+  const Dims xd = {1, 16, 6, 6}, wd = {24, 16, 3, 3}, cd = {1, 24, 6, 6}, yd = {1, 48, 6, 6}, w2d = {16, 48, 1, 1};
+  const std::vector<float> x = Random(Numel(xd), 51), wa = Random(Numel(wd), 52, -0.2f, 0.2f),
+                           wb = Random(Numel(wd), 53, -0.2f, 0.2f), w2 = Random(Numel(w2d), 54, -0.2f, 0.2f);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("wa", wd, wa);
+  b.F32("wb", wd, wb);
+  b.Out("a", cd);
+  b.N("Conv", {"x", "wa"}, {"a"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.Out("b", cd);
+  b.N("Conv", {"x", "wb"}, {"b"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.Out("y", yd);
+  b.N("Concat", {"b", "a"}, {"y"}, 13).attrs["axis"] = IntA(-3);
+  b.F32("w2", w2d, w2);
+  b.Out("z", {1, 16, 6, 6});
+  b.N("Conv", {"y", "w2"}, {"z"}, 11);
+  b.Output("z");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed), "Conv,Conv,Conv");
+  const std::vector<double> ra = RefConv2d(x, xd, wa, wd, nullptr, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  const std::vector<double> rb = RefConv2d(x, xd, wb, wd, nullptr, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  std::vector<float> y(rb.begin(), rb.end());
+  y.insert(y.end(), ra.begin(), ra.end());
+  ExpectNear(Execute(c, {x})[0], RefConv2d(y, yd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1

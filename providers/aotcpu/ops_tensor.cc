@@ -607,11 +607,34 @@ CheckResult LowerConcat(LowerContext& ctx, int node) {
       }
     }
   }
+  // Otherwise in place when the result lives in the arena: each source reordered straight into its slice of a plain
+  // destination, with no copy of a blocked source to plain first and no concatenation copy after (PP-OCRv4's detector
+  // concatenates four blocked 24-channel maps: 4 plain copies, then a 1.3 ms concat, issue 14).
   Step s;
   s.kind = StepKind::kConcat;
   s.name = StepName(ctx.graph(), n);
-  for (int vi : srcs) s.ops.push_back(tag ? ctx.Use(vi) : ctx.UsePlain(vi));
-  if (tag) {
+  if (tag == 0) {
+    std::vector<Operand> ins;
+    for (int vi : srcs) ins.push_back(ctx.Use(vi));
+    const Operand dst = ctx.DefinePlain(n.outputs[0]);
+    if (dst.buf == Buf::kArena && DnnlType(y.dtype) != dnnl::memory::data_type::undef) {
+      const std::vector<int64_t> rs = RowMajorStrides(y.dims);
+      int64_t begin = 0;
+      for (size_t i = 0; i < srcs.size(); ++i) {
+        const Value& x = g.v(srcs[i]);
+        Step r;
+        r.kind = StepKind::kReorder;
+        r.name = s.name + ":" + std::to_string(i);
+        r.ops = {ins[i], StridedView(dst, y.dtype, x.dims, rs, begin * rs[static_cast<size_t>(axis)])};
+        ctx.Emit(std::move(r));
+        begin += x.dims[static_cast<size_t>(axis)];
+      }
+      return CheckResult::Ok();
+    }
+    for (int vi : srcs) s.ops.push_back(ctx.UsePlain(vi));
+    s.ops.push_back(dst);
+  } else {
+    for (int vi : srcs) s.ops.push_back(ctx.Use(vi));
     try {
       s.ops.push_back(ctx.Define(n.outputs[0], dnnl::memory::desc(dnnl::memory::dims(y.dims.begin(), y.dims.end()),
                                                                   DnnlType(y.dtype),
@@ -619,8 +642,6 @@ CheckResult LowerConcat(LowerContext& ctx, int node) {
     } catch (const dnnl::error& e) {
       return ctx.Fail(node, std::string("concat layout: ") + e.what());
     }
-  } else {
-    s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
   }
   s.ints = {axis};
   ctx.Emit(std::move(s));
