@@ -94,6 +94,11 @@ bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear)
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
 int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded);
 
+// ops_nn.cc: folds a constant per-channel Add that only an inference BatchNormalization reads into its mean (BN(u +
+// c) = BN'(u) with mean' = mean - c): the Add is marked in `folded`, the normalization reads u and a new constant.
+// PP-OCRv4's upsampling path spells a ConvTranspose's bias that way. Returns the number folded.
+int FoldAddIntoBatchNorm(Graph* g, std::vector<bool>* folded);
+
 // ops_nn.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
 // is not dropped) and SAME ConvTransposes (output_padding added) unlike ONNX Runtime and the kernels (found by
 // tests/difftest). Every value whose producer's size, computed as ONNX Runtime does, differs from the graph's static

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -1267,14 +1268,16 @@ bool ResolveBatchNorm(const Graph& g, const Node& n, std::string* why) {
   return true;
 }
 
-dnnl::normalization_flags BnFlags() {
-  return dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-         dnnl::normalization_flags::use_shift;
+// With `relu`, oneDNN's fused ReLU after the normalization (a step's single post-op: eltwise relu, alpha 0).
+dnnl::normalization_flags BnFlags(bool relu = false) {
+  dnnl::normalization_flags f = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                                dnnl::normalization_flags::use_shift;
+  return relu ? f | dnnl::normalization_flags::fuse_norm_relu : f;
 }
 
-bool TryBnPd(const Md& data, float eps) {
+bool TryBnPd(const Md& data, float eps, bool relu = false) {
   try {
-    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, data, eps, BnFlags());
+    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, data, eps, BnFlags(relu));
     dnnl::batch_normalization_forward::primitive_desc pd(d, ProbeEngine());
     return pd.src_desc() == data && pd.dst_desc() == data;
   } catch (const dnnl::error&) {
@@ -1385,6 +1388,69 @@ void DistrustContradictedShapes(Graph* g) {
     if (distrusted[v]) g->values[v].has_shape = false;
 }
 
+int FoldAddIntoBatchNorm(Graph* g, std::vector<bool>* folded) {
+  int count = 0;
+  folded->resize(g->nodes.size(), false);
+  for (size_t bi = 0; bi < g->nodes.size(); ++bi) {
+    if ((*folded)[bi]) continue;
+    const Node& bn = g->nodes[bi];
+    std::string why;
+    if (bn.op != "BatchNormalization" || !ResolveBatchNorm(*g, bn, &why)) continue;
+    const int x = In(bn, 0), mean = In(bn, 3);
+    const int a = g->v(x).producer;
+    if (a < 0 || (*folded)[static_cast<size_t>(a)] || g->v(x).is_graph_output || g->v(x).consumers.size() != 1 ||
+        !ConstF32(*g, mean))
+      continue;
+    const Node& add = g->nodes[static_cast<size_t>(a)];
+    if (!IsOnnx(add) || add.op != "Add" || !SingleOutput(add) || add.num_inputs() != 2) continue;
+    const int c = ConstF32(*g, add.inputs[1]) ? add.inputs[1] : add.inputs[0];
+    const int u = c == add.inputs[1] ? add.inputs[0] : add.inputs[1];
+    const std::vector<int64_t> xd = g->v(x).dims;
+    if (u == c || g->v(u).is_const() || !StaticF32(*g, u) || g->v(u).dims != xd) continue;
+    std::vector<double> scale, shift;  // x = u + c, c per channel: shift
+    if (!ChannelAffine(*g, add, u, xd[1], &scale, &shift)) continue;
+    // mean' = mean - c, a new constant owned by the graph.
+    auto data = std::make_shared<std::string>(static_cast<size_t>(xd[1]) * sizeof(float), '\0');
+    const float* m = ConstF32(*g, mean);
+    bool finite = true;
+    for (int64_t ch = 0; ch < xd[1]; ++ch) {
+      const float v = static_cast<float>(static_cast<double>(m[ch]) - shift[static_cast<size_t>(ch)]);
+      finite = finite && std::isfinite(v);
+      std::memcpy(&(*data)[static_cast<size_t>(ch) * sizeof(float)], &v, sizeof(float));
+    }
+    if (!finite) continue;
+    Value nv;
+    nv.name = g->v(mean).name + ":minus:" + g->v(c).name;
+    while (g->by_name.count(nv.name)) nv.name += "'";
+    nv.dtype = kF32;
+    nv.has_shape = true;
+    nv.dims = {xd[1]};
+    nv.folded = data;
+    nv.data = data->data();
+    nv.consumers = {static_cast<int>(bi)};
+    const int nvi = static_cast<int>(g->values.size());
+    g->by_name[nv.name] = nvi;
+    g->values.push_back(std::move(nv));
+    auto drop = [g](int value, int node) {
+      std::vector<int>& cs = g->v(value).consumers;
+      auto it = std::find(cs.begin(), cs.end(), node);
+      if (it != cs.end()) cs.erase(it);
+    };
+    drop(mean, static_cast<int>(bi));
+    drop(u, a);
+    drop(c, a);
+    g->v(x).consumers.clear();
+    g->v(u).consumers.push_back(static_cast<int>(bi));
+    Node& b = g->nodes[bi];
+    b.inputs[0] = u;
+    b.inputs[3] = nvi;
+    b.name = g->nodes[static_cast<size_t>(a)].name + "+" + b.name;
+    (*folded)[static_cast<size_t>(a)] = true;
+    ++count;
+  }
+  return count;
+}
+
 bool SupportConv(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, false, why); }
 bool SupportConvTranspose(const Graph& g, const Node& n, std::string* why) { return SupportConvLike(g, n, true, why); }
 CheckResult LowerConv(LowerContext& ctx, int node) { return LowerConvLike(ctx, node, false); }
@@ -1403,10 +1469,16 @@ CheckResult LowerBatchNorm(LowerContext& ctx, int node) {
   std::string why;
   if (!ResolveBatchNorm(g, n, &why)) return ctx.Fail(node, why);
   const float eps = n.Float("epsilon", 1e-5f);
-  const int x = In(n, 0), y = Out(n, 0);
+  const int x = In(n, 0);
+  int y = Out(n, 0);
+  // A Relu reading only the result runs inside the normalization (PP-OCRv4's upsampling path: a step less).
+  const int relu = ctx.SoleConsumer(y);
+  const bool fuse_relu = relu >= 0 && !ctx.IsAbsorbed(relu) && IsOnnx(ctx.node(relu)) && ctx.node(relu).op == "Relu" &&
+                         SingleOutput(ctx.node(relu)) && StaticF32(g, Out(ctx.node(relu), 0)) &&
+                         g.v(Out(ctx.node(relu), 0)).dims == g.v(y).dims;
   bool plain;
   Md src, dst;
-  auto try_fn = [&](const Md& s, const Md& d) { return s == d && TryBnPd(s, eps); };
+  auto try_fn = [&](const Md& s, const Md& d) { return s == d && TryBnPd(s, eps, fuse_relu); };
   if (!ChooseSameLayout(ctx, x, g.v(x).dims, g.v(y).dims, try_fn, &plain, &src, &dst))
     return ctx.Fail(node, "oneDNN refuses this batch normalization");
   Step st;
@@ -1415,6 +1487,12 @@ CheckResult LowerBatchNorm(LowerContext& ctx, int node) {
   st.ops.push_back(plain ? ctx.UsePlain(x) : ctx.Use(x));
   if (!(DescOfOperand(st.ops[0]) == src)) return ctx.Fail(node, "source operand layout mismatch");
   for (size_t i = 1; i < 5; ++i) st.ops.push_back(ctx.UsePlain(In(n, i)));
+  if (fuse_relu) {
+    st.name = JoinNames(ctx, node, {relu});
+    st.post_ops.push_back(EltwiseOp(dnnl_eltwise_relu, 0, 0));
+    ctx.Absorb(relu);
+    y = Out(ctx.node(relu), 0);
+  }
   st.ops.push_back(ctx.Define(y, dst));
   st.floats.push_back(eps);
   ctx.Emit(std::move(st));
@@ -1940,7 +2018,12 @@ CheckResult BuildBatchNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
     const Step& s = bc.step();
     CheckResult c = bc.ExpectCounts(6, false, 0, 1);
     if (!c.ok) return c;
-    if (!s.post_ops.empty()) return bc.Fail("batch normalization takes no post-ops");
+    // One post-op at most: a ReLU (alpha 0), run by oneDNN's fused ReLU.
+    const bool relu = s.post_ops.size() == 1;
+    if (s.post_ops.size() > 1 || (relu && (s.post_ops[0].kind != PostOp::kEltwise ||
+                                          s.post_ops[0].alg != dnnl_eltwise_relu || s.post_ops[0].alpha != 0 ||
+                                          s.post_ops[0].beta != 0 || s.post_ops[0].scale != 1)))
+      return bc.Fail("batch normalization takes no post-op but a ReLU");
     const float eps = s.floats[0];
     if (!std::isfinite(eps) || eps < 0) return bc.Fail("epsilon must be finite and >= 0");
     std::vector<Md> md;
@@ -1955,7 +2038,7 @@ CheckResult BuildBatchNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
       if (!(md[i] == param)) return bc.Fail("scale/shift/mean/variance must be plain f32 [C]");
     dnnl::primitive prim;
     try {
-      dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md[0], eps, BnFlags());
+      dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, md[0], eps, BnFlags(relu));
       dnnl::batch_normalization_forward::primitive_desc pd(d, UserScratchpad(), bc.engine());
       if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == md[5]) || !(pd.mean_desc() == md[3]) ||
           !(pd.variance_desc() == md[4]))

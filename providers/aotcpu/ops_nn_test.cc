@@ -365,6 +365,40 @@ TEST(OpsNn, ConcatOfBlockedValuesIsInPlace) {
   ExpectNear(Execute(c, {x})[0], RefConv2d(y, yd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
 }
 
+// A per-channel constant Add that only a BatchNormalization reads is folded into its mean, and a Relu after it runs
+// inside the normalization (PP-OCRv4's upsampling path: ConvTranspose -> Add(bias) -> BatchNormalization -> Relu,
+// three steps before). With the Add's result also read elsewhere, nothing is folded and every value stays right.
+TEST(OpsNn, AddBatchNormReluIsOneStep) {
+  const Dims xd = {1, 5, 4, 6};
+  const std::vector<float> x = Random(Numel(xd), 61, -2.f, 2.f), c = Random(5, 62);
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared);
+    GraphBuilder b;
+    b.Input("x", xd);
+    b.F32("c", {1, 5, 1, 1}, c);
+    b.Out("a", xd);
+    b.N("Add", {"x", "c"}, {"a"}, 14);
+    std::vector<std::vector<float>> p;
+    AddBatchNorm(b, "a", "n", 5, xd, &p);
+    b.Out("y", xd);
+    b.N("Relu", {"n"}, {"y"}, 14);
+    b.Output("y");
+    if (shared) b.Output("a");
+    Compiled c2;
+    ASSERT_TRUE(Compile(b, &c2));
+    if (!shared) EXPECT_EQ(Kinds(c2.parsed), "BatchNorm(1)");
+    else EXPECT_NE(Kinds(c2.parsed).find("Binary"), std::string::npos) << Kinds(c2.parsed);
+    std::vector<double> a(x.size());
+    for (size_t i = 0; i < x.size(); ++i) a[i] = double(x[i]) + c[(i / 24) % 5];
+    std::vector<double> want = a;
+    RefBatchNorm(&want, 5, 24, p);
+    for (double& v : want) v = std::max(0.0, v);
+    std::vector<std::vector<float>> out = Execute(c2, {x});
+    ExpectNear(out[0], want);
+    if (shared) ExpectNear(out[1], a);
+  }
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1
