@@ -17,7 +17,7 @@ constexpr uint32_t kMaxSteps = 1u << 20;
 constexpr uint32_t kMaxName = 1u << 16;
 constexpr uint32_t kMaxKind = 20;
 // The newest step kind of each program version (index = version).
-constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20};
+constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20};
 static_assert(sizeof(kMaxKindOfVersion) / sizeof(kMaxKindOfVersion[0]) == kProgramVersion + 1);
 
 class Writer {
@@ -111,6 +111,9 @@ bool IsVersion3Compare(const Step& s) {
   return s.kind == StepKind::kBinary && !s.ints.empty() && s.ints[0] >= dnnl_binary_ge && s.ints[0] <= dnnl_binary_ne;
 }
 
+// A batch normalization with a post-op (oneDNN's fused ReLU): program version 4.
+bool IsVersion4BatchNormRelu(const Step& s) { return s.kind == StepKind::kBatchNorm && !s.post_ops.empty(); }
+
 }  // namespace
 
 const char* StepKindName(uint32_t kind) {
@@ -128,6 +131,7 @@ std::string SerializeProgram(const Program& p) {
   for (const Step& s : p.steps) {
     while (static_cast<uint32_t>(s.kind) > kMaxKindOfVersion[version] && version < kProgramVersion) ++version;
     if (IsVersion3Compare(s)) version = std::max<uint32_t>(version, 3);
+    if (IsVersion4BatchNormRelu(s)) version = std::max<uint32_t>(version, 4);
   }
   w.U32(version);
   WriteIo(w, p.inputs);
@@ -261,6 +265,9 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
         return CheckResult::Fail(where + " post-op " + std::to_string(k) + " names operand " +
                                  std::to_string(q.operand));
     }
+    if (version < 4 && IsVersion4BatchNormRelu(s))
+      return CheckResult::Fail(where + " is a batch normalization with a post-op, which program version " +
+                               std::to_string(version) + " does not have");
   }
   if (!r.done())
     return CheckResult::Fail("graph records have " + std::to_string(records.size() - r.pos()) +

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -188,11 +189,11 @@ TEST(AotCpuProgram, VersionIsTheLowestThatHoldsTheStepKinds) {
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.reason.find("step 2 has kind 17 (MaskedSoftmax), which program version 1 does not have"),
             std::string::npos) << r.reason;
-  for (uint32_t bad : {0u, 4u, 0xffffffffu}) {
+  for (uint32_t bad : {0u, 5u, 0xffffffffu}) {
     std::memcpy(&forged[8], &bad, 4);
     r = ParseProgram(forged, 1, &p);
     EXPECT_FALSE(r.ok);
-    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 3)"),
+    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 4)"),
               std::string::npos) << r.reason;
   }
 }
@@ -352,6 +353,69 @@ TEST(AotCpuProgram, ComparisonsAreVersion3) {
     std::unique_ptr<Executor> exec;
     EXPECT_FALSE(Executor::Create(d, {{w.data(), w.size() * 4}}, 1, &exec).ok) << damage;
   }
+}
+
+// A batch normalization with a post-op (the fused ReLU) came with version 4: stamped 4, refused under an older
+// stamp; the builder takes a ReLU only.
+TEST(AotCpuProgram, BatchNormReluIsVersion4) {
+  Program p;
+  p.inputs = {{"x", 1, {1, 3, 2, 2}}};
+  p.outputs = {{"y", 1, {1, 3, 2, 2}}};
+  p.num_weights = 4;
+  Step s;
+  s.kind = StepKind::kBatchNorm;
+  s.name = "bn";
+  auto plain = [](Buf buf, uint32_t index, std::vector<int64_t> dims) {
+    Operand o;
+    o.buf = buf;
+    o.index = index;
+    o.dims = dims;
+    o.strides.assign(dims.size(), 1);
+    for (size_t i = dims.size(); i-- > 1;) o.strides[i - 1] = o.strides[i] * dims[i];
+    return o;
+  };
+  s.ops.push_back(plain(Buf::kInput, 0, {1, 3, 2, 2}));
+  for (uint32_t i = 0; i < 4; ++i) s.ops.push_back(plain(Buf::kWeight, i, {3}));
+  s.ops.push_back(plain(Buf::kOutput, 0, {1, 3, 2, 2}));
+  s.floats = {1e-5f};
+  PostOp relu;
+  relu.kind = PostOp::kEltwise;
+  relu.alg = dnnl_eltwise_relu;
+  s.post_ops = {relu};
+  p.steps = {s};
+  const std::string v4 = SerializeProgram(p);
+  uint32_t version = 0;
+  std::memcpy(&version, v4.data() + 8, 4);
+  EXPECT_EQ(version, 4u);
+  Program q;
+  ASSERT_TRUE(ParseProgram(v4, 4, &q).ok);
+  std::string forged = v4;
+  version = 3;
+  std::memcpy(&forged[8], &version, 4);
+  CheckResult r = ParseProgram(forged, 4, &q);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("is a batch normalization with a post-op, which program version 3 does not have"),
+            std::string::npos) << r.reason;
+  // Values: relu((x - mean) / sqrt(var + eps) * scale + shift); a post-op other than a plain ReLU is refused.
+  const std::vector<float> scale = {1, 2, -1}, shift = {0.5f, -1, 0}, mean = {0, 1, -1}, var = {1, 4, 0.25f};
+  std::vector<float> x(12);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f - 3;
+  std::vector<WeightRef> w = {{scale.data(), 12}, {shift.data(), 12}, {mean.data(), 12}, {var.data(), 12}};
+  std::unique_ptr<Executor> exec;
+  ASSERT_TRUE(Executor::Create(p, w, 1, &exec).ok);
+  std::vector<float> y(12);
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  for (size_t i = 0; i < 12; ++i) {
+    const size_t c = i / 4;
+    const double want = std::max(0.0, (x[i] - mean[c]) / std::sqrt(double(var[c]) + 1e-5) * scale[c] + shift[c]);
+    EXPECT_NEAR(y[i], want, 1e-5) << i;
+  }
+  Program bad = p;
+  bad.steps[0].post_ops[0].alpha = 0.1f;  // a leaky ReLU
+  EXPECT_FALSE(Executor::Create(bad, w, 1, &exec).ok);
+  bad = p;
+  bad.steps[0].post_ops.push_back(relu);
+  EXPECT_FALSE(Executor::Create(bad, w, 1, &exec).ok);
 }
 
 TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {
