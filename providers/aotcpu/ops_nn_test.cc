@@ -399,6 +399,44 @@ TEST(OpsNn, AddBatchNormReluIsOneStep) {
   }
 }
 
+// A ConvTranspose with one output channel (the detector's last layer) gets the candidate layouts with the fewest bytes
+// among equally good kernels: not oneDNN's 16-channel blocks, which pad its one channel 16-fold (3x slower there).
+TEST(OpsNn, OneChannelConvTransposeAvoidsPadding) {
+  const Dims xd = {1, 24, 8, 8}, w1d = {24, 24, 1, 1}, wd = {24, 1, 2, 2}, yd = {1, 1, 16, 16};
+  const std::vector<float> x = Random(Numel(xd), 71), w1 = Random(Numel(w1d), 72, -0.3f, 0.3f),
+                           w = Random(Numel(wd), 73);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w1", w1d, w1);
+  b.Out("c", xd);
+  b.N("Conv", {"x", "w1"}, {"c"}, 11);
+  b.F32("w", wd, w);
+  b.Out("d", yd);
+  b.N("ConvTranspose", {"c", "w"}, {"d"}, 11).attrs["strides"] = IntsA({2, 2});
+  b.Out("y", yd);
+  b.N("Relu", {"d"}, {"y"}, 14);
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  for (const Step& st : c.parsed.steps) {
+    if (st.kind != StepKind::kDeconv) continue;
+    dnnl::memory::desc d;
+    ASSERT_TRUE(OperandDesc(st.ops[3], &d).ok);
+    EXPECT_LT(d.get_size(), size_t{16} * 16 * 16 * 4) << DescribeStep(st);
+  }
+  const std::vector<double> cr = RefConv2d(x, xd, w1, w1d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+  std::vector<double> want(static_cast<size_t>(Numel(yd)), 0.0);
+  for (int64_t ci = 0; ci < 24; ++ci)
+    for (int64_t ih = 0; ih < 8; ++ih)
+      for (int64_t iw = 0; iw < 8; ++iw)
+        for (int64_t kh = 0; kh < 2; ++kh)
+          for (int64_t kw = 0; kw < 2; ++kw)
+            want[static_cast<size_t>((ih * 2 + kh) * 16 + iw * 2 + kw)] +=
+                cr[static_cast<size_t>((ci * 8 + ih) * 8 + iw)] * w[static_cast<size_t>((ci * 2 + kh) * 2 + kw)];
+  for (double& v : want) v = std::max(0.0, v);
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1
