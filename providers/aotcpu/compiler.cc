@@ -542,6 +542,7 @@ CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& in
   if (!r.ok) return r;
   folded.resize(g.nodes.size(), false);
   FuseSpelledHardSwish(&g, &folded);
+  SplitConvTransposeBias(&g, &folded);
   FoldAddIntoBatchNorm(&g, &folded);
   LowerContext ctx(g, options);
   for (size_t i = 0; i < inputs.size(); ++i) {

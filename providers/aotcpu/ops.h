@@ -94,6 +94,12 @@ bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear)
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
 int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded);
 
+// ops_nn.cc: a ConvTranspose's constant bias becomes an Add of its own after it (a new node right after it, node
+// indices after it moved up; `folded` grows with them). oneDNN 2.6 runs a deconvolution's bias and post-ops in slow
+// loops of their own: 6-70x the deconvolution without them at every layout measured (issue 14). Returns the number
+// split.
+int SplitConvTransposeBias(Graph* g, std::vector<bool>* folded);
+
 // ops_nn.cc: folds a constant per-channel Add that only an inference BatchNormalization reads into its mean (BN(u +
 // c) = BN'(u) with mean' = mean - c): the Add is marked in `folded`, the normalization reads u and a new constant.
 // PP-OCRv4's upsampling path spells a ConvTranspose's bias that way. Returns the number folded.

@@ -1393,6 +1393,69 @@ void DistrustContradictedShapes(Graph* g) {
     if (distrusted[v]) g->values[v].has_shape = false;
 }
 
+int SplitConvTransposeBias(Graph* g, std::vector<bool>* folded) {
+  int count = 0;
+  folded->resize(g->nodes.size(), false);
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    if ((*folded)[i]) continue;
+    {
+      const Node& n = g->nodes[i];
+      if (!IsOnnx(n) || n.op != "ConvTranspose" || !SingleOutput(n) || n.num_inputs() != 3) continue;
+    }
+    const int b = g->nodes[i].inputs[2], y = g->nodes[i].outputs[0];
+    if (!ConstF32(*g, b) || !StaticF32(*g, y) || g->v(y).dims.size() < 3 || g->v(b).dims.size() != 1 ||
+        g->v(b).dims[0] != g->v(y).dims[1])
+      continue;
+    const std::vector<int64_t> ydims = g->v(y).dims;
+    auto add_value = [g](Value v) {
+      while (g->by_name.count(v.name)) v.name += "'";
+      const int index = static_cast<int>(g->values.size());
+      g->by_name[v.name] = index;
+      g->values.push_back(std::move(v));
+      return index;
+    };
+    // The bias as [1, C, 1, ...]: the same bytes.
+    Value bv = g->v(b);
+    bv.name += ":per_channel";
+    bv.dims.assign(ydims.size(), 1);
+    bv.dims[1] = ydims[1];
+    bv.producer = -1;
+    bv.is_graph_input = bv.is_graph_output = false;
+    bv.consumers = {static_cast<int>(i) + 1};
+    const int bias4 = add_value(std::move(bv));
+    Value tv;
+    tv.name = g->v(y).name + ":without_bias";
+    tv.dtype = kF32;
+    tv.has_shape = true;
+    tv.dims = ydims;
+    tv.producer = static_cast<int>(i);
+    tv.consumers = {static_cast<int>(i) + 1};
+    const int t = add_value(std::move(tv));
+    // Node indices after i move up by one.
+    for (Value& v : g->values) {
+      if (v.producer > static_cast<int>(i)) ++v.producer;
+      for (int& c : v.consumers)
+        if (c > static_cast<int>(i) && &v != &g->v(bias4) && &v != &g->v(t)) ++c;
+    }
+    std::vector<int>& bc = g->v(b).consumers;
+    bc.erase(std::find(bc.begin(), bc.end(), static_cast<int>(i)));
+    Node add;
+    add.name = g->nodes[i].name + ":bias";
+    add.op = "Add";
+    add.opset = 14;
+    add.inputs = {t, bias4};
+    add.outputs = {y};
+    g->v(y).producer = static_cast<int>(i) + 1;
+    g->nodes[i].inputs.resize(2);
+    g->nodes[i].outputs = {t};
+    g->nodes.insert(g->nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, std::move(add));
+    folded->insert(folded->begin() + static_cast<std::ptrdiff_t>(i) + 1, false);
+    ++count;
+    ++i;  // past the new Add
+  }
+  return count;
+}
+
 int FoldAddIntoBatchNorm(Graph* g, std::vector<bool>* folded) {
   int count = 0;
   folded->resize(g->nodes.size(), false);
