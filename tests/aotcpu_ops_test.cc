@@ -558,5 +558,98 @@ TEST_F(AotCpuOps, LstmMatchesTheCpuEp) {
   }
 }
 
+// ---- partitions that pay (providers/aotcpu/partition_cost.h) ----
+
+// X [1, 16, 32, 32] -> Sin -> Conv 3x3 (16 -> 16) -> Relu -> Sin -> Relu -> Sin -> Y. Sin is left on the CPU EP (not
+// compiled by AotCpu), so the claimable nodes form two islands: the Conv + Relu (2.4 M multiply-adds: it pays) and the
+// lone Relu after the second Sin (16 K floats in and out: its partition would cost more than it saves).
+onnx::ModelProto IslandsModel() {
+  onnx::ModelProto m = NewModel("islands", 13);
+  auto* g = m.mutable_graph();
+  const Dims x = {1, 16, 32, 32};
+  AddInput(g, "X", x);
+  AddOutput(g, "Y", x);
+  std::vector<float> w = Values({16, 16, 3, 3}, 59);
+  for (float& v : w) v *= 0.05f;
+  AddFloats(g, "W", {16, 16, 3, 3}, w);
+  Node(g, "Sin", {"X"}, {"s1"});
+  IntsAttr(Node(g, "Conv", {"s1", "W"}, {"c"}), "pads", {1, 1, 1, 1});
+  Node(g, "Relu", {"c"}, {"r1"});
+  Node(g, "Sin", {"r1"}, {"s2"});
+  Node(g, "Relu", {"s2"}, {"r2"});
+  Node(g, "Sin", {"r2"}, {"Y"});
+  return m;
+}
+
+class AotCpuIslands : public AotCpuOps {
+ protected:
+  // The fused node count of a session and its report.
+  static size_t Partitions(const std::string& model, const std::map<std::string, std::string>& config,
+                           std::string* report) {
+    Session s(*env_, model.c_str(), Options(true, config));
+    *report = s.GetSessionReport();
+    return s.GetPartitionAssignments().size();
+  }
+};
+
+TEST_F(AotCpuIslands, AHeavyConvIslandIsClaimedALoneReluIsLeftOnTheCpuEp) {
+  TempDir dir;
+  const std::string path = dir / "islands.onnx";
+  WriteFile(path, Serialize(IslandsModel()));
+  const char* key = "ep.aotcpuexecutionprovider.partition_switch_us";
+  std::string report;
+  EXPECT_EQ(Partitions(path, {}, &report), 1u) << report;
+  EXPECT_TRUE(Contains(report, "\"node\":\"Relu_r2\",\"op\":\"Relu\",\"reasons\":{\"AotCpuExecutionProvider\":\"island "
+                               "too small to pay for its boundary: est. saving 0.6 us (1 node, work 0 us) vs boundary "
+                               "9.4 us (switch 1.2 us + 128.0 KB crossing)"))
+      << report;
+  EXPECT_FALSE(Contains(report, "\"node\":\"Relu_r1\"")) << report;  // in the Conv's partition
+  // The option turns the rule off: both islands are partitions again ...
+  EXPECT_EQ(Partitions(path, {{key, "0"}}, &report), 2u) << report;
+  // ... or sets the switch cost: at 1 ms per partition not even the convolution (~119 us saved) pays.
+  EXPECT_EQ(Partitions(path, {{key, "1000"}}, &report), 0u) << report;
+  EXPECT_TRUE(Contains(report, "\"node\":\"Conv_c\",\"op\":\"Conv\",\"reasons\":{\"AotCpuExecutionProvider\":\"island "
+                               "too small to pay for its boundary: est. saving 119 us (2 nodes, work 236 us) vs "
+                               "boundary 1008 us (switch 1000 us + 128.0 KB crossing)"))
+      << report;
+}
+
+// The _ctx.onnx holds only the claimed partition: one EPContext node, the lone Relu a plain node beside the Sins; its
+// metadata lists the Relu with the rule's reason; JIT, generating and loaded sessions all match the CPU EP.
+TEST_F(AotCpuIslands, TheContextModelHoldsOnlyClaimedPartitions) {
+  TempDir dir;
+  const onnx::ModelProto m = IslandsModel();
+  const std::string path = dir / "islands.onnx";
+  WriteFile(path, Serialize(m));
+  const Dims x = {1, 16, 32, 32};
+  std::vector<Input> inputs = {{"X", x, Values(x, 61)}};
+  Session cpu(*env_, path.c_str(), Options(false));
+  const auto want = Run(cpu, inputs);
+  Session jit(*env_, path.c_str(), Options(true));
+  ExpectNear(Run(jit, inputs), want, "JIT");
+  for (int embed : {0, 1}) {
+    SCOPED_TRACE("embed " + std::to_string(embed));
+    const std::string ctx = dir / ("islands_e" + std::to_string(embed) + "_ctx.onnx");
+    {
+      Session gen(*env_, path.c_str(),
+                  Options(true, {{"ep.context_enable", "1"},
+                                 {"ep.context_file_path", ctx},
+                                 {"ep.context_embed_mode", std::to_string(embed)}}));
+      ExpectNear(Run(gen, inputs), want, "compiling session");
+    }
+    const onnx::ModelProto proto = epctx::testing::LoadProto(ctx);
+    std::vector<std::string> ops;
+    for (const auto& n : proto.graph().node()) ops.push_back(n.op_type());
+    EXPECT_EQ(ops, (std::vector<std::string>{"Sin", "EPContext", "Sin", "Relu", "Sin"}));
+    std::string left;
+    for (const auto& kv : proto.metadata_props())
+      if (kv.key() == "epctx.left_on_cpu") left = kv.value();
+    EXPECT_TRUE(Contains(left, "island too small to pay for its boundary")) << left;
+    Session loaded(*env_, ctx.c_str(), Options(true));
+    ExpectNear(Run(loaded, inputs), want, "loaded from _ctx.onnx");
+    EXPECT_EQ(loaded.GetPartitionAssignments().size(), 1u);
+  }
+}
+
 }  // namespace
 }  // namespace epctx

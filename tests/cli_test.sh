@@ -494,7 +494,13 @@ PYEOF
   out=$("$EPCTX" inspect "$w/free_ctx.onnx"); rc=$?
   check "why: inspect of a ctx model that compiled nothing lists the reasons" \
     grep -qF "  2 nodes (Add, Relu): AotCpuExecutionProvider: input '...' dim 0 is free ('N')" <<<"$out"
-  err=$("$EPCTX" compile -e aotcpu -f N:3 "$w/free.onnx" -o "$w/pinned_ctx.onnx" 2>&1 >/dev/null); rc=$?
+  # Pinned, Add + Relu on 24 floats before the Hardmax are an island too small to pay for its partition
+  # (providers/aotcpu/partition_cost.h); partition_switch_us=0 turns that rule off for the checks below.
+  err=$("$EPCTX" compile -e aotcpu -f N:3 "$w/free.onnx" -o "$w/island_ctx.onnx" 2>&1 >/dev/null); rc=$?
+  check "why: pinned compile of a small island exits 0" [ $rc -eq 0 ]
+  check "why: ... leaves the island with the cost rule's reason" \
+    grep -qF "2 nodes (Add, Relu): AotCpuExecutionProvider: island too small to pay for its boundary" <<<"$err"
+  err=$("$EPCTX" compile -e aotcpu -i "partition_switch_us|0" -f N:3 "$w/free.onnx" -o "$w/pinned_ctx.onnx" 2>&1 >/dev/null); rc=$?
   check "why: pinned compile exits 0" [ $rc -eq 0 ]
   check "why: pinned compile warns in three lines" [ "$(grep -c "warning" <<<"$err")" -eq 3 ]
   check "why: pinned compile leaves only Hardmax" grep -qF "1 node (Hardmax): AotCpuExecutionProvider: op Hardmax" <<<"$err"

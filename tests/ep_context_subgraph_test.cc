@@ -107,10 +107,13 @@ struct Ep {
   std::string name, lib, binary_suffix;
 };
 
+// AotCpu with its partition cost rule off (partition_switch_us=0): these graphs of 4 floats are about where
+// partitions are written, and the rule would leave the main graph's lone Add on the CPU EP.
 SessionOptions With(const Env& env, const Ep& ep, const std::map<std::string, std::string>& config = {}) {
   SessionOptions o;
   o.SetIntraOpNumThreads(1);
-  o.AppendExecutionProvider_V2(env, DevicesOf(env, ep.name, false), KeyValuePairs());
+  o.AppendExecutionProvider_V2(env, DevicesOf(env, ep.name, false),
+                               ep.name == kAot ? KeyValuePairs{{"partition_switch_us", "0"}} : KeyValuePairs());
   for (const auto& [k, v] : config) o.AddConfigEntry(k.c_str(), v.c_str());
   return o;
 }

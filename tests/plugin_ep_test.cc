@@ -870,21 +870,32 @@ TEST(PluginAotCpu, VirtualDevicesOnePerLowerIsaWhenAllowed) {
 }
 
 TEST(PluginAotCpu, NextToTheExampleEp) {
-  // The example EP first takes its Add/Mul/Relu groups; AotCpu compiles what is left (Sigmoid, Softmax).
+  // The example EP first takes its Add/Mul/Relu groups; AotCpu compiles what is left (Sigmoid, Softmax) with its
+  // partition cost rule off. With the rule on, each is a lone node on 4 floats between the example EP's partitions:
+  // not worth a partition (providers/aotcpu/partition_cost.h), so both run on the CPU EP, with that reason.
   const std::string model = Serialize(MixedModel());
   Env env;
   env.RegisterExecutionProviderLibrary("aotcpu", kAotCpuLib);
   env.RegisterExecutionProviderLibrary("example", kExampleLib);
-  SessionOptions opts;
-  opts.AppendExecutionProvider_V2(env, DevicesOf(env, kExample));
-  opts.AppendExecutionProvider_V2(env, DevicesOf(env, "AotCpuExecutionProvider"));
-  Session s(env, model.data(), model.size(), opts);
-  EXPECT_EQ(s.GetExecutionProviders(), (std::vector<std::string>{kExample, "AotCpuExecutionProvider", kCpu}));
-  std::map<std::string, std::string> example, aot;
-  for (const auto& [name, ep] : s.GetPartitionAssignments()) (ep == kExample ? example : aot)[name] = ep;
-  ExpectFusedNames(example, kExample, 2);
-  ExpectFusedNames(aot, "AotCpuExecutionProvider", 2);
-  EXPECT_TRUE(Near(RunMixed(s), CpuReference(model)));
+  for (const bool rule : {false, true}) {
+    SCOPED_TRACE(rule ? "cost rule on" : "cost rule off");
+    SessionOptions opts;
+    opts.AppendExecutionProvider_V2(env, DevicesOf(env, kExample));
+    opts.AppendExecutionProvider_V2(env, DevicesOf(env, "AotCpuExecutionProvider"),
+                                    rule ? KeyValuePairs() : KeyValuePairs{{"partition_switch_us", "0"}});
+    Session s(env, model.data(), model.size(), opts);
+    std::map<std::string, std::string> example, aot;
+    for (const auto& [name, ep] : s.GetPartitionAssignments()) (ep == kExample ? example : aot)[name] = ep;
+    ExpectFusedNames(example, kExample, 2);
+    ExpectFusedNames(aot, "AotCpuExecutionProvider", rule ? 0 : 2);
+    if (rule)
+      EXPECT_TRUE(Contains(s.GetSessionReport(), "\"AotCpuExecutionProvider\":\"island too small to pay for its "
+                                                 "boundary"))
+          << s.GetSessionReport();
+    else
+      EXPECT_EQ(s.GetExecutionProviders(), (std::vector<std::string>{kExample, "AotCpuExecutionProvider", kCpu}));
+    EXPECT_TRUE(Near(RunMixed(s), CpuReference(model)));
+  }
 }
 
 // ---- 5. a plugin built outside the tree ----

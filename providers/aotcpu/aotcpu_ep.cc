@@ -29,6 +29,7 @@
 #include "isa.h"
 #include "ops.h"
 #include "options.h"
+#include "partition_cost.h"
 #include "program.h"
 #include "share.h"
 
@@ -294,23 +295,27 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
       }
     }
   }
+  // Leaving a whole group on the CPU EP never makes another group's fusion cyclic (every path between two nodes of
+  // a group stays inside it, GroupNodes), so each group is judged on its own.
   for (const std::vector<int>& group : GroupNodes(g, supported)) {
     // A group of only constants and zero-copy views (a lone Reshape or same-type Cast between nodes left on the
     // CPU EP) would cost a partition and its boundary copies and compute nothing: it stays on the CPU EP.
     bool computes = false;
-    for (int n : group) {
-      const Node& node = g.nodes[static_cast<size_t>(n)];
-      static const char* const kViews[] = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast"};
-      bool view = false;
-      for (const char* op : kViews) view |= node.op == op;
-      computes |= !folded[static_cast<size_t>(n)] && !view;
-    }
+    for (int n : group)
+      computes |= !folded[static_cast<size_t>(n)] && !IsZeroCopyView(g.nodes[static_cast<size_t>(n)]);
     if (!computes) {
       for (int n : group)
         reasons[static_cast<size_t>(n)] =
             folded[static_cast<size_t>(n)]
                 ? "folds to a constant in a group with nothing to compute (no partition made)"
                 : "a zero-copy view in a group with nothing to compute (a partition would only add copies)";
+      continue;
+    }
+    // An island whose work saves less than its partition costs stays on the CPU EP (partition_cost.h).
+    const GroupCost cost = EstimateGroupCost(g, group, folded, ep->options.partition_cost);
+    if (!GroupPays(cost, ep->options.partition_cost)) {
+      const std::string why = NotPayingReason(cost, ep->options.partition_cost);
+      for (int n : group) reasons[static_cast<size_t>(n)] = why;
       continue;
     }
     std::vector<const EpctxNode*> nodes;

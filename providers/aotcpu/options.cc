@@ -1,11 +1,14 @@
 #include "options.h"
 
+#include <cstdlib>
+
 namespace epctx {
 namespace aotcpu {
 
 namespace {
 
 constexpr int kMaxThreads = 4096;
+constexpr double kMaxSwitchUs = 1e6;
 
 OptionsError Invalid(std::string message) { return OptionsError{EPCTX_INVALID_ARGUMENT, std::move(message)}; }
 
@@ -84,6 +87,20 @@ bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* erro
       return false;
     }
     o.intra_op_num_threads = static_cast<int>(n);
+  }
+  const std::string switch_us = ReadString(get, kPartitionSwitchUsKey);
+  if (!switch_us.empty()) {
+    char* end = nullptr;
+    const double us = std::strtod(switch_us.c_str(), &end);
+    // Digits and one '.' only: no sign, exponent, "inf" or "nan" (strtod takes them all).
+    const bool plain = switch_us.find_first_not_of("0123456789.") == std::string::npos;
+    if (!plain || !end || *end != '\0' || !(us >= 0 && us <= kMaxSwitchUs)) {
+      *error = Invalid(std::string(kPartitionSwitchUsKey) + " must be a number of microseconds from 0 (the partition " +
+                       "cost rule off) to 1000000, got '" + switch_us + "'");
+      return false;
+    }
+    o.partition_cost.enabled = us > 0;
+    o.partition_cost.switch_us = us;
   }
   *out = std::move(o);
   return true;

@@ -12,6 +12,9 @@
 //   ep.aotcpuexecutionprovider.enable_prepare_and_load  0/1  compile, then run from the compiled context (one session)
 //   ep.aotcpuexecutionprovider.enable_prepare_only      0/1  compile and write the context model; never run
 //   ep.aotcpuexecutionprovider.target_isa               an ISA name (isa.h); default: the host's
+//   ep.aotcpuexecutionprovider.partition_switch_us      a number >= 0: what a partition costs per run, in microseconds
+//                                                        (partition_cost.h); default kDefaultSwitchUs; 0 turns the
+//                                                        rule off (every group that computes is claimed)
 //   session.intra_op_num_threads                         integer >= 0 (0 = oneDNN's default)
 // Flags accept exactly "0" or "1"; an absent or empty entry means the default (0). Anything else is an error naming
 // the key, so a typo ("true", "yes") never silently changes nothing.
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "isa.h"
+#include "partition_cost.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -53,6 +57,8 @@ inline constexpr const char* kTargetIsaKey = "ep.aotcpuexecutionprovider.target_
 // structure and the other sections are checked; the weights are trusted (for binaries on verified storage, e.g.
 // fs-verity or a read-only image). Reading 100 MB of weights once is most of a load's cost (docs/aotcpu.md).
 inline constexpr const char* kVerifyWeightsKey = "ep.aotcpuexecutionprovider.verify_weights";
+// The partition cost rule's per-partition switch cost (partition_cost.h); "0" turns the rule off.
+inline constexpr const char* kPartitionSwitchUsKey = "ep.aotcpuexecutionprovider.partition_switch_us";
 // Not set by the runtime today (SessionConfig::intra_op_num_threads is not a config entry); read when present.
 inline constexpr const char* kIntraOpThreadsKey = "session.intra_op_num_threads";
 
@@ -83,6 +89,7 @@ struct AotCpuOptions {
   std::string target_isa;       // "" = the host's; a name checked by ResolveTargetIsa
   bool verify_weights = true;   // kVerifyWeightsKey
   int intra_op_num_threads = 0;  // 0 = default
+  PartitionCostRule partition_cost;  // kPartitionSwitchUsKey
 
   // Mode of these options (meaningful once CheckPrepareAndLoad accepted them).
   Mode mode() const;
@@ -98,7 +105,8 @@ struct OptionsError {
 };
 
 // Reads every key above. Errors (INVALID_ARGUMENT): a flag other than 0/1 ("ep.context_embed_mode must be 0 or 1,
-// got '2'"), intra_op_num_threads not an integer in [0, 4096]. target_isa is stored as given (ResolveTargetIsa
+// got '2'"), intra_op_num_threads not an integer in [0, 4096], partition_switch_us not a decimal number in
+// [0, 1e6]. target_isa is stored as given (ResolveTargetIsa
 // checks it against the host). Returns false with *error set; *out is then unspecified.
 bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* error);
 

@@ -702,6 +702,21 @@ TEST(AotCpuSupportOptions, IntraOpThreads) {
                   "'");
 }
 
+// The partition cost rule's switch cost (partition_cost.h): a plain decimal number of microseconds; 0 turns the rule
+// off. Signs, exponents, inf/nan and values above 1e6 are refused naming the key.
+TEST(AotCpuSupportOptions, PartitionSwitchUs) {
+  const char* key = "ep.aotcpuexecutionprovider.partition_switch_us";
+  EXPECT_TRUE(Read({}).partition_cost.enabled);
+  EXPECT_EQ(Read({}).partition_cost.switch_us, kDefaultSwitchUs);
+  EXPECT_FALSE(Read({{key, "0"}}).partition_cost.enabled);
+  EXPECT_TRUE(Read({{key, "2.5"}}).partition_cost.enabled);
+  EXPECT_EQ(Read({{key, "2.5"}}).partition_cost.switch_us, 2.5);
+  EXPECT_EQ(Read({{key, "1000000"}}).partition_cost.switch_us, 1e6);
+  for (const char* bad : {"-1", "1e3", "inf", "nan", "four", "1.2.3", ".", "1000001", " 4"})
+    EXPECT_EQ(ReadError({{key, bad}}), std::string(key) + " must be a number of microseconds from 0 (the partition "
+                                                          "cost rule off) to 1000000, got '" + bad + "'");
+}
+
 TEST(AotCpuSupportOptions, SessionConfigGetterReadsTheRuntimesEntries) {
   const std::map<std::string, std::string> entries = {{"ep.context_enable", "1"},
                                                       {"ep.aotcpuexecutionprovider.target_isa", "avx2"}};
