@@ -865,7 +865,10 @@ bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear)
         (q.alpha != add.alpha || q.beta != add.beta || q.scale != add.scale))
       return false;
   }
-  if (!std::isfinite(add.alpha) || !std::isfinite(add.beta)) return false;
+  // Clip bounds may be infinite (max(x, c) is a clip to [c, inf]: an infinite input stays infinite); nothing else.
+  const bool clip = add.kind == PostOp::kEltwise && (add.alg == dnnl_eltwise_clip || add.alg == dnnl_eltwise_clip_v2);
+  if (clip ? std::isnan(add.alpha) || std::isnan(add.beta) : !std::isfinite(add.alpha) || !std::isfinite(add.beta))
+    return false;
   list->resize(end);
   list->push_back(add);
   return true;

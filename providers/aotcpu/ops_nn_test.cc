@@ -437,6 +437,38 @@ TEST(OpsNn, OneChannelConvTransposeAvoidsPadding) {
   ExpectNear(Execute(c, {x})[0], want);
 }
 
+// openWakeWord's embedding block: Conv -> LeakyRelu -> Max(x, -0.4): one step, the Max as a clip to [-0.4, inf]. A
+// Min after it would be a second clip with other bounds, which oneDNN 2.6's post-op injectors get wrong
+// (AppendPostOp): it stays a step of its own, and the values are right either way.
+TEST(OpsNn, ConvLeakyReluMaxIsOneStep) {
+  const Dims xd = {1, 8, 6, 7}, wd = {16, 8, 1, 3}, yd = {1, 16, 6, 5};
+  const std::vector<float> x = Random(Numel(xd), 81, -2.f, 2.f), w = Random(Numel(wd), 82, -0.5f, 0.5f);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.Out("c", yd);
+  b.N("Conv", {"x", "w"}, {"c"}, 11);
+  b.Out("l", yd);
+  b.N("LeakyRelu", {"c"}, {"l"}, 6).attrs["alpha"] = FloatA(0.2f);
+  b.F32("lo", {1, 1, 1, 1}, {-0.4f});
+  b.Out("m", yd);
+  b.N("Max", {"l", "lo"}, {"m"}, 13);
+  b.F32("hi", {}, {0.5f});
+  b.Out("y", yd);
+  b.N("Min", {"hi", "m"}, {"y"}, 13);
+  b.F32("w2", {4, 16, 1, 1}, Random(64, 83, -0.3f, 0.3f));
+  b.Out("z", {1, 4, 6, 5});
+  b.N("Conv", {"y", "w2"}, {"z"}, 11);
+  b.Output("y");
+  b.Output("z");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_EQ(Kinds(c.parsed).rfind("Conv(2),Binary,", 0), 0u) << Kinds(c.parsed);
+  std::vector<double> want = RefConv2d(x, xd, w, wd, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+  for (double& v : want) v = std::min(0.5, std::max(-0.4, v < 0 ? 0.2 * v : v));
+  ExpectNear(Execute(c, {x})[0], want);
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1
