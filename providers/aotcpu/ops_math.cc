@@ -2262,6 +2262,43 @@ CheckResult LowerReduce(LowerContext& ctx, int node) {
   kd = AtLeast1D(kd);
   Operand src = ctx.UsePlain(n.inputs[0]);
   if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
+  // A mean or sum over one block of axes followed by others is a matrix product with a constant row of 1/R (or 1):
+  // [1, R] x [A, R, B] -> [A, 1, B]. oneDNN 2.6's jit reduction reduces trailing axes only, and the rest ran its
+  // reference kernel (Silero v4's ReduceMean over the middle axis of [1, 129, 24]: 60 us, a third of its run).
+  if (kd != sd && (alg == dnnl_reduction_mean || alg == dnnl_reduction_sum)) {
+    size_t lo = sd.size(), hi = 0;
+    for (size_t i = 0; i < sd.size(); ++i)
+      if (kd[i] != sd[i]) lo = std::min(lo, i), hi = i;
+    int64_t a = 1, r = 1, b = 1;
+    bool block = true;
+    for (size_t i = 0; i < sd.size(); ++i) {
+      if (i < lo) a *= sd[i];
+      else if (i > hi) b *= sd[i];
+      else r *= sd[i], block = block && kd[i] == 1;
+    }
+    if (block && b > 1 && r > 1 && r <= (int64_t{1} << 24)) {
+      const Dims wdims = {1, 1, r}, xdims = {a, r, b}, ydims = {a, 1, b};
+      try {
+        dnnl::matmul::primitive_desc pd(
+            dnnl::matmul::desc(PlainDesc(wdims, kF32), PlainDesc(xdims, kF32), PlainDesc(ydims, kF32)), ctx.engine());
+        if (!IsRefImpl(pd)) {
+          const std::vector<float> w(static_cast<size_t>(r), alg == dnnl_reduction_mean ? 1.f / static_cast<float>(r) : 1.f);
+          Operand wop;
+          CheckResult cr = ctx.AddWeight(n.name + ":row", std::string(reinterpret_cast<const char*>(w.data()),
+                                                                     w.size() * sizeof(float)),
+                                         PlainDesc(wdims, kF32), &wop);
+          if (!cr.ok) return cr;
+          Step m;
+          m.kind = StepKind::kMatMul;
+          m.name = n.name;
+          m.ops = {wop, Reshaped(src, xdims), Operand(), DefineAs(ctx, n.outputs[0], ydims)};
+          ctx.Emit(std::move(m));
+          return CheckResult::Ok();
+        }
+      } catch (const dnnl::error&) {
+      }
+    }
+  }
   Step s;
   // Nothing reduced (every reduced axis has size 1): oneDNN refuses a reduction with equal shapes; a copy it is.
   s.kind = kd == sd ? StepKind::kReorder : StepKind::kReduction;

@@ -628,6 +628,58 @@ TEST(OpsMath, UnaryOps) {
   }
 }
 
+// A mean or sum over a block of middle axes is a matrix product with a constant row (oneDNN 2.6's jit reduction
+// reduces trailing axes only; the rest ran its reference kernel, a third of Silero v4's run): ReduceMean over axes
+// 1, 2 of [2, 3, 4, 5] (keepdims) and ReduceSum over axis 1 of [1, 129, 24] (not kept); a trailing-axis reduction
+// stays a reduction.
+TEST(OpsMath, MiddleAxisMeanAndSumAreMatMuls) {
+  struct Case {
+    const char* op;
+    Dims xd;
+    std::vector<int64_t> axes;
+    int64_t keep;
+    Dims yd;
+    const char* kinds;
+  };
+  for (const Case& k : {Case{"ReduceMean", {2, 3, 4, 5}, {1, 2}, 1, {2, 1, 1, 5}, "MatMul"},
+                        Case{"ReduceSum", {1, 129, 24}, {1}, 0, {1, 24}, "MatMul"},
+                        Case{"ReduceMean", {2, 3, 4}, {2}, 1, {2, 3, 1}, "Reduction"}}) {
+    SCOPED_TRACE(k.op);
+    const std::vector<float> x = Random(Numel(k.xd), 91);
+    GraphBuilder b;
+    b.Input("x", k.xd);
+    b.Out("y", k.yd);
+    const bool sum = std::string(k.op) == "ReduceSum";  // axes as an input (opset 13), else an attribute
+    if (sum) b.I64("axes", k.axes);
+    Node& n = sum ? b.N(k.op, {"x", "axes"}, {"y"}, 13) : b.N(k.op, {"x"}, {"y"}, 13);
+    if (!sum) n.attrs["axes"] = IntsA(k.axes);
+    n.attrs["keepdims"] = IntA(k.keep);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    EXPECT_EQ(Kinds(c.parsed), k.kinds);
+    // Reference: sum (mean) over the reduced axes.
+    std::vector<double> want(static_cast<size_t>(Numel(k.yd)), 0.0);
+    const size_t rank = k.xd.size();
+    int64_t count = 1;
+    for (int64_t a : k.axes) count *= k.xd[static_cast<size_t>(a)];
+    for (int64_t i = 0; i < Numel(k.xd); ++i) {
+      int64_t rem = i, out = 0, stride = 1;
+      std::vector<int64_t> idx(rank);
+      for (size_t d = rank; d-- > 0;) idx[d] = rem % k.xd[d], rem /= k.xd[d];
+      for (size_t d = rank; d-- > 0;) {
+        if (std::find(k.axes.begin(), k.axes.end(), static_cast<int64_t>(d)) != k.axes.end()) continue;
+        out += idx[d] * stride;
+        stride *= k.xd[d];
+      }
+      want[static_cast<size_t>(out)] += x[static_cast<size_t>(i)];
+    }
+    if (std::string(k.op) == "ReduceMean")
+      for (double& v : want) v /= static_cast<double>(count);
+    ExpectNear(Execute(c, {x})[0], want);
+  }
+}
+
 TEST(OpsMath, ClipPowLayerNormReduceMean) {
   GraphBuilder b;
   const int64_t R = 3, C = 10;
