@@ -1,0 +1,61 @@
+#include "session/cpu_pass_util.h"
+
+#include <vector>
+
+namespace epctx {
+namespace cpu_pass {
+
+bool IsCpuNode(const Node& n) { return n.domain != "epctx.fused"; }
+bool IsOnnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+bool SingleOutput(const Node& n) {
+  if (n.outputs.empty() || n.outputs[0].empty()) return false;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (!n.outputs[i].empty()) return false;
+  return true;
+}
+
+bool IsFloat(const Graph& g, const std::string& v) {
+  const ValueType* t = g.FindType(v);
+  return t && t->kind == ValueType::Kind::kTensor && t->elem_type == DataType::kFloat;
+}
+
+const Tensor* ConstFloat(const Graph& g, const std::string& name) {
+  if (name.empty()) return nullptr;
+  auto it = g.initializers.find(name);
+  if (it == g.initializers.end() || it->second.dtype() != DataType::kFloat) return nullptr;
+  for (const ValueInfo& in : g.inputs)
+    if (in.name == name) return nullptr;
+  return &it->second;
+}
+
+void CollectSubgraphReads(const Graph& g, std::set<std::string>* names) {
+  for (const Node& n : g.nodes)
+    for (const auto& [key, a] : n.attributes) {
+      std::vector<const Graph*> subs;
+      if (a.g) subs.push_back(a.g.get());
+      for (const auto& s : a.graphs)
+        if (s) subs.push_back(s.get());
+      for (const Graph* s : subs) {
+        for (const Node& sn : s->nodes)
+          for (const std::string& in : sn.inputs) names->insert(in);
+        for (const ValueInfo& o : s->outputs) names->insert(o.name);
+        CollectSubgraphReads(*s, names);
+      }
+    }
+}
+
+std::shared_ptr<Graph> DeepCopy(const Graph& g, const Graph* parent) {
+  auto c = std::make_shared<Graph>(g);
+  c->parent = parent;
+  for (Node& n : c->nodes)
+    for (auto& [key, a] : n.attributes) {
+      if (a.g) a.g = DeepCopy(*a.g, c.get());
+      for (auto& sub : a.graphs)
+        if (sub) sub = DeepCopy(*sub, c.get());
+    }
+  return c;
+}
+
+}  // namespace cpu_pass
+}  // namespace epctx
