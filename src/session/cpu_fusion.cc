@@ -192,6 +192,32 @@ bool ActivationOf(const Graph& g, const Node& n, const std::string& value, std::
   return true;
 }
 
+// `n` computes x * k, x + k, k + x, x - k, k - x or x / k of `x` and a one-element float constant k of rank <= `rank`:
+// composes it into y = x * scale + shift.
+bool LinearStep(const Graph& g, const Node& n, const std::string& x, size_t rank, double* scale, double* shift) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || n.inputs.size() != 2 || !SingleOutput(n) || !IsFloat(g, n.outputs[0])) return false;
+  if ((n.inputs[0] == x) == (n.inputs[1] == x)) return false;
+  const bool x_first = n.inputs[0] == x;
+  const Tensor* c = ConstFloat(g, x_first ? n.inputs[1] : n.inputs[0]);
+  if (!c || c->NumElements() != 1 || c->rank() > rank) return false;
+  const double k = c->data<float>()[0];
+  if (n.op_type == "Mul") {
+    *scale *= k;
+    *shift *= k;
+  } else if (n.op_type == "Add") {
+    *shift += k;
+  } else if (n.op_type == "Sub") {
+    if (!x_first) *scale = -*scale, *shift = -*shift;
+    *shift += x_first ? -k : k;
+  } else if (n.op_type == "Div" && x_first && k != 0 && std::isfinite(k)) {
+    *scale /= k;
+    *shift /= k;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // x * Clip(x + 3, 0, 6) / 6 (or * 1/6, in either order) reading conv output `x`: its four nodes and its output.
 bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, std::vector<size_t>* nodes,
                       std::string* out) {
@@ -334,6 +360,27 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     ++stats->activations;
     changed = true;
     uses = Uses(*g, subgraph_reads);
+    // Then Mul / Add / Sub / Div by one-element constants: y * scale + shift, one more post-op.
+    double scale = 1, shift = 0;
+    bool linear = false;
+    for (int folds = 0; folds < 8; ++folds) {
+      r = uses.SoleReader(*g, conv.outputs[0]);
+      if (r < 0 || removed[static_cast<size_t>(r)] ||
+          !LinearStep(*g, g->nodes[static_cast<size_t>(r)], conv.outputs[0], w->rank(), &scale, &shift))
+        break;
+      removed[static_cast<size_t>(r)] = true;
+      conv.outputs[0] = g->nodes[static_cast<size_t>(r)].outputs[0];
+      linear = true;
+      ++stats->linears;
+      uses = Uses(*g, subgraph_reads);
+    }
+    if (linear) {
+      Attribute lin;
+      lin.name = kFusedLinearAttr;
+      lin.type = Attribute::Type::kFloats;
+      lin.floats = {static_cast<float>(scale), static_cast<float>(shift)};
+      conv.attributes[lin.name] = lin;
+    }
   }
   // MatMul by a constant 2-D B, then Add of a constant bias along the last axis: one oneDNN matmul with bias.
   for (size_t i = 0; i < g->nodes.size(); ++i) {
@@ -404,6 +451,7 @@ std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusi
   stats->affines += local.affines;
   stats->activations += local.activations;
   stats->matmul_biases += local.matmul_biases;
+  stats->linears += local.linears;
   return copy;
 }
 

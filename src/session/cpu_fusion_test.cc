@@ -225,6 +225,29 @@ TEST(CpuFusion, TheInternalAttributeInAModelIsAnInvalidGraph) {
   EXPECT_NE(s.status().ToString().find(kFusedActivationAttr), std::string::npos) << s.status().ToString();
 }
 
+// PP-OCR's learnable affine block after an activation: one-element Mul / Sub / Div / reversed Sub fold into a linear
+// post-op.
+TEST(CpuFusion, OneElementAffinesAfterTheActivationBecomeAPostOp) {
+  onnx::ModelProto m = NewModel("linear", 17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "x", {1, 4, 6, 6});
+  AddTensorValueInfo(g->add_output(), "y", {1, 8, 6, 6});
+  AddInit(g, "w", {8, 4, 3, 3}, 41);
+  Conv(g, "conv", "x", "w", "", "c", 1);
+  AddNode(g, "Relu", "relu", {"c"}, "r");
+  for (auto [name, v] : {std::pair{"k", 1.5f}, std::pair{"quarter", 0.25f}, std::pair{"two", 2.f}, std::pair{"one", 1.f}})
+    AddScalar(g, name, v);
+  AddNode(g, "Mul", "scale", {"k", "r"}, "a");
+  AddNode(g, "Sub", "minus", {"a", "quarter"}, "b");
+  AddNode(g, "Div", "half", {"b", "two"}, "d");
+  AddNode(g, "Sub", "flip", {"one", "d"}, "y");
+  auto fused = NewSession(m, 2), plain = NewSession(m, 1);
+  ASSERT_TRUE(fused && plain);
+  EXPECT_EQ(fused->cpu_fusions().linears, 4);
+  EXPECT_EQ(Ops(fused->planned_graph()), (std::vector<std::string>{"Conv+Relu"}));
+  ExpectSameValues(*fused, *plain);
+}
+
 // ---- MatMul + Add (level 2) ----
 
 // x [2, 3, 8] -> MatMul(w [8, 5]) -> Add(bias) -> y; `bias_dims` as written in the model.

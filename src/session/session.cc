@@ -518,10 +518,12 @@ std::string InferenceSession::ReportJson() const {
   size_t cpu_nodes = 0;
   for (const auto& n : partition_.graph->nodes) cpu_nodes += n.domain != kFusedDomain;
   o << "],\"constant_folding\":{\"nodes_folded\":" << folding_.nodes_folded << ",\"passes\":" << folding_.passes
-    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines << ",\"activations\":"
-    << cpu_fusions_.activations << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"layout_convs\":"
-    << cpu_fusions_.layout_convs << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":"
-    << cpu_fusions_.layout_reorders << "},\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
+    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines
+    << ",\"activations\":" << cpu_fusions_.activations << ",\"linears\":" << cpu_fusions_.linears
+    << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"layout_convs\":" << cpu_fusions_.layout_convs
+    << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
+    << "},\"cpu_nodes\":" << cpu_nodes
+    << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
   o << ",\"free_dims\":[";
   const std::vector<FreeDim> free = free_dims();
   for (size_t i = 0; i < free.size(); ++i)
