@@ -248,6 +248,38 @@ TEST(CpuFusion, OneElementAffinesAfterTheActivationBecomeAPostOp) {
   ExpectSameValues(*fused, *plain);
 }
 
+// An If branch whose Conv reads its weights from the enclosing graph (Silero VAD): fused and laid out there too.
+TEST(CpuFusion, BranchConvsWithEnclosingWeights) {
+  onnx::ModelProto m = NewModel("branch", 17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "x", {1, 4, 6, 6});
+  AddTensorValueInfo(g->add_input(), "cond", {}, onnx::TensorProto::BOOL);
+  AddInit(g, "w", {8, 4, 3, 3}, 51);
+  AddInit(g, "w2", {4, 8, 1, 1}, 52);
+  auto* iff = AddNode(g, "If", "branch", {"cond"}, "y");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    b->set_name(branch);
+    if (std::string(branch) == "then_branch") {
+      Conv(b, "conv", "x", "w", "", "c", 1);
+      AddNode(b, "Relu", "relu", {"c"}, "r");
+      Conv(b, "conv2", "r", "w2", "", "by", 0);
+    } else {
+      AddNode(b, "Neg", "neg", {"x"}, "by");
+    }
+    AddTensorValueInfo(b->add_output(), "by", {1, 4, 6, 6});
+  }
+  AddTensorValueInfo(g->add_output(), "y", {1, 4, 6, 6});
+  auto fused = NewSession(m, 99, "nhwc"), plain = NewSession(m, 1);
+  ASSERT_TRUE(fused && plain);
+  EXPECT_EQ(fused->cpu_fusions().activations, 1);
+  EXPECT_EQ(fused->cpu_fusions().layout_convs, 2);
+  for (bool cond : {true, false}) ExpectSameValues(*fused, *plain, {1, 4, 6, 6}, &cond);
+}
+
 // ---- MatMul + Add (level 2) ----
 
 // x [2, 3, 8] -> MatMul(w [8, 5]) -> Add(bias) -> y; `bias_dims` as written in the model.

@@ -22,11 +22,17 @@ bool IsFloat(const Graph& g, const std::string& v) {
 
 const Tensor* ConstFloat(const Graph& g, const std::string& name) {
   if (name.empty()) return nullptr;
-  auto it = g.initializers.find(name);
-  if (it == g.initializers.end() || it->second.dtype() != DataType::kFloat) return nullptr;
-  for (const ValueInfo& in : g.inputs)
-    if (in.name == name) return nullptr;
-  return &it->second;
+  // Up the scopes (If branches read the enclosing graph's weights) until a graph defines the name.
+  for (const Graph* s = &g; s; s = s->parent) {
+    for (const ValueInfo& in : s->inputs)
+      if (in.name == name) return nullptr;
+    auto it = s->initializers.find(name);
+    if (it != s->initializers.end()) return it->second.dtype() == DataType::kFloat ? &it->second : nullptr;
+    for (const Node& n : s->nodes)
+      for (const std::string& o : n.outputs)
+        if (o == name) return nullptr;
+  }
+  return nullptr;
 }
 
 void CollectSubgraphReads(const Graph& g, std::set<std::string>* names) {
