@@ -415,44 +415,18 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
 
 }  // namespace
 
-namespace {
-
-bool FuseTree(Graph* g, CpuFusionStats* stats) {
-  bool changed = false;
-  for (Node& n : g->nodes)
-    for (auto& [key, a] : n.attributes) {
-      if (a.g) changed |= FuseTree(a.g.get(), stats);  // If branches hold whole models (Silero VAD)
-      for (auto& sub : a.graphs)
-        if (sub) changed |= FuseTree(sub.get(), stats);
-    }
-  return FuseGraph(g, stats) || changed;
-}
-
-bool AnyFusable(const Graph& g) {
-  for (const Node& n : g.nodes) {
-    if (FusableConv(g, n) || FusableMatMul(g, n)) return true;
-    for (const auto& [key, a] : n.attributes) {
-      if (a.g && AnyFusable(*a.g)) return true;
-      for (const auto& sub : a.graphs)
-        if (sub && AnyFusable(*sub)) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats) {
-  if (!graph || !AnyFusable(*graph)) return graph;
-  std::shared_ptr<Graph> copy = cpu_pass::DeepCopy(*graph, graph->parent);
   CpuFusionStats local;
-  if (!FuseTree(copy.get(), &local)) return graph;
+  std::shared_ptr<Graph> out = cpu_pass::RewriteCopy(
+      graph, [](const Graph& g, const Node& n) { return FusableConv(g, n) || FusableMatMul(g, n); },
+      [&](Graph* g) { return FuseGraph(g, &local); });
+  if (out == graph) return graph;
   stats->batch_norms += local.batch_norms;
   stats->affines += local.affines;
   stats->activations += local.activations;
   stats->matmul_biases += local.matmul_biases;
   stats->linears += local.linears;
-  return copy;
+  return out;
 }
 
 }  // namespace epctx

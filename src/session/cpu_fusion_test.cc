@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -248,6 +249,21 @@ TEST(CpuFusion, OneElementAffinesAfterTheActivationBecomeAPostOp) {
   ExpectSameValues(*fused, *plain);
 }
 
+// If(cond) -> `out`: `fill` writes each branch's nodes, whose result is "by" of `dims`.
+void AddIf(onnx::GraphProto* g, const std::string& out, const std::vector<int64_t>& dims,
+           const std::function<void(onnx::GraphProto*, bool)>& fill) {
+  auto* iff = AddNode(g, "If", out + "_if", {"cond"}, out);
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* b = a->mutable_g();
+    b->set_name(branch);
+    fill(b, std::string(branch) == "then_branch");
+    AddTensorValueInfo(b->add_output(), "by", dims);
+  }
+}
+
 // An If branch whose Conv reads its weights from the enclosing graph (Silero VAD): fused and laid out there too.
 TEST(CpuFusion, BranchConvsWithEnclosingWeights) {
   onnx::ModelProto m = NewModel("branch", 17);
@@ -256,22 +272,15 @@ TEST(CpuFusion, BranchConvsWithEnclosingWeights) {
   AddTensorValueInfo(g->add_input(), "cond", {}, onnx::TensorProto::BOOL);
   AddInit(g, "w", {8, 4, 3, 3}, 51);
   AddInit(g, "w2", {4, 8, 1, 1}, 52);
-  auto* iff = AddNode(g, "If", "branch", {"cond"}, "y");
-  for (const char* branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    onnx::GraphProto* b = a->mutable_g();
-    b->set_name(branch);
-    if (std::string(branch) == "then_branch") {
+  AddIf(g, "y", {1, 4, 6, 6}, [](onnx::GraphProto* b, bool then_branch) {
+    if (then_branch) {
       Conv(b, "conv", "x", "w", "", "c", 1);
       AddNode(b, "Relu", "relu", {"c"}, "r");
       Conv(b, "conv2", "r", "w2", "", "by", 0);
     } else {
       AddNode(b, "Neg", "neg", {"x"}, "by");
     }
-    AddTensorValueInfo(b->add_output(), "by", {1, 4, 6, 6});
-  }
+  });
   AddTensorValueInfo(g->add_output(), "y", {1, 4, 6, 6});
   auto fused = NewSession(m, 99, "nhwc"), plain = NewSession(m, 1);
   ASSERT_TRUE(fused && plain);
@@ -395,16 +404,9 @@ onnx::ModelProto LayoutModel() {
   ints(ap, "kernel_shape", {3, 3});
   ints(ap, "pads", {1, 1, 1, 1});
   // If(cond) reads a1 from the enclosing graph.
-  auto* iff = AddNode(g, "If", "branch", {"cond"}, "z");
-  for (const char* branch : {"then_branch", "else_branch"}) {
-    auto* a = iff->add_attribute();
-    a->set_name(branch);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    onnx::GraphProto* b = a->mutable_g();
-    b->set_name(branch);
-    AddNode(b, std::string(branch) == "then_branch" ? "Identity" : "Neg", "op", {"a1"}, "bz");
-    AddTensorValueInfo(b->add_output(), "bz", {1, 16, 8, 8});
-  }
+  AddIf(g, "z", {1, 16, 8, 8}, [](onnx::GraphProto* b, bool then_branch) {
+    AddNode(b, then_branch ? "Identity" : "Neg", "op", {"a1"}, "by");
+  });
   AddTensorValueInfo(g->add_output(), "y", {1, 16, 16, 16});
   AddTensorValueInfo(g->add_output(), "r1", {1, 16, 8, 8});
   AddTensorValueInfo(g->add_output(), "w", {1, 8, 8, 8});

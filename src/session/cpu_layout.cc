@@ -9,14 +9,8 @@
 #include "session/cpu_pass_util.h"
 
 namespace epctx {
+namespace cpu_pass {
 namespace {
-
-using cpu_pass::CollectSubgraphReads;
-using cpu_pass::ConstFloat;
-using cpu_pass::IsCpuNode;
-using cpu_pass::IsFloat;
-using cpu_pass::IsOnnx;
-using cpu_pass::SingleOutput;
 
 // Elementwise ops of one tensor operand (Clip's bounds are scalars): they run on the physical tensor unchanged.
 const std::set<std::string>& UnaryOps() {
@@ -406,41 +400,24 @@ class LayoutRewriter {
   std::vector<std::pair<size_t, std::string>> conv_twins_;  // (node index, logical output) of Convs writing twins
 };
 
-bool LayOutTree(Graph* g, CpuLayout layout, CpuFusionStats* stats) {
-  bool changed = false;
-  for (Node& n : g->nodes)
-    for (auto& [key, a] : n.attributes) {
-      if (a.g) changed |= LayOutTree(a.g.get(), layout, stats);
-      for (auto& sub : a.graphs)
-        if (sub) changed |= LayOutTree(sub.get(), layout, stats);
-    }
-  return LayoutRewriter(g, layout).Run(stats) || changed;
-}
-
-bool AnyLayoutConv(const Graph& g) {
-  for (const Node& n : g.nodes) {
-    if (IsCpuNode(n) && IsOnnx(n) && n.op_type == "Conv" && n.inputs.size() >= 2 && ConstFloat(g, n.inputs[1]))
-      return true;
-    for (const auto& [key, a] : n.attributes) {
-      if (a.g && AnyLayoutConv(*a.g)) return true;
-      for (const auto& sub : a.graphs)
-        if (sub && AnyLayoutConv(*sub)) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
+}  // namespace cpu_pass
 
 std::shared_ptr<Graph> LayOutCpuNodes(const std::shared_ptr<Graph>& graph, CpuLayout layout, CpuFusionStats* stats) {
-  if (!graph || layout == CpuLayout::kPlain || !AnyLayoutConv(*graph)) return graph;
-  std::shared_ptr<Graph> copy = cpu_pass::DeepCopy(*graph, graph->parent);
+  if (layout == CpuLayout::kPlain) return graph;
   CpuFusionStats local;
-  if (!LayOutTree(copy.get(), layout, &local)) return graph;
+  std::shared_ptr<Graph> out = cpu_pass::RewriteCopy(
+      graph,
+      [](const Graph& g, const Node& n) {
+        return cpu_pass::IsCpuNode(n) && cpu_pass::IsOnnx(n) && n.op_type == "Conv" && n.inputs.size() >= 2 &&
+               cpu_pass::ConstFloat(g, n.inputs[1]);
+      },
+      [&](Graph* g) { return cpu_pass::LayoutRewriter(g, layout).Run(&local); });
+  if (out == graph) return graph;
   stats->layout_convs += local.layout_convs;
   stats->layout_nodes += local.layout_nodes;
   stats->layout_reorders += local.layout_reorders;
-  return copy;
+  return out;
 }
 
 }  // namespace epctx

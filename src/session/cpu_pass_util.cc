@@ -63,5 +63,40 @@ std::shared_ptr<Graph> DeepCopy(const Graph& g, const Graph* parent) {
   return c;
 }
 
+namespace {
+
+bool AnyNode(const Graph& g, const std::function<bool(const Graph&, const Node&)>& wanted) {
+  for (const Node& n : g.nodes) {
+    if (wanted(g, n)) return true;
+    for (const auto& [key, a] : n.attributes) {
+      if (a.g && AnyNode(*a.g, wanted)) return true;
+      for (const auto& sub : a.graphs)
+        if (sub && AnyNode(*sub, wanted)) return true;
+    }
+  }
+  return false;
+}
+
+bool RewriteTree(Graph* g, const std::function<bool(Graph*)>& rewrite) {
+  bool changed = false;
+  for (Node& n : g->nodes)
+    for (auto& [key, a] : n.attributes) {
+      if (a.g) changed |= RewriteTree(a.g.get(), rewrite);  // If branches hold whole models (Silero VAD)
+      for (auto& sub : a.graphs)
+        if (sub) changed |= RewriteTree(sub.get(), rewrite);
+    }
+  return rewrite(g) || changed;
+}
+
+}  // namespace
+
+std::shared_ptr<Graph> RewriteCopy(const std::shared_ptr<Graph>& graph,
+                                   const std::function<bool(const Graph&, const Node&)>& wanted,
+                                   const std::function<bool(Graph*)>& rewrite) {
+  if (!graph || !AnyNode(*graph, wanted)) return graph;
+  std::shared_ptr<Graph> copy = DeepCopy(*graph, graph->parent);
+  return RewriteTree(copy.get(), rewrite) ? copy : graph;
+}
+
 }  // namespace cpu_pass
 }  // namespace epctx

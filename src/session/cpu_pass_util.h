@@ -3,6 +3,7 @@
 // Private to src/session. Pure functions of their arguments (thread-compatible).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,6 +29,12 @@ void CollectSubgraphReads(const Graph& g, std::set<std::string>* names);
 // A copy of `g` and of every graph nested in it, each subgraph's parent pointing at its copied parent (GraphPlan and
 // TopologicalOrder follow parent pointers; the originals may be released once the session holds the copy).
 std::shared_ptr<Graph> DeepCopy(const Graph& g, const Graph* parent);
+// A pass over a graph tree: when `wanted` holds for some node of `graph` or of a graph nested in it, `rewrite` runs
+// on every graph of a deep copy (nested graphs first, each rewrite returning whether it changed its graph). Returns
+// the copy when any rewrite changed something, else `graph` itself.
+std::shared_ptr<Graph> RewriteCopy(const std::shared_ptr<Graph>& graph,
+                                   const std::function<bool(const Graph&, const Node&)>& wanted,
+                                   const std::function<bool(Graph*)>& rewrite);
 
 }  // namespace cpu_pass
 }  // namespace epctx
