@@ -378,7 +378,16 @@ onnx::ModelProto LayoutModel() {
   mode->set_name("mode");
   mode->set_type(onnx::AttributeProto::STRING);
   mode->set_s("nearest");
-  AddConv(g, "c4", "u", "c4", 32, 16, 3, 2, 11);
+  // The same upsampling by sizes, and both added.
+  auto* sz = g->add_initializer();
+  sz->set_name("sizes");
+  sz->set_data_type(onnx::TensorProto::INT64);
+  sz->add_dims(4);
+  for (int64_t v : {1, 32, 16, 16}) sz->add_int64_data(v);
+  auto* rs2 = AddNode(g, "Resize", "up2", {"ex", "", "", "sizes"}, "u2");
+  rs2->add_attribute()->CopyFrom(*mode);
+  AddNode(g, "Add", "ups", {"u", "u2"}, "uu");
+  AddConv(g, "c4", "uu", "c4", 32, 16, 3, 2, 11);
   AddScalar(g, "two", 2.f);
   AddNode(g, "Div", "half", {"c4", "two"}, "y");
   // Concat of 12 + 20 channels, then of 16 + 16 (a depthwise Conv on the second half).
@@ -430,7 +439,7 @@ TEST(CpuLayout, EveryLayoutComputesWhatThePlainGraphDoes) {
     ASSERT_TRUE(laid);
     const CpuFusionStats& st = laid->cpu_fusions();
     EXPECT_GE(st.layout_convs, 8);
-    EXPECT_GE(st.layout_nodes, 9);  // Add, Mul, GlobalAveragePool, HardSigmoid, Mul, Resize, Div, pools at least
+    EXPECT_GE(st.layout_nodes, 12);  // Add, Mul, GlobalAveragePool, HardSigmoid, Mul, 2 Resize, Add, Div, pools, Concat
     // r1 (a graph output), a1 (read by the If branches), and y, w, and the values of channel counts that do not fit.
     EXPECT_GE(st.layout_reorders, 2);
     const Graph& g = laid->planned_graph();
