@@ -178,8 +178,9 @@ class DnnlConvRunner {
     memory::desc dst_any(dst_dims, memory::data_type::f32, memory::format_tag::any);
     memory::desc w_any(w_dims, memory::data_type::f32, memory::format_tag::any);
     if (transposed_) {
-      // oneDNN 2.6 picks nChw16c for deconvolutions; its jit kernel measured 7x slower than the gemm one on plain
-      // NCHW for 1 output channel, and 1.4x slower than on nhwc for 24 (the PP-OCR detector's head, 19% of it).
+      // oneDNN 2.6 picks nChw16c for deconvolutions (2x2, stride 2): measured 7x slower than its gemm kernel on
+      // plain NCHW for 1 output channel (the PP-OCR detector's last layer) and 1.3-2x slower than on nhwc for 4 to
+      // 96; plain beats nhwc up to 4 output channels, nhwc from 8.
       const CpuLayout l = p.m < 8 ? CpuLayout::kPlain : CpuLayout::kChannelsLast;
       src_any = LayoutDesc(src_dims, l);
       dst_any = LayoutDesc(dst_dims, l);
