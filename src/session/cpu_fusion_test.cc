@@ -484,6 +484,37 @@ TEST(CpuLayout, OneDimensionalConvolutions) {
   }
 }
 
+// An AveragePool oneDNN averages differently (padding counted, ceil_mode's last window reaching past the padding:
+// 8 + 2 pads, windows of 3 at 0, 2, 4, 6, 8): the direct loops run between reorders.
+TEST(CpuLayout, PoolingFallbackBetweenReorders) {
+  onnx::ModelProto m = NewModel("pool_fallback", 17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "x", {1, 16, 8, 8});
+  AddConv(g, "c1", "x", "c1", 16, 16, 3, 2, 61);
+  auto* ap = AddNode(g, "AveragePool", "pool", {"c1"}, "p");
+  for (auto [name, v] : {std::pair{"kernel_shape", std::vector<int64_t>{3, 3}},
+                         std::pair{"strides", std::vector<int64_t>{2, 2}},
+                         std::pair{"pads", std::vector<int64_t>{1, 1, 1, 1}}}) {
+    auto* a = ap->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  SetIntAttr(ap, "ceil_mode", 1);
+  SetIntAttr(ap, "count_include_pad", 1);
+  AddConv(g, "c2", "p", "y", 16, 16, 1, 2, 63);
+  AddTensorValueInfo(g->add_output(), "y", {1, 16, 5, 5});
+  auto plain = NewSession(m, 1);
+  ASSERT_TRUE(plain);
+  for (const char* layout : {"nhwc", "nChw8c", "nChw16c"}) {
+    SCOPED_TRACE(layout);
+    auto laid = NewSession(m, 99, layout);
+    ASSERT_TRUE(laid);
+    EXPECT_EQ(laid->cpu_fusions().layout_nodes, 1);
+    ExpectSameValues(*laid, *plain, {1, 16, 8, 8});
+  }
+}
+
 TEST(CpuLayout, BadLayoutsAreErrorsNotCrashes) {
   {
     // An unknown layout name in the session config.
