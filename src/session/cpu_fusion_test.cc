@@ -461,6 +461,20 @@ TEST(CpuLayout, EveryLayoutComputesWhatThePlainGraphDoes) {
   }
 }
 
+// `m` at level 3 in every layout computes what it does at level 1 (input "x" of `x_shape`); `check` sees the counts.
+void ExpectEveryLayoutMatches(const onnx::ModelProto& m, const Shape& x_shape,
+                              const std::function<void(const CpuFusionStats&)>& check) {
+  auto plain = NewSession(m, 1);
+  ASSERT_TRUE(plain);
+  for (const char* layout : {"nhwc", "nChw8c", "nChw16c"}) {
+    SCOPED_TRACE(layout);
+    auto laid = NewSession(m, 99, layout);
+    ASSERT_TRUE(laid);
+    check(laid->cpu_fusions());
+    ExpectSameValues(*laid, *plain, x_shape);
+  }
+}
+
 // 1-D convolutions (Silero VAD, openWakeWord) run as 2-D with H = 1 on the same bytes.
 TEST(CpuLayout, OneDimensionalConvolutions) {
   onnx::ModelProto m = NewModel("conv1d", 17);
@@ -472,16 +486,10 @@ TEST(CpuLayout, OneDimensionalConvolutions) {
   AddNode(g, "Add", "residual", {"r1", "c2"}, "a");
   AddConv(g, "c3", "a", "y", 16, 8, 1, 1, 35);
   AddTensorValueInfo(g->add_output(), "y", {2, 8, 20});
-  auto plain = NewSession(m, 1);
-  ASSERT_TRUE(plain);
-  for (const char* layout : {"nhwc", "nChw8c", "nChw16c"}) {
-    SCOPED_TRACE(layout);
-    auto laid = NewSession(m, 99, layout);
-    ASSERT_TRUE(laid);
-    EXPECT_EQ(laid->cpu_fusions().layout_convs, 3);
-    EXPECT_EQ(laid->cpu_fusions().layout_reorders, 0);
-    ExpectSameValues(*laid, *plain, {2, 8, 20});
-  }
+  ExpectEveryLayoutMatches(m, {2, 8, 20}, [](const CpuFusionStats& st) {
+    EXPECT_EQ(st.layout_convs, 3);
+    EXPECT_EQ(st.layout_reorders, 0);
+  });
 }
 
 // An AveragePool oneDNN averages differently (padding counted, ceil_mode's last window reaching past the padding:
@@ -504,15 +512,7 @@ TEST(CpuLayout, PoolingFallbackBetweenReorders) {
   SetIntAttr(ap, "count_include_pad", 1);
   AddConv(g, "c2", "p", "y", 16, 16, 1, 2, 63);
   AddTensorValueInfo(g->add_output(), "y", {1, 16, 5, 5});
-  auto plain = NewSession(m, 1);
-  ASSERT_TRUE(plain);
-  for (const char* layout : {"nhwc", "nChw8c", "nChw16c"}) {
-    SCOPED_TRACE(layout);
-    auto laid = NewSession(m, 99, layout);
-    ASSERT_TRUE(laid);
-    EXPECT_EQ(laid->cpu_fusions().layout_nodes, 1);
-    ExpectSameValues(*laid, *plain, {1, 16, 8, 8});
-  }
+  ExpectEveryLayoutMatches(m, {1, 16, 8, 8}, [](const CpuFusionStats& st) { EXPECT_EQ(st.layout_nodes, 1); });
 }
 
 TEST(CpuLayout, BadLayoutsAreErrorsNotCrashes) {
