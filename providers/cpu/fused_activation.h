@@ -6,5 +6,8 @@ namespace epctx {
 
 inline constexpr const char* kFusedActivationAttr = "_epctx_activation";               // "Relu", "HardSwish", ...
 inline constexpr const char* kFusedActivationParamsAttr = "_epctx_activation_params";  // alpha, beta (floats)
+// y * scale + shift applied after the activation (floats: scale, shift): Mul / Add by one-element constants that
+// followed it (PP-OCR's learnable affine blocks).
+inline constexpr const char* kFusedLinearAttr = "_epctx_linear";
 
 }  // namespace epctx

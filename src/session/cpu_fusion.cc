@@ -1,5 +1,6 @@
 #include "session/cpu_fusion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -7,28 +8,17 @@
 #include <utility>
 #include <vector>
 
+#include "session/cpu_pass_util.h"
+
 namespace epctx {
 namespace {
 
-bool IsCpuNode(const Node& n) { return n.domain != "epctx.fused"; }
-bool IsOnnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
-// Every value name read by a node of `g`'s subgraphs, at any depth (outer-scope reads).
-void CollectSubgraphReads(const Graph& g, std::set<std::string>* names) {
-  for (const Node& n : g.nodes)
-    for (const auto& [key, a] : n.attributes) {
-      std::vector<const Graph*> subs;
-      if (a.g) subs.push_back(a.g.get());
-      for (const auto& s : a.graphs)
-        if (s) subs.push_back(s.get());
-      for (const Graph* s : subs) {
-        for (const Node& sn : s->nodes)
-          for (const std::string& in : sn.inputs) names->insert(in);
-        for (const ValueInfo& o : s->outputs) names->insert(o.name);
-        CollectSubgraphReads(*s, names);
-      }
-    }
-}
+using cpu_pass::CollectSubgraphReads;
+using cpu_pass::ConstFloat;
+using cpu_pass::IsCpuNode;
+using cpu_pass::IsFloat;
+using cpu_pass::IsOnnx;
+using cpu_pass::SingleOutput;
 
 // Who reads each value of one graph, and which values must stay (graph outputs, read from subgraphs).
 struct Uses {
@@ -56,21 +46,6 @@ struct Uses {
   }
 };
 
-bool IsFloat(const Graph& g, const std::string& v) {
-  const ValueType* t = g.FindType(v);
-  return t && t->kind == ValueType::Kind::kTensor && t->elem_type == DataType::kFloat;
-}
-
-// A float initializer that no graph input overrides.
-const Tensor* ConstFloat(const Graph& g, const std::string& name) {
-  if (name.empty()) return nullptr;
-  auto it = g.initializers.find(name);
-  if (it == g.initializers.end() || it->second.dtype() != DataType::kFloat) return nullptr;
-  for (const ValueInfo& in : g.inputs)
-    if (in.name == name) return nullptr;
-  return &it->second;
-}
-
 // The single value of a constant float scalar (any shape with one element).
 bool ConstScalar(const Graph& g, const std::string& name, float* v) {
   const Tensor* t = ConstFloat(g, name);
@@ -95,13 +70,6 @@ bool ClipBounds(const Graph& g, const Node& n, float* lo, float* hi) {
   }
   if (n.inputs.size() > 1 && !n.inputs[1].empty() && !ConstScalar(g, n.inputs[1], lo)) return false;
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !ConstScalar(g, n.inputs[2], hi)) return false;
-  return true;
-}
-
-bool SingleOutput(const Node& n) {
-  if (n.outputs.empty() || n.outputs[0].empty()) return false;
-  for (size_t i = 1; i < n.outputs.size(); ++i)
-    if (!n.outputs[i].empty()) return false;
   return true;
 }
 
@@ -224,6 +192,32 @@ bool ActivationOf(const Graph& g, const Node& n, const std::string& value, std::
   return true;
 }
 
+// `n` computes x * k, x + k, k + x, x - k, k - x or x / k of `x` and a one-element float constant k of rank <= `rank`:
+// composes it into y = x * scale + shift.
+bool LinearStep(const Graph& g, const Node& n, const std::string& x, size_t rank, double* scale, double* shift) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || n.inputs.size() != 2 || !SingleOutput(n) || !IsFloat(g, n.outputs[0])) return false;
+  if ((n.inputs[0] == x) == (n.inputs[1] == x)) return false;
+  const bool x_first = n.inputs[0] == x;
+  const Tensor* c = ConstFloat(g, x_first ? n.inputs[1] : n.inputs[0]);
+  if (!c || c->NumElements() != 1 || c->rank() > rank) return false;
+  const double k = c->data<float>()[0];
+  if (n.op_type == "Mul") {
+    *scale *= k;
+    *shift *= k;
+  } else if (n.op_type == "Add") {
+    *shift += k;
+  } else if (n.op_type == "Sub") {
+    if (!x_first) *scale = -*scale, *shift = -*shift;
+    *shift += x_first ? -k : k;
+  } else if (n.op_type == "Div" && x_first && k != 0 && std::isfinite(k)) {
+    *scale /= k;
+    *shift /= k;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // x * Clip(x + 3, 0, 6) / 6 (or * 1/6, in either order) reading conv output `x`: its four nodes and its output.
 bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, std::vector<size_t>* nodes,
                       std::string* out) {
@@ -279,6 +273,31 @@ bool HardSwishPattern(const Graph& g, const Uses& uses, const std::string& x, st
   }
   *nodes = {static_cast<size_t>(add), static_cast<size_t>(clip), static_cast<size_t>(second), static_cast<size_t>(mul)};
   return true;
+}
+
+// A float MatMul the pass may give a bias: B a constant 2-D float, not already fused.
+bool FusableMatMul(const Graph& g, const Node& n) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || n.op_type != "MatMul" || n.inputs.size() != 2 || !SingleOutput(n) ||
+      n.attr(kMatMulBiasAttr) || !IsFloat(g, n.outputs[0]))
+    return false;
+  const Tensor* b = ConstFloat(g, n.inputs[1]);
+  return b && b->rank() == 2 && b->shape()[1] > 0;
+}
+
+// `add` adds a constant float of `n` values along the last axis to `mm`'s output (shape [n] or [1, ..., 1, n], of
+// a rank that does not grow the output's): its name in `*bias`.
+bool RowBias(const Graph& g, const Node& add, const Node& mm, int64_t n, std::string* bias) {
+  if (!IsCpuNode(add) || !IsOnnx(add) || add.op_type != "Add" || add.inputs.size() != 2 || !SingleOutput(add) ||
+      !IsFloat(g, add.outputs[0]))
+    return false;
+  const std::string& y = mm.outputs[0];
+  if ((add.inputs[0] == y) == (add.inputs[1] == y)) return false;
+  *bias = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const Tensor* c = ConstFloat(g, *bias);
+  if (!c || c->rank() < 1 || c->NumElements() != n || c->shape().back() != n) return false;
+  if (c->rank() == 1) return true;
+  const ValueType* a = g.FindType(mm.inputs[0]);  // the product has A's rank (at least 2)
+  return a && a->has_shape && c->rank() <= std::max<size_t>(a->dims.size(), 2);
 }
 
 // The fusions of one graph's own nodes (subgraphs are separate calls). Returns true when `*copy` was changed.
@@ -341,6 +360,49 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     ++stats->activations;
     changed = true;
     uses = Uses(*g, subgraph_reads);
+    // Then Mul / Add / Sub / Div by one-element constants: y * scale + shift, one more post-op.
+    double scale = 1, shift = 0;
+    bool linear = false;
+    for (int folds = 0; folds < 8; ++folds) {
+      r = uses.SoleReader(*g, conv.outputs[0]);
+      if (r < 0 || removed[static_cast<size_t>(r)] ||
+          !LinearStep(*g, g->nodes[static_cast<size_t>(r)], conv.outputs[0], w->rank(), &scale, &shift))
+        break;
+      removed[static_cast<size_t>(r)] = true;
+      conv.outputs[0] = g->nodes[static_cast<size_t>(r)].outputs[0];
+      linear = true;
+      ++stats->linears;
+      uses = Uses(*g, subgraph_reads);
+    }
+    if (linear) {
+      Attribute lin;
+      lin.name = kFusedLinearAttr;
+      lin.type = Attribute::Type::kFloats;
+      lin.floats = {static_cast<float>(scale), static_cast<float>(shift)};
+      conv.attributes[lin.name] = lin;
+    }
+  }
+  // MatMul by a constant 2-D B, then Add of a constant bias along the last axis: one oneDNN matmul with bias.
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    if (removed[i] || !FusableMatMul(*g, g->nodes[i])) continue;
+    Node& mm = g->nodes[i];
+    const int r = uses.SoleReader(*g, mm.outputs[0]);
+    if (r < 0 || removed[static_cast<size_t>(r)]) continue;
+    const Node& add = g->nodes[static_cast<size_t>(r)];
+    const int64_t n = ConstFloat(*g, mm.inputs[1])->shape()[1];
+    std::string bias;
+    if (!RowBias(*g, add, mm, n, &bias)) continue;
+    mm.inputs.push_back(bias);
+    mm.outputs[0] = add.outputs[0];
+    Attribute a;
+    a.name = kMatMulBiasAttr;
+    a.type = Attribute::Type::kInt;
+    a.i = 1;
+    mm.attributes[a.name] = a;
+    removed[static_cast<size_t>(r)] = true;
+    ++stats->matmul_biases;
+    changed = true;
+    uses = Uses(*g, subgraph_reads);
   }
   if (!changed) return false;
   std::vector<Node> kept;
@@ -353,56 +415,18 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
 
 }  // namespace
 
-namespace {
-
-// A copy of `g` and of every graph nested in it, each subgraph's parent pointing at its copied parent (GraphPlan and
-// TopologicalOrder follow parent pointers; the originals may be released once the session holds the copy).
-std::shared_ptr<Graph> DeepCopy(const Graph& g, const Graph* parent) {
-  auto c = std::make_shared<Graph>(g);
-  c->parent = parent;
-  for (Node& n : c->nodes)
-    for (auto& [key, a] : n.attributes) {
-      if (a.g) a.g = DeepCopy(*a.g, c.get());
-      for (auto& sub : a.graphs)
-        if (sub) sub = DeepCopy(*sub, c.get());
-    }
-  return c;
-}
-
-bool FuseTree(Graph* g, CpuFusionStats* stats) {
-  bool changed = false;
-  for (Node& n : g->nodes)
-    for (auto& [key, a] : n.attributes) {
-      if (a.g) changed |= FuseTree(a.g.get(), stats);  // If branches hold whole models (Silero VAD)
-      for (auto& sub : a.graphs)
-        if (sub) changed |= FuseTree(sub.get(), stats);
-    }
-  return FuseGraph(g, stats) || changed;
-}
-
-bool AnyFusableConv(const Graph& g) {
-  for (const Node& n : g.nodes) {
-    if (FusableConv(g, n)) return true;
-    for (const auto& [key, a] : n.attributes) {
-      if (a.g && AnyFusableConv(*a.g)) return true;
-      for (const auto& sub : a.graphs)
-        if (sub && AnyFusableConv(*sub)) return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats) {
-  if (!graph || !AnyFusableConv(*graph)) return graph;
-  std::shared_ptr<Graph> copy = DeepCopy(*graph, graph->parent);
   CpuFusionStats local;
-  if (!FuseTree(copy.get(), &local)) return graph;
+  std::shared_ptr<Graph> out = cpu_pass::RewriteCopy(
+      graph, [](const Graph& g, const Node& n) { return FusableConv(g, n) || FusableMatMul(g, n); },
+      [&](Graph* g) { return FuseGraph(g, &local); });
+  if (out == graph) return graph;
   stats->batch_norms += local.batch_norms;
   stats->affines += local.affines;
   stats->activations += local.activations;
-  return copy;
+  stats->matmul_biases += local.matmul_biases;
+  stats->linears += local.linears;
+  return out;
 }
 
 }  // namespace epctx

@@ -1,6 +1,7 @@
 #include "session/session.h"
 
 #include "session/cpu_fusion.h"
+#include "session/cpu_layout.h"
 
 #include <fcntl.h>
 #include <omp.h>
@@ -200,6 +201,16 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
     CpuFusionStats fs;
     s->partition_.graph = FuseCpuNodes(s->partition_.graph, &fs);
     s->cpu_fusions_ = fs;
+  }
+  // Level 3 (ORT_ENABLE_LAYOUT): activations stay in oneDNN's layout between the CPU EP's convolutions.
+  // "epctx.cpu_layout" overrides the layout oneDNN prefers (plain turns the pass off; tests force the others).
+  if (config.graph_optimization_level >= 3 && !generating) {
+    const std::string name = config.Get("epctx.cpu_layout");
+    CpuLayout layout = PreferredCpuLayout();
+    RETURN_ERROR_IF(!name.empty() && name != "auto" && !ParseCpuLayout(name, &layout), INVALID_ARGUMENT,
+                    "session config entry epctx.cpu_layout is '", name,
+                    "'; expected auto, plain, nhwc, nChw8c or nChw16c");
+    s->partition_.graph = LayOutCpuNodes(s->partition_.graph, layout, &s->cpu_fusions_);
   }
   const Graph& g = *s->partition_.graph;
   for (const auto& in : g.inputs)
@@ -507,8 +518,12 @@ std::string InferenceSession::ReportJson() const {
   size_t cpu_nodes = 0;
   for (const auto& n : partition_.graph->nodes) cpu_nodes += n.domain != kFusedDomain;
   o << "],\"constant_folding\":{\"nodes_folded\":" << folding_.nodes_folded << ",\"passes\":" << folding_.passes
-    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines << ",\"activations\":"
-    << cpu_fusions_.activations << "},\"cpu_nodes\":" << cpu_nodes << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
+    << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines
+    << ",\"activations\":" << cpu_fusions_.activations << ",\"linears\":" << cpu_fusions_.linears
+    << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"layout_convs\":" << cpu_fusions_.layout_convs
+    << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
+    << "},\"cpu_nodes\":" << cpu_nodes
+    << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";
   o << ",\"free_dims\":[";
   const std::vector<FreeDim> free = free_dims();
   for (size_t i = 0; i < free.size(); ++i)

@@ -380,6 +380,10 @@ Status NearestGather(const Tensor& x, Tensor* y, const std::vector<AxisPlan>& pl
   const std::vector<int64_t>& last_off = offs[rank - 1];
   const std::vector<uint8_t>& last_out = plans[rank - 1].outside;
   const bool last_any_outside = plans[rank - 1].any_outside;
+  // The innermost axis kept as it is (the channels of a channels-last tensor from the session's layout pass): rows
+  // are copied whole.
+  bool last_identity = !last_any_outside && plans[rank - 1].out_len == x.shape()[rank - 1];
+  for (int64_t i = 0; last_identity && i < w; ++i) last_identity = last_off[i] == i;
   ParallelFor(num_threads, rows, static_cast<double>(w) + rank, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       int64_t rem = r, base = 0;
@@ -396,7 +400,9 @@ Status NearestGather(const Tensor& x, Tensor* y, const std::vector<AxisPlan>& pl
         continue;
       }
       const T* s = src + base;
-      if (last_any_outside) {
+      if (last_identity) {
+        std::copy(s, s + w, d);
+      } else if (last_any_outside) {
         for (int64_t i = 0; i < w; ++i) d[i] = last_out[i] ? fill : s[last_off[i]];
       } else {
         for (int64_t i = 0; i < w; ++i) d[i] = s[last_off[i]];
@@ -545,7 +551,9 @@ class ResizeKernel final : public OpKernel {
                       " values but X has rank ", rank, " (expected ", 2 * rank, ")");
     }
 
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
+    // Nearest writes every element (a gathered or extrapolated value); the separable passes may not.
+    ASSIGN_OR_RETURN(Tensor * y, cfg_.interp == Interp::kNearest ? ctx.OutputForOverwrite(0, x->dtype(), out_shape)
+                                                                  : ctx.Output(0, x->dtype(), out_shape));
     if (y->NumElements() == 0) return Status::OK();
 
     std::vector<AxisPlan> plans(rank);

@@ -1,5 +1,6 @@
 // The nn family: Conv/ConvTranspose (nn_conv.cc), MatMul/Gemm (nn_matmul.cc), pooling (nn_pool.cc) and the
-// quantized ops (nn_quant.cc). Shared geometry, oneDNN plumbing and plain-loop fallbacks live in nn_common.*.
+// quantized ops (nn_quant.cc), the layout pass's internal ops (nn_layout.cc). Shared geometry, oneDNN plumbing
+// and plain-loop fallbacks live in nn_common.*.
 #include "providers/cpu/kernels/nn_common.h"
 
 namespace epctx {
@@ -9,6 +10,7 @@ void RegisterNnKernels(KernelRegistry& r) {
   nn::RegisterMatMulKernels(r);
   nn::RegisterPoolKernels(r);
   nn::RegisterQuantKernels(r);
+  nn::RegisterLayoutKernels(r);
 }
 
 }  // namespace epctx

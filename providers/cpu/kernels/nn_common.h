@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "providers/cpu/kernel.h"
+#include "providers/cpu/layout.h"
 
 namespace epctx {
 namespace nn {
@@ -26,6 +27,7 @@ void RegisterConvKernels(KernelRegistry& r);
 void RegisterMatMulKernels(KernelRegistry& r);
 void RegisterPoolKernels(KernelRegistry& r);
 void RegisterQuantKernels(KernelRegistry& r);
+void RegisterLayoutKernels(KernelRegistry& r);  // the internal epctx.cpu ops of providers/cpu/layout.h
 
 // ---------------------------------------------------------------------------------------------------------------
 // Sliding-window geometry.
@@ -99,6 +101,11 @@ Status DnnlCall(const char* what, Fn&& fn) {
 // A dense row-major f32 (or `dt`) descriptor for any rank (no format tag needed).
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+// The descriptor of a logical [N, C, S...] f32 tensor (rank 3 to 5) stored in `layout` (PlainDesc for kPlain).
+dnnl::memory::desc LayoutDesc(const dnnl::memory::dims& logical, CpuLayout layout);
+// Copies a logical [N, C, S...] float tensor (rank 3 to 5) from layout `from` at `src` to layout `to` at `dst`
+// (oneDNN reorder, cached per shape). INVALID_ARGUMENT for another rank; FAIL when oneDNN fails.
+Status ReorderLayout(const Shape& logical, const float* src, CpuLayout from, float* dst, CpuLayout to, int threads);
 // The default primitive attributes of this family: user-managed scratchpad (so primitives run concurrently).
 dnnl::primitive_attr UserScratchpadAttr();
 

@@ -1,11 +1,13 @@
 // Conv and ConvTranspose. float (and float16/bfloat16 via float) run on oneDNN's (de)convolution primitives with
 // blocked source/destination layouts chosen by oneDNN (reordered from/to the plain NCHW tensors, which measured
-// faster than running on plain layouts), constant weights packed once into the layout the primitive wants, and one
+// faster than running on plain layouts, or read and written directly in the layout the session's layout pass gave X
+// and Y: providers/cpu/layout.h), constant weights packed once into the layout the primitive wants, and one
 // primitive per input shape cached in the kernel. double and shapes oneDNN refuses use the plain-loop fallback.
 #include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -63,6 +65,17 @@ class DnnlConvRunner {
     act_alg_ = alg;
     act_alpha_ = alpha;
     act_beta_ = beta;
+  }
+  // The layouts of X and Y (providers/cpu/layout.h) when the session's layout pass set them; plain by default.
+  void SetLayouts(CpuLayout src, CpuLayout dst) {
+    src_layout_ = src;
+    dst_layout_ = dst;
+  }
+  // y * scale + shift after the activation (kFusedLinearAttr), an eltwise_linear post-op.
+  void SetLinear(float scale, float shift) {
+    linear_ = true;
+    lin_scale_ = scale;
+    lin_shift_ = shift;
   }
   bool has_activation() const { return act_alg_ != dnnl::algorithm::undef; }
   bool has_constant_weights() const { return const_w_.defined(); }
@@ -142,8 +155,8 @@ class DnnlConvRunner {
       pr.push_back(g.pad_end[i]);
       ks *= g.kernel[i];
     }
-    plan->src_user = PlainDesc(src_dims);
-    plan->dst_user = PlainDesc(dst_dims);
+    plan->src_user = LayoutDesc(src_dims, src_layout_);
+    plan->dst_user = LayoutDesc(dst_dims, dst_layout_);
     if (!transposed_) {
       plan->w_user = PlainDesc(w_dims);  // ONNX [M, C/g, k...] is [g, M/g, C/g, k...] row-major
     } else {
@@ -164,10 +177,19 @@ class DnnlConvRunner {
     memory::desc src_any(src_dims, memory::data_type::f32, memory::format_tag::any);
     memory::desc dst_any(dst_dims, memory::data_type::f32, memory::format_tag::any);
     memory::desc w_any(w_dims, memory::data_type::f32, memory::format_tag::any);
+    if (transposed_) {
+      // oneDNN 2.6 picks nChw16c for deconvolutions (2x2, stride 2): measured 7x slower than its gemm kernel on
+      // plain NCHW for 1 output channel (the PP-OCR detector's last layer) and 1.3-2x slower than on nhwc for 4 to
+      // 96; plain beats nhwc up to 4 output channels, nhwc from 8.
+      const CpuLayout l = p.m < 8 ? CpuLayout::kPlain : CpuLayout::kChannelsLast;
+      src_any = LayoutDesc(src_dims, l);
+      dst_any = LayoutDesc(dst_dims, l);
+    }
     dnnl::primitive_attr attr = UserScratchpadAttr();
-    if (has_activation()) {
+    if (has_activation() || linear_) {
       dnnl::post_ops po;
-      po.append_eltwise(1.f, act_alg_, act_alpha_, act_beta_);
+      if (has_activation()) po.append_eltwise(1.f, act_alg_, act_alpha_, act_beta_);
+      if (linear_) po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, lin_scale_, lin_shift_);
       attr.set_post_ops(po);
     }
     if (!transposed_) {
@@ -210,8 +232,11 @@ class DnnlConvRunner {
   }
 
   bool transposed_;
+  CpuLayout src_layout_ = CpuLayout::kPlain, dst_layout_ = CpuLayout::kPlain;
   Tensor const_w_;
   dnnl::algorithm act_alg_ = dnnl::algorithm::undef;
+  bool linear_ = false;
+  float lin_scale_ = 1, lin_shift_ = 0;
   float act_alpha_ = 0, act_beta_ = 0;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const DnnlConvPlan>> plans_;
@@ -255,6 +280,22 @@ class ConvKernel final : public OpKernel {
       if (transposed) return info.Error(ErrorCode::INVALID_GRAPH, "a fused activation on ConvTranspose");
       k->runner_.SetActivation(a.alg, a.alpha, a.beta);
     }
+    if (info.HasAttr(kFusedLinearAttr)) {
+      const std::vector<float> l = info.GetFloats(kFusedLinearAttr);
+      if (l.size() != 2 || transposed)
+        return info.Error(ErrorCode::INVALID_GRAPH, "internal attribute '", kFusedLinearAttr,
+                          "' needs a scale and a shift, on Conv");
+      k->linear_ = {l[0], l[1]};
+      k->runner_.SetLinear(l[0], l[1]);
+    }
+    for (auto [attr, layout] : {std::pair{kSrcLayoutAttr, &k->src_layout_}, std::pair{kDstLayoutAttr, &k->dst_layout_}}) {
+      if (!info.HasAttr(attr)) continue;
+      const std::string name = info.GetString(attr, "");
+      if (!ParseCpuLayout(name, layout) || transposed)
+        return info.Error(ErrorCode::INVALID_GRAPH, "internal attribute '", attr, "' is '", name,
+                          transposed ? "' on ConvTranspose" : "', not a layout");
+    }
+    k->runner_.SetLayouts(k->src_layout_, k->dst_layout_);
     const Tensor* w = info.ConstantInput(1);
     if (w && (w->dtype() == DataType::kFloat || w->dtype() == DataType::kFloat16 ||
               w->dtype() == DataType::kBFloat16)) {
@@ -276,9 +317,19 @@ class ConvKernel final : public OpKernel {
                     ctx.node().Describe(), ": X, W and B must have one element type (got ", DataTypeName(x->dtype()),
                     ", ", DataTypeName(w->dtype()), b ? ", " : "", b ? DataTypeName(b->dtype()) : "", ")");
     ConvProblem p;
-    Shape y_shape;
-    RETURN_IF_ERROR_CTX(Resolve(x->shape(), w->shape(), b ? &b->shape() : nullptr, &p, &y_shape),
+    Shape x_shape = x->shape(), y_shape;
+    const bool laid_out = src_layout_ != CpuLayout::kPlain || dst_layout_ != CpuLayout::kPlain;
+    if (laid_out) {
+      RETURN_ERROR_IF(x->dtype() != DataType::kFloat || w->rank() < 3, INVALID_ARGUMENT, ctx.node().Describe(),
+                      ": a laid-out convolution needs float X and W of rank >= 3");
+      RETURN_IF_ERROR_CTX(LogicalShape(x->shape(), src_layout_, w->dim(1) * group_, &x_shape), ctx.node().Describe());
+    }
+    RETURN_IF_ERROR_CTX(Resolve(x_shape, w->shape(), b ? &b->shape() : nullptr, &p, &y_shape),
                         ctx.node().Describe());
+    const Shape logical_y = y_shape;
+    if (dst_layout_ != CpuLayout::kPlain) {
+      RETURN_IF_ERROR_CTX(PhysicalShape(logical_y, dst_layout_, &y_shape), ctx.node().Describe());
+    }
     // A convolution writes every output element (oneDNN, or ConvPlain starting each row from the bias); the
     // transposed one's plain loop accumulates into its output, which must start at zero.
     ASSIGN_OR_RETURN(Tensor * y, transposed_ ? ctx.Output(0, x->dtype(), y_shape)
@@ -287,6 +338,7 @@ class ConvKernel final : public OpKernel {
     const int threads = ctx.num_threads();
     switch (x->dtype()) {
       case DataType::kFloat:
+        if (laid_out) return RunLaidOut(ctx, p, x_shape, logical_y, *x, w->data<float>(), b, y);
         return RunFloat(ctx, p, x->data<float>(), w->data<float>(), b ? b->data<float>() : nullptr, y->data<float>());
       case DataType::kDouble:
         return transposed_ ? ConvTransposePlain<double>(p.g, p.n, p.c, p.m, p.group, x->data<double>(),
@@ -357,12 +409,44 @@ class ConvKernel final : public OpKernel {
     const int threads = ctx.num_threads();
     ASSIGN_OR_RETURN(std::shared_ptr<const DnnlConvPlan> plan, runner_.GetPlan(p, threads));
     if (plan) return runner_.Run(*plan, x, w, b, y, threads).WithContext(ctx.node().Describe());
-    // oneDNN refused the problem (negative padding, rank > 3, ...): plain loops.
+    return RunPlainFloat(ctx, p, x, w, b, y);
+  }
+
+  // oneDNN refused the problem (negative padding, rank > 3, ...): plain loops.
+  Status RunPlainFloat(KernelContext& ctx, const ConvProblem& p, const float* x, const float* w, const float* b,
+                       float* y) const {
+    const int threads = ctx.num_threads();
     if (runner_.has_constant_weights()) w = runner_.constant_weights().data<float>();
     Status st = transposed_ ? ConvTransposePlain<float>(p.g, p.n, p.c, p.m, p.group, x, w, b, y, threads)
                             : ConvPlain<float>(p.g, p.n, p.c, p.m, p.group, x, w, b, y, threads);
-    if (st.ok() && act_.alg != dnnl::algorithm::undef) ApplyActivation(act_, y, p.n * p.m * p.g.OutSize());
+    const int64_t count = p.n * p.m * p.g.OutSize();
+    if (st.ok() && act_.alg != dnnl::algorithm::undef) ApplyActivation(act_, y, count);
+    if (st.ok() && linear_)
+      for (int64_t i = 0; i < count; ++i) y[i] = y[i] * linear_->first + linear_->second;
     return st.WithContext(ctx.node().Describe());
+  }
+
+  // A convolution whose X or Y is laid out: oneDNN reads and writes the layouts directly; when it refuses the
+  // problem, the plain fallback runs between two reorders.
+  Status RunLaidOut(KernelContext& ctx, const ConvProblem& p, const Shape& x_logical, const Shape& y_logical,
+                    const Tensor& x, const float* w, const Tensor* b, Tensor* y) const {
+    const int threads = ctx.num_threads();
+    const float* bias = b ? b->data<float>() : nullptr;
+    ASSIGN_OR_RETURN(std::shared_ptr<const DnnlConvPlan> plan, runner_.GetPlan(p, threads));
+    if (plan) return runner_.Run(*plan, x.data<float>(), w, bias, y->data<float>(), threads)
+                     .WithContext(ctx.node().Describe());
+    Tensor xp = x, yp = *y;
+    if (src_layout_ != CpuLayout::kPlain) {
+      ASSIGN_OR_RETURN(xp, Tensor::Allocate(DataType::kFloat, x_logical));
+      RETURN_IF_ERROR(ReorderLayout(x_logical, x.data<float>(), src_layout_, xp.data<float>(), CpuLayout::kPlain, threads));
+    }
+    if (dst_layout_ != CpuLayout::kPlain) {
+      ASSIGN_OR_RETURN(yp, Tensor::Allocate(DataType::kFloat, y_logical));
+    }
+    RETURN_IF_ERROR(RunPlainFloat(ctx, p, xp.data<float>(), w, bias, yp.data<float>()));
+    if (dst_layout_ == CpuLayout::kPlain) return Status::OK();
+    return ReorderLayout(y_logical, yp.data<float>(), CpuLayout::kPlain, y->data<float>(), dst_layout_, threads)
+        .WithContext(ctx.node().Describe());
   }
 
   // Validates shapes and computes the problem and the output shape. Messages omit the node (added by callers).
@@ -474,9 +558,13 @@ class ConvKernel final : public OpKernel {
     Shape xs(ws.size(), 1);
     xs[1] = transposed_ ? ws[0] : ws[1] * group_;
     for (size_t i = 2; i < ws.size(); ++i) xs[i] = std::max<int64_t>(56, ws[i] * 4);
-    if (const ValueType* t = info.InputType(0); t && t->has_shape && t->dims.size() == xs.size()) {
-      for (size_t i = 0; i < xs.size(); ++i)
-        if (t->dims[i].known() && t->dims[i].value > 0) xs[i] = t->dims[i].value;
+    // A laid-out X's declared type is physical: read N and the spatial dims from where the layout keeps them.
+    const size_t physical_rank = xs.size() + (CpuLayoutBlock(src_layout_) ? 1 : 0);
+    if (const ValueType* t = info.InputType(0); t && t->has_shape && t->dims.size() == physical_rank) {
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const Dim& d = t->dims[PhysicalAxis(xs.size(), i, src_layout_)];
+        if (i != 1 && d.known() && d.value > 0) xs[i] = d.value;
+      }
     }
     ConvProblem p;
     Shape y_shape;
@@ -486,7 +574,9 @@ class ConvKernel final : public OpKernel {
   }
 
   Activation act_;
+  std::optional<std::pair<float, float>> linear_;  // scale, shift after the activation
   bool transposed_;
+  CpuLayout src_layout_ = CpuLayout::kPlain, dst_layout_ = CpuLayout::kPlain;
   WindowAttrs attrs_;
   int64_t group_ = 1;
   std::vector<int64_t> output_padding_, output_shape_;

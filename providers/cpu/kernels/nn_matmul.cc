@@ -14,6 +14,7 @@
 
 #include "providers/cpu/kernels/broadcast.h"
 #include "providers/cpu/kernels/nn_common.h"
+#include "providers/cpu/layout.h"
 
 namespace epctx {
 namespace nn {
@@ -193,7 +194,7 @@ bool IsFloatLike(DataType t) {
 
 class MatMulKernel final : public OpKernel {
  public:
-  explicit MatMulKernel(const KernelInfo& info) {
+  explicit MatMulKernel(const KernelInfo& info) : has_bias_(info.GetInt(kMatMulBiasAttr, 0) != 0) {
     const Tensor* b = info.ConstantInput(1);
     if (b && IsFloatLike(b->dtype()) && b->rank() >= 1 && b->rank() <= 2) {
       auto bf = AsFloat(*b);
@@ -211,7 +212,9 @@ class MatMulKernel final : public OpKernel {
           if (known && p > 0) rows = p;
         }
         const int64_t k = b->shape()[0], n = b->rank() == 2 ? b->shape()[1] : 1;
-        if (k > 0 && n > 0) runner_.GetPlan(Spec2D(rows, k, n), info.num_threads());
+        MatMulSpec s = Spec2D(rows, k, n);
+        s.has_bias = has_bias_;
+        if (k > 0 && n > 0) runner_.GetPlan(s, info.num_threads());
       }
     }
   }
@@ -243,13 +246,24 @@ class MatMulKernel final : public OpKernel {
     if (!b1) y_shape.push_back(n);
     a_batch.insert(a_batch.begin(), batch.size() - a_batch.size(), 1);
     b_batch.insert(b_batch.begin(), batch.size() - b_batch.size(), 1);
+    // The bias of the session's MatMul + Add fusion (cpu_fusion.h): float [N], one value per output column.
+    const Tensor* bias = has_bias_ ? ctx.Input(2) : nullptr;
+    RETURN_ERROR_IF(has_bias_ && (!bias || bias->dtype() != DataType::kFloat || a->dtype() != DataType::kFloat ||
+                                  bias->NumElements() != n || b1),
+                    INVALID_ARGUMENT, ctx.node().Describe(), ": the fused bias must be float with ", n,
+                    " elements for float A and a 2-D B");
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, a->dtype(), y_shape));
-    if (y->NumElements() == 0 || k == 0) return Status::OK();
+    if (y->NumElements() == 0) return Status::OK();
+    if (k == 0) {
+      if (bias) AddRowBias(bias->data<float>(), y->data<float>(), y->NumElements() / n, n);
+      return Status::OK();
+    }
     Problem p{batch, a_batch, b_batch, m, k, n};
     const int threads = ctx.num_threads();
     switch (a->dtype()) {
       case DataType::kFloat:
-        return RunFloat(ctx, p, a->data<float>(), b->data<float>(), y->data<float>());
+        return RunFloat(ctx, p, a->data<float>(), b->data<float>(), bias ? bias->data<float>() : nullptr,
+                        y->data<float>());
       case DataType::kFloat16:
       case DataType::kBFloat16: {
         ASSIGN_OR_RETURN(Tensor af, AsFloat(*a));
@@ -260,7 +274,7 @@ class MatMulKernel final : public OpKernel {
           ASSIGN_OR_RETURN(bf, AsFloat(*b));
         }
         ASSIGN_OR_RETURN(Tensor yf, Tensor::Allocate(DataType::kFloat, y_shape));
-        RETURN_IF_ERROR(RunFloat(ctx, p, af.data<float>(), bf.data<float>(), yf.data<float>()));
+        RETURN_IF_ERROR(RunFloat(ctx, p, af.data<float>(), bf.data<float>(), nullptr, yf.data<float>()));
         StoreFloat(yf, y);
         return Status::OK();
       }
@@ -280,6 +294,11 @@ class MatMulKernel final : public OpKernel {
     int64_t m, k, n;
   };
 
+  static void AddRowBias(const float* bias, float* y, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; ++r, y += n)
+      for (int64_t j = 0; j < n; ++j) y[j] += bias[j];
+  }
+
   MatMulSpec Spec2D(int64_t rows, int64_t k, int64_t n) const {
     MatMulSpec s;
     s.src_dims = {rows, k};
@@ -291,7 +310,9 @@ class MatMulKernel final : public OpKernel {
     return s;
   }
 
-  Status RunFloat(KernelContext& ctx, const Problem& p, const float* a, const float* b, float* y) const {
+  // `bias` (nullable): [n] added to every row, in the primitive when the product is one 2-D matmul.
+  Status RunFloat(KernelContext& ctx, const Problem& p, const float* a, const float* b, const float* bias,
+                  float* y) const {
     const int threads = ctx.num_threads();
     if (runner_.has_constant_weights()) b = runner_.constant_weights().data<float>();
     const bool b_single = std::all_of(p.b_batch.begin(), p.b_batch.end(), [](int64_t d) { return d == 1; });
@@ -299,8 +320,10 @@ class MatMulKernel final : public OpKernel {
     for (int64_t d : p.batch) batch_total *= d;
     if (b_single) {
       // All of A's rows against one B: a single 2-D product.
-      auto plan = runner_.GetPlan(Spec2D(batch_total * p.m, p.k, p.n), threads);
-      if (plan) return runner_.Run(*plan, a, b, nullptr, y, threads).WithContext(ctx.node().Describe());
+      MatMulSpec s = Spec2D(batch_total * p.m, p.k, p.n);
+      s.has_bias = bias != nullptr;
+      if (auto plan = runner_.GetPlan(s, threads))
+        return runner_.Run(*plan, a, b, bias, y, threads).WithContext(ctx.node().Describe());
     } else if (p.batch.size() + 2 <= DNNL_MAX_NDIMS) {
       MatMulSpec s;
       s.src_dims = p.a_batch;
@@ -314,7 +337,14 @@ class MatMulKernel final : public OpKernel {
       if (auto plan = runner_.GetPlan(s, threads))
         return runner_.Run(*plan, a, b, nullptr, y, threads).WithContext(ctx.node().Describe());
     }
-    // One 2-D product per batch index.
+    RETURN_IF_ERROR(RunPerBatch(ctx, p, a, b, y));
+    if (bias) AddRowBias(bias, y, batch_total * p.m, p.n);
+    return Status::OK();
+  }
+
+  // One 2-D product per batch index.
+  Status RunPerBatch(KernelContext& ctx, const Problem& p, const float* a, const float* b, float* y) const {
+    const int threads = ctx.num_threads();
     std::vector<int64_t> a_off, b_off;
     BatchOffsets(p.batch, p.a_batch, p.b_batch, p.m * p.k, p.k * p.n, &a_off, &b_off);
     MatMulSpec s = Spec2D(p.m, p.k, p.n);
@@ -335,6 +365,7 @@ class MatMulKernel final : public OpKernel {
       GemmPlain<T>(p.m, p.n, p.k, a + a_off[i], b + b_off[i], y + i * p.m * p.n, false, threads);
   }
 
+  bool has_bias_ = false;
   DnnlMatMulRunner runner_;
 };
 

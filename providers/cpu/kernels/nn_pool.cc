@@ -1,5 +1,6 @@
 // Pooling: MaxPool, AveragePool, LpPool, their Global* forms and MaxUnpool. float max/average pooling without an
-// indices output runs on oneDNN's pooling primitive (plain layouts, cached per input shape); everything else
+// indices output runs on oneDNN's pooling primitive (plain layouts, or the layout the session's layout pass gave X
+// and Y, cached per input shape); everything else
 // (indices, double/float16/int8/uint8, LpPool, windows oneDNN averages differently) uses direct loops over the
 // N*C planes in parallel.
 #include <algorithm>
@@ -133,6 +134,12 @@ class PoolKernel final : public OpKernel {
     if (k->storage_order_ != 0 && k->storage_order_ != 1)
       return info.Error(ErrorCode::INVALID_GRAPH, "storage_order must be 0 or 1, got ", k->storage_order_);
     k->count_include_pad_ = info.GetInt("count_include_pad", 0) != 0;
+    if (info.HasAttr(kSrcLayoutAttr)) {
+      const std::string name = info.GetString(kSrcLayoutAttr, "");
+      if (!ParseCpuLayout(name, &k->layout_) || global || kind == PoolKind::kLp || info.num_outputs() > 1)
+        return info.Error(ErrorCode::INVALID_GRAPH, "internal attribute '", kSrcLayoutAttr, "' is '", name,
+                          "' (a layout, on MaxPool or AveragePool without indices)");
+    }
     if (kind == PoolKind::kLp) {
       const Attribute* pa = info.node().attr("p");
       if (pa && pa->type == Attribute::Type::kFloat) k->p_ = pa->f;  // opset 1 declared p as a float
@@ -148,6 +155,7 @@ class PoolKernel final : public OpKernel {
     RETURN_ERROR_IF(!x, INVALID_ARGUMENT, node, ": input X is required");
     RETURN_ERROR_IF(x->rank() < (global_ ? 2u : 3u), INVALID_ARGUMENT, node, ": X must have rank >= ",
                     global_ ? 2 : 3, " (N, C, spatial...), got ", ShapeToString(x->shape()));
+    if (layout_ != CpuLayout::kPlain) return ComputeLaidOut(ctx, *x);
     const Shape& xs = x->shape();
     const int64_t planes = xs[0] * xs[1];
     Shape in(xs.begin() + 2, xs.end());
@@ -163,8 +171,7 @@ class PoolKernel final : public OpKernel {
     } else {
       RETURN_IF_ERROR_CTX(ResolveWindow(attrs_, in, attrs_.kernel_shape, /*is_pool=*/true, &g), node);
     }
-    Shape y_shape{xs[0], xs[1]};
-    y_shape.insert(y_shape.end(), g.out.begin(), g.out.end());
+    const Shape y_shape = PooledShape(xs, g);
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), y_shape));
     Tensor* ind = nullptr;
     if (kind_ == PoolKind::kMax && ctx.OutputRequested(1)) {
@@ -216,6 +223,43 @@ class PoolKernel final : public OpKernel {
 
  private:
   PoolKernel(PoolKind kind, bool global) : kind_(kind), global_(global) {}
+
+  static Shape PooledShape(const Shape& xs, const WindowGeom& g) {
+    Shape y{xs[0], xs[1]};
+    y.insert(y.end(), g.out.begin(), g.out.end());
+    return y;
+  }
+
+  // MaxPool / AveragePool of a float X laid out by the session's layout pass (providers/cpu/layout.h): oneDNN pools
+  // the layout directly; when it refuses, the direct loops run between two reorders.
+  Status ComputeLaidOut(KernelContext& ctx, const Tensor& x) const {
+    const std::string node = ctx.node().Describe();
+    const Shape& ps = x.shape();
+    const int64_t block = CpuLayoutBlock(layout_);
+    RETURN_ERROR_IF(x.dtype() != DataType::kFloat || ps.size() < 3, INVALID_ARGUMENT, node,
+                    ": a laid-out pooling needs a float X of rank >= 3, got ", ShapeToString(ps));
+    const int64_t channels = block ? ps[1] * block : ps.back();
+    Shape xs, ys;
+    RETURN_IF_ERROR_CTX(LogicalShape(ps, layout_, channels, &xs), node);
+    WindowGeom g;
+    RETURN_IF_ERROR_CTX(ResolveWindow(attrs_, Shape(xs.begin() + 2, xs.end()), attrs_.kernel_shape, true, &g), node);
+    const Shape y_logical = PooledShape(xs, g);
+    RETURN_IF_ERROR_CTX(PhysicalShape(y_logical, layout_, &ys), node);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, DataType::kFloat, ys));
+    if (y->NumElements() == 0) return Status::OK();
+    const int threads = ctx.num_threads();
+    if (g.rank() <= 3) {
+      if (auto plan = GetPlan(g, xs[0], xs[1], threads))
+        return RunDnnl(*plan, x.data<float>(), y->data<float>(), threads).WithContext(node);
+    }
+    ASSIGN_OR_RETURN(Tensor xp, Tensor::Allocate(DataType::kFloat, xs));
+    ASSIGN_OR_RETURN(Tensor yp, Tensor::Allocate(DataType::kFloat, y_logical));
+    RETURN_IF_ERROR_CTX(ReorderLayout(xs, x.data<float>(), layout_, xp.data<float>(), CpuLayout::kPlain, threads), node);
+    PoolDirect<float>(kind_, g, xs[0] * xs[1], xp.data<float>(), yp.data<float>(), nullptr, false, count_include_pad_,
+                      p_, threads);
+    return ReorderLayout(y_logical, yp.data<float>(), CpuLayout::kPlain, y->data<float>(), layout_, threads)
+        .WithContext(node);
+  }
 
   template <typename T>
   void GlobalLoop(int threads, int64_t planes, int64_t in_size, const T* xp, T* yp) const {
@@ -300,8 +344,8 @@ class PoolKernel final : public OpKernel {
           end = (g.out[i] - 1) * g.stride[i] + g.Extent(i) - g.in[i] - g.pad_begin[i];
         pr.push_back(end);
       }
-      plan->src = PlainDesc(src);
-      plan->dst = PlainDesc(dst);
+      plan->src = LayoutDesc(src, layout_);
+      plan->dst = LayoutDesc(dst, layout_);
       dnnl::algorithm alg = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
                             : count_include_pad_    ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -339,6 +383,7 @@ class PoolKernel final : public OpKernel {
   int64_t storage_order_ = 0;
   bool count_include_pad_ = false;
   float p_ = 2.f;
+  CpuLayout layout_ = CpuLayout::kPlain;  // of X and Y, set by the session's layout pass
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const DnnlPoolPlan>> plans_;
 };
