@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/parallel.h"
 #include "providers/cpu/kernels/nn_common.h"
 #include "providers/cpu/fused_activation.h"
 
@@ -35,7 +36,33 @@ struct DnnlConvPlan {
   dnnl::reorder src_reorder, dst_reorder, w_reorder;  // empty when the layouts already match
   memory packed_w;                                     // constant weights in w_prim layout (else empty)
   size_t scratch_total = 0;                            // bytes of per-call scratch (buffers + scratchpad)
+  // A transposed convolution's bias, added after the primitive into dst_prim (plain or channels-last): oneDNN 2.6's
+  // deconvolution with a bias is 6-70x slower than without (measured at every layout, issue 14).
+  bool bias_after = false, bias_channels_last = false;
 };
+
+// dst[n, c, s...] += bias[c] over a plain ([N, C, S]) or channels-last ([N, S, C]) buffer.
+void AddChannelBias(float* dst, const float* bias, const memory::dims& dims, bool channels_last, int threads) {
+  const int64_t n = dims[0], c = dims[1];
+  int64_t plane = 1;
+  for (size_t i = 2; i < dims.size(); ++i) plane *= dims[i];
+  if (channels_last) {
+    ParallelFor(threads, n * plane, static_cast<double>(c), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        float* row = dst + p * c;
+        for (int64_t k = 0; k < c; ++k) row[k] += bias[k];
+      }
+    });
+  } else {
+    ParallelFor(threads, n * c, static_cast<double>(plane), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        float* row = dst + r * plane;
+        const float v = bias[r % c];
+        for (int64_t k = 0; k < plane; ++k) row[k] += v;
+      }
+    });
+  }
+}
 
 std::vector<int64_t> PlanKey(const ConvProblem& p, int threads) {
   std::vector<int64_t> k{p.n, p.c, p.m, p.group, p.has_bias, threads};
@@ -125,10 +152,15 @@ class DnnlConvRunner {
       memory dst_user(plan.dst_user, eng, y);
       memory dst = plan.dst_reorder ? memory(plan.dst_prim, eng, scratch.Take(plan.dst_prim.get_size())) : dst_user;
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
-      if (b) args[DNNL_ARG_BIAS] = memory(plan.bias_md, eng, const_cast<float*>(b));
+      if (b && !plan.bias_after) args[DNNL_ARG_BIAS] = memory(plan.bias_md, eng, const_cast<float*>(b));
       if (plan.scratch_md.get_size() > 0)
         args[DNNL_ARG_SCRATCHPAD] = memory(plan.scratch_md, eng, scratch.Take(plan.scratch_md.get_size()));
       plan.prim.execute(s, args);
+      if (b && plan.bias_after) {
+        s.wait();
+        AddChannelBias(static_cast<float*>(dst.get_data_handle()), b, plan.dst_prim.dims(), plan.bias_channels_last,
+                       threads);
+      }
       if (plan.dst_reorder) plan.dst_reorder.execute(s, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, dst_user}});
       s.wait();
     });
@@ -184,6 +216,12 @@ class DnnlConvRunner {
       const CpuLayout l = p.m < 8 ? CpuLayout::kPlain : CpuLayout::kChannelsLast;
       src_any = LayoutDesc(src_dims, l);
       dst_any = LayoutDesc(dst_dims, l);
+      // The bias after the primitive (DnnlConvPlan::bias_after), unless post-ops must follow it.
+      if (p.has_bias && !has_activation() && !linear_) {
+        plan->bias_after = true;
+        plan->bias_channels_last = l == CpuLayout::kChannelsLast;
+        plan->bias_md = memory::desc();
+      }
     }
     dnnl::primitive_attr attr = UserScratchpadAttr();
     if (has_activation() || linear_) {
