@@ -184,53 +184,42 @@ uint64_t ArenaReach(const Program& p) {
   return reach;
 }
 
-constexpr uint64_t kHugePage = uint64_t{2} << 20;
-// Arenas reaching this far get transparent huge pages (fewer faults on the first run, fewer TLB misses after).
-constexpr uint64_t kHugeArena = uint64_t{4} << 20;
 // Create faults in at most this much of an arena (a program may declare any size; this bounds the work).
 constexpr uint64_t kMaxPrefault = uint64_t{1} << 30;
 
 }  // namespace
 
 ZeroedBuffer::~ZeroedBuffer() {
-  if (map_) munmap(map_, map_bytes_);
+  if (data_) munmap(data_, static_cast<size_t>(size_));
 }
 
 ZeroedBuffer& ZeroedBuffer::operator=(ZeroedBuffer&& other) noexcept {
   if (this != &other) {
-    if (map_) munmap(map_, map_bytes_);
-    map_ = other.map_, map_bytes_ = other.map_bytes_, data_ = other.data_, size_ = other.size_;
-    other.map_ = nullptr, other.map_bytes_ = 0, other.data_ = nullptr, other.size_ = 0;
+    if (data_) munmap(data_, static_cast<size_t>(size_));
+    data_ = other.data_, size_ = other.size_;
+    other.data_ = nullptr, other.size_ = 0;
   }
   return *this;
 }
 
-bool ZeroedBuffer::Allocate(uint64_t bytes, uint64_t align) {
+bool ZeroedBuffer::Allocate(uint64_t bytes) {
   *this = ZeroedBuffer();
-  if (bytes == 0 || align == 0 || (align & (align - 1)) != 0 || align > kHugePage) return false;
-  const long page = sysconf(_SC_PAGESIZE);
-  const uint64_t slack = align > static_cast<uint64_t>(page > 0 ? page : 4096) ? align : 0;
-  if (bytes > (uint64_t{1} << 56) - slack) return false;  // more than any address space
-  void* p = mmap(nullptr, static_cast<size_t>(bytes + slack), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
+  if (bytes == 0 || bytes > (uint64_t{1} << 56)) return false;  // nothing, or more than any address space
+  void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return false;
-  map_ = p;
-  map_bytes_ = static_cast<size_t>(bytes + slack);
-  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + (align - 1)) & ~static_cast<uintptr_t>(align - 1);
-  data_ = reinterpret_cast<unsigned char*>(a);
+  data_ = static_cast<unsigned char*>(p);  // page-aligned
   size_ = bytes;
   return true;
 }
 
-void ZeroedBuffer::Prefault(uint64_t bytes, bool huge) {
+void ZeroedBuffer::Prefault(uint64_t bytes) {
   bytes = std::min(bytes, size_);
-  if (bytes == 0) return;
-  if (huge) madvise(data_, static_cast<size_t>(size_), MADV_HUGEPAGE);
-  const long page = sysconf(_SC_PAGESIZE);
-  const uint64_t p = page > 0 ? static_cast<uint64_t>(page) : 4096;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) / p * p;
-  madvise(reinterpret_cast<void*>(begin), static_cast<size_t>(reinterpret_cast<uintptr_t>(data_) + bytes - begin),
-          MADV_POPULATE_WRITE);
+  // In 1 MiB pieces: faulting in holds the process's mmap lock, which another thread's mmap, munmap or mprotect
+  // (the session's allocations, oneDNN's JIT) then waits for. No transparent huge pages: with this VM's
+  // defrag=madvise, faulting in 18 MB of them took 2-38 ms (direct compaction), 4 KiB pages a steady ~3-5 ms.
+  constexpr uint64_t kPiece = uint64_t{1} << 20;
+  for (uint64_t at = 0; at < bytes; at += kPiece)
+    madvise(data_ + at, static_cast<size_t>(std::min(kPiece, bytes - at)), MADV_POPULATE_WRITE);
 }
 
 // ---- BuildContext ----
@@ -458,13 +447,24 @@ int DstOperand(const Step& s) {
   return -1;
 }
 
+void Executor::FinishWarm(WarmGo go) {
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    if (warm_go_ == WarmGo::kWait) warm_go_ = go;
+  }
+  warm_cv_.notify_all();
+  if (go == WarmGo::kStop && warm_.joinable()) warm_.join();
+}
+
 Executor::~Executor() {
+  FinishWarm(WarmGo::kStop);  // joins the helper thread (its arena work is dropped if it had not started)
   if (!profile_) return;
   std::fprintf(stderr,
                "[aotcpu profile] create: %zu steps built in %.2f ms on %d threads (%.2f ms CPU in the steps, %.2f ms CPU in all); "
-               "weights and %llu bytes of arena faulted in %.2f ms on another thread, waited %.2f ms for it\n",
+               "on another thread, weights faulted in %.2f ms, then %llu bytes of arena in %.2f ms (the first run waited %.2f ms "
+               "for it)\n",
                execs_.size(), prof_.build_ms, prof_.build_threads, prof_.build_sum_ms, prof_.build_cpu_ms,
-               static_cast<unsigned long long>(prof_.arena_prefaulted), prof_.weights_ms, prof_.join_ms);
+               prof_.weights_ms, static_cast<unsigned long long>(prof_.arena_prefaulted), prof_.arena_ms, prof_.join_ms);
   if (!prof_.first_us.empty()) {
     double sum = 0;
     for (double us : prof_.first_us) sum += us;
@@ -618,13 +618,14 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   }
   Executor* ex = e.get();
   using Clock = std::chrono::steady_clock;
-  // Off the critical path, while the steps are built (issue 14's first run): another thread faults in the weights'
-  // pages (MADV_POPULATE_READ on a mapped binary; advice, failures ignored), so the first Run does not.
-  // It then maps the first run's arena and faults it in (zeroed by the kernel, huge pages for a large one), as far
-  // as the steps' operands reach: the program's arena size is not trusted for that (a damaged one may declare any
-  // size; the run maps it lazily, and the builders refuse operands beyond it).
-  std::atomic<bool> building_failed{false};  // the arena is not worth faulting in for an executor never returned
-  std::thread warm([ex, &building_failed] {
+  // Off the critical path (issue 14's first run), on a helper thread: the weights' pages are faulted in while the
+  // steps are built (MADV_POPULATE_READ on a mapped binary; advice, failures ignored), so the first Run does not
+  // fault them. Once the steps are built, the same thread maps the first run's arena and faults it in (zeroed by
+  // the kernel), as far as the steps' operands reach: the program's arena size is not
+  // trusted for that (a damaged one may declare any size; a run maps it lazily, and the builders refuse operands
+  // beyond it). Not during the build: faulting in holds the process's mmap lock, which every JIT kernel's mprotect
+  // waits for (measured on the detector: creation 15 -> 19 ms with its 18 MB arena faulted in concurrently).
+  e->warm_ = std::thread([ex] {
     const auto t0 = Clock::now();
     const long page = sysconf(_SC_PAGESIZE);
     for (const WeightRef& w : ex->weights_) {
@@ -634,16 +635,21 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
       const uintptr_t end = reinterpret_cast<uintptr_t>(w.data) + w.length;
       madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
     }
-    const uint64_t reach = ArenaReach(ex->program_);
-    if (reach > 0 && reach <= kMaxPrefault && !building_failed.load()) {
-      const bool huge = reach >= kHugeArena;
-      if (ex->first_arena_.Allocate(ex->program_.arena_bytes, huge ? kHugePage : 64)) {
-        ex->first_arena_.Prefault(reach, huge);
-        ex->prof_.arena_prefaulted = reach;
-      }
-    }
     ex->prof_.weights_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    {
+      std::unique_lock<std::mutex> lock(ex->warm_mu_);
+      ex->warm_cv_.wait(lock, [ex] { return ex->warm_go_ != WarmGo::kWait; });
+      if (ex->warm_go_ == WarmGo::kStop) return;
+    }
+    const auto t1 = Clock::now();
+    const uint64_t reach = ArenaReach(ex->program_);
+    if (reach > 0 && reach <= kMaxPrefault && ex->first_arena_.Allocate(ex->program_.arena_bytes)) {
+      ex->first_arena_.Prefault(reach);
+      ex->prof_.arena_prefaulted = reach;
+    }
+    ex->prof_.arena_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
   });
+  // A return below without an executor destroys `e`, whose destructor stops and joins the helper thread.
   struct Joiner {
     std::vector<std::thread>& threads;
     ~Joiner() {
@@ -651,9 +657,6 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
         if (t.joinable()) t.join();
     }
   };
-  std::vector<std::thread> warm_thread;
-  warm_thread.push_back(std::move(warm));
-  Joiner warm_joiner{warm_thread};
 
   const size_t n = e->program_.steps.size();
   std::vector<std::unique_ptr<StepExec>> execs(n);
@@ -708,13 +711,17 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
     }
   };
   // Creating the primitives (oneDNN's JIT code generation) is most of a load once the binary is verified: steps
-  // are built on several threads. oneDNN's primitive creation is thread-safe; every primitive has a user-mode
+  // may be built on several threads. oneDNN's primitive creation is thread-safe; every primitive has a user-mode
   // scratchpad (executor.h), so none depends on the thread that created it (Debian's oneDNN 2.6 kept a
   // library-managed scratchpad per creating thread, which crashed parallel builds before 809d717); a builder's
   // only shared state is its step's slot list (BuildContext::Slot). Steps are claimed in order, so when one fails
   // every step before it was built: the first failure in step order is the one a serial build reports.
+  // Serial by default: on the 2-vCPU VM of issue 14 a second building thread saved nothing (ppocr_v4_rec: 13.9 ms
+  // building on 1 thread, 14.0 ms on 2, whose CPU time rose from 13 to 20 ms). oneDNN's JIT makes every kernel's
+  // code executable with mprotect, and with the process on two CPUs each mprotect waits for a TLB shootdown IPI to
+  // the other (perf: smp_call_function_many_cond under __mprotect, 6% of the load), which a VM makes expensive.
   int want = build_threads > 0 ? build_threads : BuildThreadsFromEnv();
-  if (want <= 0) want = std::min<int>(full, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  if (want <= 0) want = 1;
   want = std::max(1, std::min({want, kMaxBuildThreads, static_cast<int>(std::max<size_t>(n, 1))}));
   const auto build_start = Clock::now();
   std::vector<std::thread> helpers;
@@ -729,11 +736,8 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   work();
   for (std::thread& t : helpers) t.join();
   omp_set_num_threads(full);
-  for (size_t i = 0; i < n; ++i) {
-    if (results[i].ok) continue;
-    building_failed.store(true);
-    return results[i];
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (!results[i].ok) return results[i];
   e->prof_.build_threads = static_cast<int>(helpers.size()) + 1;
   e->prof_.build_ms = std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
   for (double ms : build_ms) e->prof_.build_sum_ms += ms;
@@ -750,9 +754,16 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
     if (!x->ThreadSafe()) e->serialize_ = true;
   }
   e->execs_ = std::move(execs);
-  const auto join_start = Clock::now();
-  warm_thread[0].join();
-  e->prof_.join_ms = std::chrono::duration<double, std::milli>(Clock::now() - join_start).count();
+  e->FinishWarm(WarmGo::kArena);  // the helper thread faults the arena in while the session finishes
+  // OpenMP starts a thread's team on its first parallel region: without this, the first run's first parallel step
+  // paid for starting the workers (the melspectrogram's first step: 0.14 ms over its median, and 3-4 ms in about half
+  // of the processes, waiting for the new thread to be scheduled). Sessions usually run on the thread that created
+  // them; ONNX Runtime also starts its intra-op pool at session creation.
+  if (std::any_of(e->step_threads_.begin(), e->step_threads_.end(), [](int t) { return t > 1; })) {
+#pragma omp parallel num_threads(full)
+    {
+    }
+  }
   *out = std::move(e);
   return CheckResult::Ok();
 }
@@ -764,6 +775,11 @@ RunContext* Executor::Acquire() {
       rc->busy_ = true;
       return rc.get();
     }
+  if (warm_.joinable()) {  // the first context: wait for the helper thread's arena (under mu_: joined once)
+    const auto t0 = std::chrono::steady_clock::now();
+    warm_.join();
+    prof_.join_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   std::unique_ptr<RunContext> rc(new RunContext());
   rc->stream_ = dnnl::stream(engine_);
   // The first context takes the arena Create faulted in; others map theirs (pages faulted by their first run).

@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -39,18 +41,15 @@ class ZeroedBuffer {
   ZeroedBuffer(const ZeroedBuffer&) = delete;
   ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
   ZeroedBuffer& operator=(ZeroedBuffer&& other) noexcept;  // takes other's mapping (other ends empty)
-  // Maps `bytes` (> 0) starting at an `align`-aligned address (a power of two, at most 2 MiB); false (and empty)
-  // when the system refuses. Drops what was mapped before.
-  bool Allocate(uint64_t bytes, uint64_t align = 64);
-  // Faults in the first `bytes` (at most size()) for writing, with transparent huge pages when `huge`: advice to
-  // the kernel, whose refusal only leaves the pages to the first run.
-  void Prefault(uint64_t bytes, bool huge);
+  // Maps `bytes` (> 0), page-aligned; false (and empty) when the system refuses. Drops what was mapped before.
+  bool Allocate(uint64_t bytes);
+  // Faults in the first `bytes` (at most size()) for writing: advice to the kernel, whose refusal only leaves the
+  // pages to the first run.
+  void Prefault(uint64_t bytes);
   unsigned char* data() const { return data_; }
   uint64_t size() const { return size_; }
 
  private:
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
   unsigned char* data_ = nullptr;
   uint64_t size_ = 0;
 };
@@ -159,8 +158,8 @@ class Executor {
  public:
   // Builds every step. `weights` has program.num_weights entries. `threads` = intra-op threads (0 = default).
   // `build_threads`: threads that build the steps (create their oneDNN primitives, most of a load), the calling
-  // thread included; 0 = the default, EPCTX_AOTCPU_BUILD_THREADS when set, else the intra-op threads (at most the
-  // hardware threads and kMaxBuildThreads). Steps are claimed in order and every step is created with the OpenMP
+  // thread included; 0 = the default, EPCTX_AOTCPU_BUILD_THREADS when set, else 1 (executor.cc says why), at most
+  // kMaxBuildThreads and one per step. Steps are claimed in order and every step is created with the OpenMP
   // thread count it runs with, on whichever thread, so the executor is the same for any count; on failure the
   // error is the first failing step's in step order, as a serial build reports it (the steps after it may or may
   // not have been tried). Thread-safe: creating executors on several threads at once is fine.
@@ -202,9 +201,17 @@ class Executor {
   std::vector<std::vector<SlotInfo>> step_slots_;  // while building: each step's slots (its builder's thread only)
   std::vector<SlotInfo> slots_;                    // every step's slots, step after step
   std::vector<size_t> slot_base_;                  // per step: its first slot in slots_
-  // The first RunContext's arena, mapped and faulted in while the steps are built (Create), up to the extent the
-  // steps' operands reach; taken by the first Acquire.
+  // The helper thread Create starts: it faults in the weights while the steps are built, then (once they are, so
+  // that its page faults do not hold up the JIT's mprotect calls) maps the first RunContext's arena and faults it
+  // in, up to the extent the steps' operands reach, while the session finishes its creation. The first Acquire
+  // joins it and takes first_arena_; the destructor joins it.
+  std::thread warm_;
+  std::mutex warm_mu_;
+  std::condition_variable warm_cv_;
+  enum class WarmGo { kWait, kArena, kStop } warm_go_ = WarmGo::kWait;  // under warm_mu_
   ZeroedBuffer first_arena_;
+  void FinishWarm(WarmGo go);  // tells the helper thread what to do after the weights and joins it (kStop, or
+                               // kArena from Acquire) or lets it run on (kArena from Create)
   std::mutex mu_;
   std::vector<std::unique_ptr<RunContext>> pool_;
   // EPCTX_AOTCPU_PROFILE=1: wall time of every step of the runs after the first, run after run (under mu_); the
@@ -218,9 +225,10 @@ class Executor {
     double build_ms = 0;       // Create's wall time from the first step claimed to the last built
     double build_sum_ms = 0;   // the steps' build CPU times added up (over every building thread)
     double build_cpu_ms = 0;   // CPU time of the building threads while they built
-    double weights_ms = 0;     // the helper thread faulting the weights in (MADV_POPULATE_READ) and the arena
+    double weights_ms = 0;     // the helper thread faulting the weights in (MADV_POPULATE_READ)
+    double arena_ms = 0;       // then mapping and faulting in the first arena
     uint64_t arena_prefaulted = 0;  // bytes of the first arena faulted in by that thread
-    double join_ms = 0;        // Create waiting for that thread after the steps were built
+    double join_ms = 0;        // the first Acquire waiting for that thread
     double first_setup_us = 0;  // the first run's RunContext (arena, scratchpad, memory objects)
     std::vector<double> first_us;  // the first run, per step
     std::vector<double> step_build_ms;  // per step: CPU time of its build
