@@ -458,7 +458,7 @@ void Executor::FinishWarm(WarmGo go) {
 
 Executor::~Executor() {
   FinishWarm(WarmGo::kStop);  // joins the helper thread (its arena work is dropped if it had not started)
-  if (!profile_) return;
+  if (!profile_ || execs_.empty()) return;  // (no steps: Create failed)
   std::fprintf(stderr,
                "[aotcpu profile] create: %zu steps built in %.2f ms on %d threads (%.2f ms CPU in the steps, %.2f ms CPU in all); "
                "on another thread, weights faulted in %.2f ms, then %llu bytes of arena in %.2f ms (the first run waited %.2f ms "
