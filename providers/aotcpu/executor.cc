@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
+#include <stdexcept>
 #include <thread>
 
 #include "ops.h"
@@ -143,6 +145,83 @@ CheckResult OperandDesc(const Operand& op, dnnl::memory::desc* out) {
 
 size_t DescBytes(const dnnl::memory::desc& d) { return d.get_size(); }
 
+namespace {
+
+// The bytes operand `op`, described by `d` (OperandDesc), reaches from its offset; false for a negative stride.
+bool BytesNeeded(const Operand& op, const dnnl::memory::desc& d, uint64_t* need) {
+  *need = DescBytes(d);
+  if (op.tag == 0 && op.strides.size() == op.dims.size() && !op.dims.empty()) {
+    // A strided view needs the bytes up to its last element. oneDNN's size, max(dims[k] * strides[k]), overstates
+    // that for a view that starts inside its buffer (a Slice of inner rows) and would refuse a correct step.
+    uint64_t last = 0;
+    bool overflow = false;
+    for (size_t k = 0; k < op.dims.size(); ++k) {
+      if (op.strides[k] < 0) return false;
+      uint64_t term;
+      overflow |= __builtin_mul_overflow(static_cast<uint64_t>(op.dims[k] - 1), static_cast<uint64_t>(op.strides[k]), &term);
+      overflow |= __builtin_add_overflow(last, term, &last);
+    }
+    uint64_t exact;
+    overflow |= __builtin_mul_overflow(last + 1, static_cast<uint64_t>(ElementSize(op.dtype)), &exact);
+    if (!overflow && exact != 0 && exact < *need) *need = exact;
+  }
+  return true;
+}
+
+// How far into the arena the program's operands reach: the largest offset + extent of an arena operand that would
+// pass BuildContext::Desc. Bounded by the operands' shapes, not by the arena size the (hostile) program declares.
+uint64_t ArenaReach(const Program& p) {
+  uint64_t reach = 0;
+  for (const Step& s : p.steps)
+    for (const Operand& op : s.ops) {
+      if (op.buf != Buf::kArena || !op.present()) continue;
+      dnnl::memory::desc d;
+      uint64_t need = 0;
+      if (!OperandDesc(op, &d).ok || !BytesNeeded(op, d, &need)) continue;
+      if (op.offset > p.arena_bytes || need > p.arena_bytes - op.offset) continue;
+      reach = std::max(reach, op.offset + need);
+    }
+  return reach;
+}
+
+// Create faults in at most this much of an arena (a program may declare any size; this bounds the work).
+constexpr uint64_t kMaxPrefault = uint64_t{1} << 30;
+
+}  // namespace
+
+ZeroedBuffer::~ZeroedBuffer() {
+  if (data_) munmap(data_, static_cast<size_t>(size_));
+}
+
+ZeroedBuffer& ZeroedBuffer::operator=(ZeroedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) munmap(data_, static_cast<size_t>(size_));
+    data_ = other.data_, size_ = other.size_;
+    other.data_ = nullptr, other.size_ = 0;
+  }
+  return *this;
+}
+
+bool ZeroedBuffer::Allocate(uint64_t bytes) {
+  *this = ZeroedBuffer();
+  if (bytes == 0 || bytes > (uint64_t{1} << 56)) return false;  // nothing, or more than any address space
+  void* p = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  data_ = static_cast<unsigned char*>(p);  // page-aligned
+  size_ = bytes;
+  return true;
+}
+
+void ZeroedBuffer::Prefault(uint64_t bytes) {
+  bytes = std::min(bytes, size_);
+  // In 1 MiB pieces: faulting in holds the process's mmap lock, which another thread's mmap, munmap or mprotect
+  // (the session's allocations, oneDNN's JIT) then waits for. No transparent huge pages: with this VM's
+  // defrag=madvise, faulting in 18 MB of them took 2-38 ms (direct compaction), 4 KiB pages a steady ~3-5 ms.
+  constexpr uint64_t kPiece = uint64_t{1} << 20;
+  for (uint64_t at = 0; at < bytes; at += kPiece)
+    madvise(data_ + at, static_cast<size_t>(std::min(kPiece, bytes - at)), MADV_POPULATE_WRITE);
+}
+
 // ---- BuildContext ----
 
 CheckResult BuildContext::Fail(const std::string& why) const {
@@ -196,22 +275,8 @@ CheckResult BuildContext::Desc(size_t i, dnnl::memory::desc* out) {
     default:
       return Fail("operand " + std::to_string(i) + " has no buffer");
   }
-  uint64_t need = DescBytes(*out);
-  if (op.tag == 0 && op.strides.size() == op.dims.size() && !op.dims.empty()) {
-    // A strided view needs the bytes up to its last element. oneDNN's size, max(dims[k] * strides[k]), overstates
-    // that for a view that starts inside its buffer (a Slice of inner rows) and would refuse a correct step.
-    uint64_t last = 0;
-    bool overflow = false;
-    for (size_t k = 0; k < op.dims.size(); ++k) {
-      if (op.strides[k] < 0) return Fail("operand " + std::to_string(i) + " has a negative stride");
-      uint64_t term;
-      overflow |= __builtin_mul_overflow(static_cast<uint64_t>(op.dims[k] - 1), static_cast<uint64_t>(op.strides[k]), &term);
-      overflow |= __builtin_add_overflow(last, term, &last);
-    }
-    uint64_t exact;
-    overflow |= __builtin_mul_overflow(last + 1, static_cast<uint64_t>(ElementSize(op.dtype)), &exact);
-    if (!overflow && exact != 0 && exact < need) need = exact;
-  }
+  uint64_t need = 0;
+  if (!BytesNeeded(op, *out, &need)) return Fail("operand " + std::to_string(i) + " has a negative stride");
   if (op.offset > available || need > available - op.offset)
     return Fail("operand " + std::to_string(i) + " needs " + std::to_string(need) + " bytes at offset " +
                 std::to_string(op.offset) + " of " + where + ", which has " + std::to_string(available));
@@ -231,9 +296,9 @@ WeightRef BuildContext::WeightBytes(size_t i) const {
 
 int BuildContext::Slot(size_t i, const dnnl::memory::desc& desc) {
   const Operand& op = step_->ops[i];
-  std::lock_guard<std::mutex> lock(exec_->mu_);  // steps are built concurrently
-  exec_->slots_.push_back({op.buf, op.index, op.offset, desc});
-  return static_cast<int>(exec_->slots_.size() - 1);
+  std::vector<Executor::SlotInfo>& slots = exec_->step_slots_[step_index_];  // this step's: no other thread's
+  slots.push_back({op.buf, op.index, op.offset, desc});
+  return static_cast<int>(slots.size() - 1);
 }
 
 CheckResult BuildContext::PostOps(dnnl::primitive_attr* attr, std::vector<std::pair<int, int>>* args) {
@@ -382,8 +447,30 @@ int DstOperand(const Step& s) {
   return -1;
 }
 
+void Executor::FinishWarm(WarmGo go) {
+  {
+    std::lock_guard<std::mutex> lock(warm_mu_);
+    if (warm_go_ == WarmGo::kWait) warm_go_ = go;
+  }
+  warm_cv_.notify_all();
+  if (go == WarmGo::kStop && warm_.joinable()) warm_.join();
+}
+
 Executor::~Executor() {
-  if (!profile_ || profile_runs_ == 0) return;
+  FinishWarm(WarmGo::kStop);  // joins the helper thread (its arena work is dropped if it had not started)
+  if (!profile_ || execs_.empty()) return;  // (no steps: Create failed)
+  std::fprintf(stderr,
+               "[aotcpu profile] create: %zu steps built in %.2f ms on %d threads (%.2f ms CPU in the steps, %.2f ms CPU in all); "
+               "on another thread, weights faulted in %.2f ms, then %llu bytes of arena in %.2f ms (the first run waited %.2f ms "
+               "for it)\n",
+               execs_.size(), prof_.build_ms, prof_.build_threads, prof_.build_sum_ms, prof_.build_cpu_ms,
+               prof_.weights_ms, static_cast<unsigned long long>(prof_.arena_prefaulted), prof_.arena_ms, prof_.join_ms);
+  if (!prof_.first_us.empty()) {
+    double sum = 0;
+    for (double us : prof_.first_us) sum += us;
+    std::fprintf(stderr, "[aotcpu profile] first run: set-up %.1f us, steps %.1f us\n", prof_.first_setup_us, sum);
+  }
+  if (profile_runs_ == 0) return;
   // Per step and per kind: the median over runs of each step's wall time (medians, so a preempted run on a busy
   // machine does not dominate); the developer's view of where a run goes.
   const size_t runs = static_cast<size_t>(profile_runs_);
@@ -411,6 +498,19 @@ Executor::~Executor() {
   for (const auto& k : by_kind)
     std::fprintf(stderr, "[aotcpu profile] kind %-12s x%-3d %9.1f us %5.1f%%\n", k.first.c_str(), k.second.second,
                  k.second.first, 100 * k.second.first / total);
+  // The steps whose build took longest, and those whose first run exceeded their median most.
+  auto top = [&](const char* what, const std::vector<double>& v, auto value) {
+    std::vector<size_t> order(v.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return value(a) > value(b); });
+    for (size_t k = 0; k < std::min<size_t>(5, order.size()); ++k)
+      std::fprintf(stderr, "[aotcpu profile] %s: step %3zu %-12s %9.1f us  %s\n", what, order[k],
+                   StepKindName(static_cast<uint32_t>(program_.steps[order[k]].kind)), value(order[k]),
+                   program_.steps[order[k]].name.c_str());
+  };
+  top("build CPU", prof_.step_build_ms, [&](size_t i) { return 1e3 * prof_.step_build_ms[i]; });
+  if (prof_.first_us.size() == median.size())
+    top("first run over median", prof_.first_us, [&](size_t i) { return prof_.first_us[i] - median[i]; });
 }
 
 namespace {
@@ -477,12 +577,24 @@ double ParallelMinUs() {
   return v;
 }
 
+// EPCTX_AOTCPU_BUILD_THREADS: the threads that build a program's steps (Executor::Create); 0 or unset: the default.
+int BuildThreadsFromEnv() {
+  static const int v = [] {
+    const char* e = std::getenv("EPCTX_AOTCPU_BUILD_THREADS");
+    if (!e || !*e) return 0;
+    char* end = nullptr;
+    const long x = std::strtol(e, &end, 10);
+    return end && *end == '\0' && x >= 0 && x <= 1024 ? static_cast<int>(x) : 0;
+  }();
+  return v;
+}
+
 }  // namespace
 
 std::string Executor::step_impl(size_t i) const { return i < execs_.size() ? execs_[i]->Impl() : std::string(); }
 
 CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
-                             std::unique_ptr<Executor>* out) {
+                             std::unique_ptr<Executor>* out, int build_threads) {
   std::unique_ptr<Executor> e(new Executor());
   e->program_ = std::move(program);
   e->weights_ = std::move(weights);
@@ -504,11 +616,17 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   } catch (const dnnl::error& err) {
     return CheckResult::Fail(std::string("oneDNN engine: ") + err.what());
   }
-  // Off the critical path, while the steps are built (issue 14's first run): another thread faults in the weights'
-  // pages (MADV_POPULATE_READ on a mapped binary; advice, failures ignored), so the first Run does not. No oneDNN
-  // call on that thread (oneDNN 2.6's JIT must not run on two threads at once). The arena is not touched here: its
-  // size comes from the (hostile) program and is only allocated when a run needs it.
-  std::thread warm([ex = e.get()] {
+  Executor* ex = e.get();
+  using Clock = std::chrono::steady_clock;
+  // Off the critical path (issue 14's first run), on a helper thread: the weights' pages are faulted in while the
+  // steps are built (MADV_POPULATE_READ on a mapped binary; advice, failures ignored), so the first Run does not
+  // fault them. Once the steps are built, the same thread maps the first run's arena and faults it in (zeroed by
+  // the kernel), as far as the steps' operands reach: the program's arena size is not
+  // trusted for that (a damaged one may declare any size; a run maps it lazily, and the builders refuse operands
+  // beyond it). Not during the build: faulting in holds the process's mmap lock, which every JIT kernel's mprotect
+  // waits for (measured on the detector: creation 15 -> 19 ms with its 18 MB arena faulted in concurrently).
+  e->warm_ = std::thread([ex] {
+    const auto t0 = Clock::now();
     const long page = sysconf(_SC_PAGESIZE);
     for (const WeightRef& w : ex->weights_) {
       if (w.data == nullptr || w.length == 0 || page <= 0) continue;
@@ -517,23 +635,46 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
       const uintptr_t end = reinterpret_cast<uintptr_t>(w.data) + w.length;
       madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
     }
-  });
-  struct Joiner {
-    std::thread& t;
-    ~Joiner() {
-      if (t.joinable()) t.join();
+    ex->prof_.weights_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    {
+      std::unique_lock<std::mutex> lock(ex->warm_mu_);
+      ex->warm_cv_.wait(lock, [ex] { return ex->warm_go_ != WarmGo::kWait; });
+      if (ex->warm_go_ == WarmGo::kStop) return;
     }
-  } joiner{warm};
-  // Steps are built one after the other. (Building them on several threads saved ~1.5 ms on the CNN, but oneDNN
-  // 2.6's gemm-based convolutions created concurrently crash when run: measured with a plain-layout binary.)
+    const auto t1 = Clock::now();
+    const uint64_t reach = ArenaReach(ex->program_);
+    if (reach > 0 && reach <= kMaxPrefault && ex->first_arena_.Allocate(ex->program_.arena_bytes)) {
+      ex->first_arena_.Prefault(reach);
+      ex->prof_.arena_prefaulted = reach;
+    }
+    ex->prof_.arena_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+  });
+  // A return below without an executor destroys `e`, whose destructor stops and joins the helper thread.
+  struct Joiner {
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      for (std::thread& t : threads)
+        if (t.joinable()) t.join();
+    }
+  };
+
   const size_t n = e->program_.steps.size();
   std::vector<std::unique_ptr<StepExec>> execs(n);
   std::vector<CheckResult> results(n);
+  std::vector<double> build_ms(e->profile_ ? n : 0);
+  e->step_slots_.assign(n, {});
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
-  Executor* ex = e.get();
+  std::mutex cpu_mu;
+  auto thread_cpu_ms = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
+  };
   auto work = [&] {
+    const double cpu0 = e->profile_ ? thread_cpu_ms() : 0;
     for (size_t i; !failed.load() && (i = next.fetch_add(1)) < n;) {
+      const double t0 = e->profile_ ? thread_cpu_ms() : 0;
       const Step& s = ex->program_.steps[i];
       BuildContext bc;
       bc.engine_ = &ex->engine_;
@@ -550,8 +691,9 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
                  (s.ops[dst].buf != Buf::kArena && s.ops[dst].buf != Buf::kOutput)) {
         r = bc.Fail("its destination (operand " + std::to_string(dst) + ") is not the arena or an output");
       } else {
-        // A primitive sizes its thread partition when it is created (oneDNN's jit convolutions): create it with
-        // the threads it will run with.
+        // A primitive sizes its thread partition when it is created (oneDNN's jit convolutions) and oneDNN picks
+        // implementations per thread count: create it with the threads it will run with. (OpenMP's thread count
+        // is per thread: this sets the building thread's.)
         omp_set_num_threads(ex->step_threads_[i]);
         try {
           r = build(bc, &execs[i]);
@@ -561,18 +703,67 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
         if (r.ok && !execs[i]) r = bc.Fail("builder produced nothing");
       }
       if (!r.ok) failed.store(true);
+      if (e->profile_) build_ms[i] = thread_cpu_ms() - t0;
+    }
+    if (e->profile_) {
+      std::lock_guard<std::mutex> lock(cpu_mu);
+      ex->prof_.build_cpu_ms += thread_cpu_ms() - cpu0;
     }
   };
+  // Creating the primitives (oneDNN's JIT code generation) is most of a load once the binary is verified: steps
+  // may be built on several threads. oneDNN's primitive creation is thread-safe; every primitive has a user-mode
+  // scratchpad (executor.h), so none depends on the thread that created it (Debian's oneDNN 2.6 kept a
+  // library-managed scratchpad per creating thread, which crashed parallel builds before 809d717); a builder's
+  // only shared state is its step's slot list (BuildContext::Slot). Steps are claimed in order, so when one fails
+  // every step before it was built: the first failure in step order is the one a serial build reports.
+  // Serial by default: on the 2-vCPU VM of issue 14 a second building thread saved nothing (ppocr_v4_rec: 13.9 ms
+  // building on 1 thread, 14.0 ms on 2, whose CPU time rose from 13 to 20 ms). oneDNN's JIT makes every kernel's
+  // code executable with mprotect, and with the process on two CPUs each mprotect waits for a TLB shootdown IPI to
+  // the other (perf: smp_call_function_many_cond under __mprotect, 6% of the load), which a VM makes expensive.
+  int want = build_threads > 0 ? build_threads : BuildThreadsFromEnv();
+  if (want <= 0) want = 1;
+  want = std::max(1, std::min({want, kMaxBuildThreads, static_cast<int>(std::max<size_t>(n, 1))}));
+  const auto build_start = Clock::now();
+  std::vector<std::thread> helpers;
+  Joiner helper_joiner{helpers};
+  for (int t = 1; t < want; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::exception&) {
+      break;  // fewer threads
+    }
+  }
   work();
+  for (std::thread& t : helpers) t.join();
   omp_set_num_threads(full);
   for (size_t i = 0; i < n; ++i)
-    if (!results[i].ok) return results[i];  // the first failing step (a later one may not have been tried)
+    if (!results[i].ok) return results[i];
+  e->prof_.build_threads = static_cast<int>(helpers.size()) + 1;
+  e->prof_.build_ms = std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
+  for (double ms : build_ms) e->prof_.build_sum_ms += ms;
+  e->prof_.step_build_ms = std::move(build_ms);
+  // Every step's slots, step after step.
+  e->slot_base_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    e->slot_base_[i] = e->slots_.size();
+    e->slots_.insert(e->slots_.end(), e->step_slots_[i].begin(), e->step_slots_[i].end());
+  }
+  e->step_slots_.clear();
   for (const auto& x : execs) {
     e->scratch_bytes_ = std::max(e->scratch_bytes_, x->ScratchpadBytes());
     if (!x->ThreadSafe()) e->serialize_ = true;
   }
   e->execs_ = std::move(execs);
-  warm.join();
+  e->FinishWarm(WarmGo::kArena);  // the helper thread faults the arena in while the session finishes
+  // OpenMP starts a thread's team on its first parallel region: without this, the first run's first parallel step
+  // paid for starting the workers (the melspectrogram's first step: 0.14 ms over its median, and 3-4 ms in about half
+  // of the processes, waiting for the new thread to be scheduled). Sessions usually run on the thread that created
+  // them; ONNX Runtime also starts its intra-op pool at session creation.
+  if (std::any_of(e->step_threads_.begin(), e->step_threads_.end(), [](int t) { return t > 1; })) {
+#pragma omp parallel num_threads(full)
+    {
+    }
+  }
   *out = std::move(e);
   return CheckResult::Ok();
 }
@@ -584,16 +775,23 @@ RunContext* Executor::Acquire() {
       rc->busy_ = true;
       return rc.get();
     }
+  if (warm_.joinable()) {  // the first context: wait for the helper thread's arena (under mu_: joined once)
+    const auto t0 = std::chrono::steady_clock::now();
+    warm_.join();
+    prof_.join_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
   std::unique_ptr<RunContext> rc(new RunContext());
   rc->stream_ = dnnl::stream(engine_);
-  // 64-byte aligned arena: over-allocate and offset.
-  rc->arena_storage_.resize(program_.arena_bytes + 64);
-  unsigned char* base = rc->arena_storage_.data();
-  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  // The first context takes the arena Create faulted in; others map theirs (pages faulted by their first run).
+  if (first_arena_.size() >= program_.arena_bytes && first_arena_.size() > 0)
+    rc->arena_ = std::move(first_arena_);
+  else if (!rc->arena_.Allocate(std::max<uint64_t>(program_.arena_bytes, 1)))
+    throw std::runtime_error("cannot map an arena of " + std::to_string(program_.arena_bytes) + " bytes");
+  unsigned char* base = rc->arena_.data();
   if (scratch_bytes_ > 0) {
-    rc->scratch_storage_.resize(scratch_bytes_ + 64);
-    unsigned char* sp = rc->scratch_storage_.data();
-    rc->scratch_ = sp + (64 - reinterpret_cast<uintptr_t>(sp) % 64) % 64;
+    if (!rc->scratch_storage_.Allocate(scratch_bytes_))
+      throw std::runtime_error("cannot map a scratchpad of " + std::to_string(scratch_bytes_) + " bytes");
+    rc->scratch_ = rc->scratch_storage_.data();
   }
   rc->step_args_.resize(execs_.size());
   rc->mems_.reserve(slots_.size());
@@ -648,16 +846,20 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
   if (threads_ > 0) omp_set_num_threads(threads_);
   int current = full_threads_;
   RunContext* rc = nullptr;
+  const auto setup_start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
     rc = Acquire();
   } catch (const std::exception& e) {
     return CheckResult::Fail(std::string("cannot set up a run: ") + e.what());
   }
+  const double setup_us =
+      profile_ ? std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - setup_start).count() : 0;
   CheckResult r = Bind(rc, inputs, outputs);
   std::vector<double> step_us(profile_ ? execs_.size() : 0);
   for (size_t i = 0; r.ok && i < execs_.size(); ++i) {
     const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     rc->step_ = i;
+    rc->slot_base_ = slot_base_[i];
     if (step_threads_[i] != current) omp_set_num_threads(current = step_threads_[i]);
     try {
       execs_[i]->Run(*rc);
@@ -678,6 +880,9 @@ CheckResult Executor::Run(const std::vector<const void*>& inputs, const std::vec
     if (profile_warm_ && profile_runs_ < 10000) {  // the first run (page faults, cold caches) is left out
       profile_us_.insert(profile_us_.end(), step_us.begin(), step_us.end());
       ++profile_runs_;
+    } else if (!profile_warm_) {
+      prof_.first_setup_us = setup_us;
+      prof_.first_us = step_us;
     }
     profile_warm_ = true;
   }

@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -30,12 +32,35 @@ struct WeightRef {
   uint64_t length = 0;
 };
 
+// Zero-filled anonymous memory (mmap), for arenas and scratchpads: pages cost nothing until touched, and are
+// zeroed once, by the kernel. Not copyable; not thread-safe.
+class ZeroedBuffer {
+ public:
+  ZeroedBuffer() = default;
+  ~ZeroedBuffer();
+  ZeroedBuffer(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(const ZeroedBuffer&) = delete;
+  ZeroedBuffer& operator=(ZeroedBuffer&& other) noexcept;  // takes other's mapping (other ends empty)
+  // Maps `bytes` (> 0), page-aligned; false (and empty) when the system refuses. Drops what was mapped before.
+  bool Allocate(uint64_t bytes);
+  // Faults in the first `bytes` (at most size()) for writing: advice to the kernel, whose refusal only leaves the
+  // pages to the first run.
+  void Prefault(uint64_t bytes);
+  unsigned char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  unsigned char* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 // Per-run state handed to step execution.
 class RunContext {
  public:
   dnnl::stream& stream() { return stream_; }
-  dnnl::memory& mem(int slot) { return mems_[static_cast<size_t>(slot)]; }
-  void* ptr(int slot) { return ptrs_[static_cast<size_t>(slot)]; }
+  // The running step's memory slots (BuildContext::Slot numbers them from 0 in every step).
+  dnnl::memory& mem(int slot) { return mems_[slot_base_ + static_cast<size_t>(slot)]; }
+  void* ptr(int slot) { return ptrs_[slot_base_ + static_cast<size_t>(slot)]; }
   // Fails the run with a message (used by loop steps that validate data, e.g. Gather indices).
   void Fail(std::string message) {
     if (error_.empty()) error_ = std::move(message);
@@ -50,11 +75,12 @@ class RunContext {
   friend class Executor;
   std::vector<std::unordered_map<int, dnnl::memory>> step_args_;
   size_t step_ = 0;
+  size_t slot_base_ = 0;  // the running step's first slot in mems_ / ptrs_
   dnnl::stream stream_;
   std::vector<dnnl::memory> mems_;
   std::vector<void*> ptrs_;
-  std::vector<unsigned char> arena_storage_;
-  std::vector<unsigned char> scratch_storage_;
+  ZeroedBuffer arena_;
+  ZeroedBuffer scratch_storage_;
   void* scratch_ = nullptr;  // 64-byte aligned, Executor::scratch_bytes_ long
   std::string error_;
   bool busy_ = false;
@@ -86,6 +112,8 @@ class BuildContext {
   CheckResult Desc(size_t i, dnnl::memory::desc* out);
   // A memory slot for operand `i` (created per RunContext, pointing at the operand's bytes for that run); the
   // descriptor used is `desc` (normally the one from Desc, or the primitive's own, which must have equal size).
+  // Slots are numbered per step, from 0, in the order the builder asks for them: RunContext::mem / ptr take these
+  // numbers while the step runs, so a step builds the same way on whichever thread and in whichever order.
   int Slot(size_t i, const dnnl::memory::desc& desc);
   // The bytes of weight operand `i` from its offset on (a step that repacks a weight at build); empty unless
   // operand `i` is a weight. Call after Desc(i) succeeded (which checks its extent).
@@ -129,8 +157,15 @@ class PrimitiveExec : public StepExec {
 class Executor {
  public:
   // Builds every step. `weights` has program.num_weights entries. `threads` = intra-op threads (0 = default).
+  // `build_threads`: threads that build the steps (create their oneDNN primitives, most of a load), the calling
+  // thread included; 0 = the default, EPCTX_AOTCPU_BUILD_THREADS when set, else 1 (executor.cc says why), at most
+  // kMaxBuildThreads and one per step. Steps are claimed in order and every step is created with the OpenMP
+  // thread count it runs with, on whichever thread, so the executor is the same for any count; on failure the
+  // error is the first failing step's in step order, as a serial build reports it (the steps after it may or may
+  // not have been tried). Thread-safe: creating executors on several threads at once is fine.
   static CheckResult Create(Program program, std::vector<WeightRef> weights, int threads,
-                            std::unique_ptr<Executor>* out);
+                            std::unique_ptr<Executor>* out, int build_threads = 0);
+  static constexpr int kMaxBuildThreads = 8;
   ~Executor();
 
   const Program& program() const { return program_; }
@@ -163,15 +198,41 @@ class Executor {
   bool serialize_ = false;    // some step is not ThreadSafe: runs take the process-wide lock
   dnnl::engine engine_;
   std::vector<std::unique_ptr<StepExec>> execs_;
-  std::vector<SlotInfo> slots_;
+  std::vector<std::vector<SlotInfo>> step_slots_;  // while building: each step's slots (its builder's thread only)
+  std::vector<SlotInfo> slots_;                    // every step's slots, step after step
+  std::vector<size_t> slot_base_;                  // per step: its first slot in slots_
+  // The helper thread Create starts: it faults in the weights while the steps are built, then (once they are, so
+  // that its page faults do not hold up the JIT's mprotect calls) maps the first RunContext's arena and faults it
+  // in, up to the extent the steps' operands reach, while the session finishes its creation. The first Acquire
+  // joins it and takes first_arena_; the destructor joins it.
+  std::thread warm_;
+  std::mutex warm_mu_;
+  std::condition_variable warm_cv_;
+  enum class WarmGo { kWait, kArena, kStop } warm_go_ = WarmGo::kWait;  // under warm_mu_
+  ZeroedBuffer first_arena_;
+  void FinishWarm(WarmGo go);  // tells the helper thread what to do after the weights and joins it (kStop, or
+                               // kArena from Acquire) or lets it run on (kArena from Create)
   std::mutex mu_;
   std::vector<std::unique_ptr<RunContext>> pool_;
   // EPCTX_AOTCPU_PROFILE=1: wall time of every step of the runs after the first, run after run (under mu_); the
-  // destructor prints each step's median to stderr.
+  // destructor prints each step's median to stderr, with what Create and the first run spent (Profile below).
   bool profile_ = false;
   std::vector<double> profile_us_;
   uint64_t profile_runs_ = 0;
   bool profile_warm_ = false;
+  struct Profile {
+    int build_threads = 1;
+    double build_ms = 0;       // Create's wall time from the first step claimed to the last built
+    double build_sum_ms = 0;   // the steps' build CPU times added up (over every building thread)
+    double build_cpu_ms = 0;   // CPU time of the building threads while they built
+    double weights_ms = 0;     // the helper thread faulting the weights in (MADV_POPULATE_READ)
+    double arena_ms = 0;       // then mapping and faulting in the first arena
+    uint64_t arena_prefaulted = 0;  // bytes of the first arena faulted in by that thread
+    double join_ms = 0;        // the first Acquire waiting for that thread
+    double first_setup_us = 0;  // the first run's RunContext (arena, scratchpad, memory objects)
+    std::vector<double> first_us;  // the first run, per step
+    std::vector<double> step_build_ms;  // per step: CPU time of its build
+  } prof_;
 };
 
 // Extent in bytes of a memory descriptor (oneDNN's get_size).

@@ -18,15 +18,7 @@ namespace epctx {
 namespace aotcpu {
 namespace {
 
-using namespace test_graph;  // GraphBuilder, Dims, Numel, IntA, FloatA, IntsA, StrA
-
-std::vector<float> Random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using namespace test_graph;  // GraphBuilder, Dims, Numel, UniformFloats, IntA, FloatA, IntsA, StrA
 
 struct Compiled {
   CompiledGraph cg;
@@ -133,10 +125,10 @@ std::vector<double> RefConv2d(const std::vector<float>& x, Dims xd, const std::v
 void AddBatchNorm(GraphBuilder& b, const std::string& in, const std::string& out, int64_t c, Dims dims,
                   std::vector<std::vector<float>>* params) {
   params->clear();
-  params->push_back(Random(c, 11, 0.5f, 1.5f));
-  params->push_back(Random(c, 12));
-  params->push_back(Random(c, 13));
-  params->push_back(Random(c, 14, 0.5f, 1.5f));
+  params->push_back(UniformFloats(c, 11, 0.5f, 1.5f));
+  params->push_back(UniformFloats(c, 12));
+  params->push_back(UniformFloats(c, 13));
+  params->push_back(UniformFloats(c, 14, 0.5f, 1.5f));
   const char* names[] = {"_s", "_b", "_m", "_v"};
   for (int i = 0; i < 4; ++i) b.F32(out + names[i], {c}, (*params)[static_cast<size_t>(i)]);
   b.Out(out, std::move(dims));
@@ -158,8 +150,8 @@ TEST(OpsNn, ConvBatchNormAddReluIsOneStep) {
   // the result y are in oneDNN's chosen layouts (a graph input or output is plain, and on plain layouts oneDNN has
   // only the gemm-based kernel, which loses to a direct kernel with a shorter chain).
   const Dims xd = {1, 16, 9, 9}, wd = {16, 16, 3, 3}, w1d = {16, 16, 1, 1}, w2d = {4, 16, 1, 1};
-  const std::vector<float> x = Random(Numel(xd), 1), w = Random(Numel(wd), 2, -0.2f, 0.2f), bias = Random(16, 3);
-  const std::vector<float> w1 = Random(Numel(w1d), 8, -0.3f, 0.3f), w2 = Random(Numel(w2d), 9, -0.2f, 0.2f);
+  const std::vector<float> x = UniformFloats(Numel(xd), 1), w = UniformFloats(Numel(wd), 2, -0.2f, 0.2f), bias = UniformFloats(16, 3);
+  const std::vector<float> w1 = UniformFloats(Numel(w1d), 8, -0.3f, 0.3f), w2 = UniformFloats(Numel(w2d), 9, -0.2f, 0.2f);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w1", w1d, w1);
@@ -491,7 +483,7 @@ TEST(OpsNn, BatchOneConvsRunOptimizedKernelsAtEveryThreadCount) {
     const Dims w1 = one_d ? Dims{k.wd[0], k.wd[1], k.wd[3]} : k.wd;
     const int64_t ow = (k.xd[3] + 2 * k.pad - k.wd[3]) / k.stride + 1;
     const Dims y1 = one_d ? Dims{1, k.wd[0], ow} : Dims{1, k.wd[0], 1, 1};
-    const std::vector<float> x = Random(Numel(x1), 21), w = Random(Numel(w1), 22, -0.1f, 0.1f);
+    const std::vector<float> x = UniformFloats(Numel(x1), 21), w = UniformFloats(Numel(w1), 22, -0.1f, 0.1f);
     GraphBuilder b;
     b.Input("x", x1);
     b.F32("w", w1, w);
@@ -510,7 +502,7 @@ TEST(OpsNn, BatchOneConvsRunOptimizedKernelsAtEveryThreadCount) {
     // A second convolution reads it, so its layout is oneDNN's choice (a graph output is plain).
     const Dims w2d = one_d ? Dims{4, k.wd[0], 1} : Dims{4, k.wd[0], 1, 1};
     const Dims zd = one_d ? Dims{1, 4, ow} : Dims{1, 4, 1, 1};
-    const std::vector<float> w2 = Random(Numel(w2d), 23, -0.1f, 0.1f);
+    const std::vector<float> w2 = UniformFloats(Numel(w2d), 23, -0.1f, 0.1f);
     b.F32("w2", w2d, w2);
     b.Out("z", zd);
     b.N("Conv", {out, "w2"}, {"z"}, 11);
@@ -555,11 +547,11 @@ void BuildDw1d(const Dw1dCase& k, Dw1dGraph* t) {
   t->wd = {C, 1, k.kernel};
   t->yd = {1, C, ow};
   t->zd = {1, 4, ow};
-  t->x = Random(Numel(t->xd), 60);
-  t->pw = Random(Numel(t->pd), 61, -0.2f, 0.2f);
-  t->dw = Random(Numel(t->wd), 62, -0.5f, 0.5f);
-  t->bias = Random(C, 63);
-  t->out_w = Random(4 * C, 64, -0.2f, 0.2f);
+  t->x = UniformFloats(Numel(t->xd), 60);
+  t->pw = UniformFloats(Numel(t->pd), 61, -0.2f, 0.2f);
+  t->dw = UniformFloats(Numel(t->wd), 62, -0.5f, 0.5f);
+  t->bias = UniformFloats(C, 63);
+  t->out_w = UniformFloats(4 * C, 64, -0.2f, 0.2f);
   GraphBuilder& b = t->b;
   b.Input("x", t->xd);
   b.F32("pw", t->pd, t->pw);
@@ -694,7 +686,7 @@ TEST(OpsNn, DepthwiseConv1dRunsAsTwoDimensional) {
 TEST(OpsNn, ConvTranspose1dIsLifted) {
   // x [1, 4, 5], W [4, 3, 3] (C, M/g, k), group 2 -> M = 6; stride 2, pads 1/1, output_padding 1 -> W' 10.
   const Dims xd = {1, 4, 5}, wd = {4, 3, 3}, yd = {1, 6, 10};
-  const std::vector<float> x = Random(Numel(xd), 70), w = Random(Numel(wd), 71), bias = Random(6, 72);
+  const std::vector<float> x = UniformFloats(Numel(xd), 70), w = UniformFloats(Numel(wd), 71), bias = UniformFloats(6, 72);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w", wd, w);
@@ -731,7 +723,7 @@ TEST(OpsNn, ConvTranspose1dIsLifted) {
 
 TEST(OpsNn, ConvReadTwiceIsNotFused) {
   const Dims xd = {1, 4, 5, 5}, wd = {4, 4, 3, 3}, yd = {1, 4, 3, 3};
-  const std::vector<float> x = Random(Numel(xd), 4), w = Random(Numel(wd), 5);
+  const std::vector<float> x = UniformFloats(Numel(xd), 4), w = UniformFloats(Numel(wd), 5);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w", wd, w);
@@ -753,7 +745,7 @@ TEST(OpsNn, ConvReadTwiceIsNotFused) {
 
 TEST(OpsNn, GroupedDilatedStridedConvWithSameLower) {
   const Dims xd = {2, 6, 11, 10}, wd = {9, 2, 3, 2};
-  const std::vector<float> x = Random(Numel(xd), 6), w = Random(Numel(wd), 7);
+  const std::vector<float> x = UniformFloats(Numel(xd), 6), w = UniformFloats(Numel(wd), 7);
   // SAME_LOWER, stride 2, dilation (2,1): out 6x5; H: total = 5*2 + 5 - 11 = 4 -> 2/2; W: total = 4*2 + 2 - 10 = 0.
   GraphBuilder b;
   b.Input("x", xd);
@@ -774,7 +766,7 @@ TEST(OpsNn, GroupedDilatedStridedConvWithSameLower) {
 TEST(OpsNn, ConvTransposeWithOutputPaddingAndGroups) {
   // x [1,4,3,3], W [4, 3, 3, 3] (C, M/g, kh, kw), group 2 -> M = 6; stride 2, pads 1, output_padding 1 -> 6x6.
   const Dims xd = {1, 4, 3, 3}, wd = {4, 3, 3, 3}, yd = {1, 6, 6, 6};
-  const std::vector<float> x = Random(Numel(xd), 8), w = Random(Numel(wd), 9), bias = Random(6, 10);
+  const std::vector<float> x = UniformFloats(Numel(xd), 8), w = UniformFloats(Numel(wd), 9), bias = UniformFloats(6, 10);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w", wd, w);
@@ -824,7 +816,7 @@ TEST(OpsNn, NonConstantWeightsAreUnsupported) {
 
 TEST(OpsNn, PoolingCeilModeAndPadding) {
   const Dims xd = {1, 3, 7, 6};
-  const std::vector<float> x = Random(Numel(xd), 20);
+  const std::vector<float> x = UniformFloats(Numel(xd), 20);
   GraphBuilder b;
   b.Input("x", xd);
   // MaxPool k3 s2 ceil: H (7-3)/2 -> 3 (floor 3), W ceil((6-3)/2)+1 = 3 (floor 2).
@@ -930,7 +922,7 @@ TEST(OpsNn, ResizeSupportFollowsOnnxRounding) {
 
 TEST(OpsNn, ResizeNearestAndLinear) {
   const Dims xd = {1, 2, 3, 4};
-  const std::vector<float> x = Random(Numel(xd), 30);
+  const std::vector<float> x = UniformFloats(Numel(xd), 30);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("sc", {4}, {1, 1, 2, 2});
@@ -965,7 +957,7 @@ TEST(OpsNn, ResizeNearestAndLinear) {
 // ---- gemm --------------------------------------------------------------------------------------------------------
 
 TEST(OpsNn, GemmConstantWeightsIsInnerProduct) {
-  const std::vector<float> a = Random(3 * 5, 40), bt = Random(4 * 5, 41), c = Random(4, 42);
+  const std::vector<float> a = UniformFloats(3 * 5, 40), bt = UniformFloats(4 * 5, 41), c = UniformFloats(4, 42);
   GraphBuilder b;
   b.Input("a", {3, 5});
   b.F32("b", {4, 5}, bt);
@@ -995,8 +987,8 @@ TEST(OpsNn, GemmConstantWeightsIsInnerProduct) {
 TEST(OpsNn, BuildersRejectHostileSteps) {
   GraphBuilder b;
   b.Input("x", {1, 4, 6, 6});
-  b.F32("w", {8, 4, 3, 3}, Random(8 * 4 * 9, 50));
-  b.F32("bias", {8}, Random(8, 51));
+  b.F32("w", {8, 4, 3, 3}, UniformFloats(8 * 4 * 9, 50));
+  b.F32("bias", {8}, UniformFloats(8, 51));
   b.Out("y", {1, 8, 6, 6});
   b.N("Conv", {"x", "w", "bias"}, {"y"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
   b.Out("p", {1, 8, 3, 3});

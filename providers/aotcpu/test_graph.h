@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,15 @@ inline int64_t Numel(const Dims& d) {
   int64_t n = 1;
   for (int64_t x : d) n *= x;
   return n;
+}
+
+// `n` floats drawn uniformly from [lo, hi) by a generator seeded with `seed`: the same values on every run.
+inline std::vector<float> UniformFloats(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
 }
 
 class GraphBuilder {
