@@ -192,9 +192,9 @@ TEST(OpsNn, ConvBatchNormAddReluIsOneStep) {
 // maps folded into weights and bias, the hard-swish and the scalar affine as post-ops (issue 14).
 TEST(OpsNn, PaddleConvBlockIsOneStep) {
   const Dims xd = {1, 16, 8, 8}, wd = {16, 16, 3, 3}, w2d = {16, 16, 1, 1};
-  const std::vector<float> x = Random(Numel(xd), 21), w = Random(Numel(wd), 22, -0.2f, 0.2f),
-                           bias = Random(16, 23), w2 = Random(Numel(w2d), 24, -0.3f, 0.3f);
-  const std::vector<float> scale = Random(16, 25, 0.5f, 2.f), shift = Random(16, 26);
+  const std::vector<float> x = UniformFloats(Numel(xd), 21), w = UniformFloats(Numel(wd), 22, -0.2f, 0.2f),
+                           bias = UniformFloats(16, 23), w2 = UniformFloats(Numel(w2d), 24, -0.3f, 0.3f);
+  const std::vector<float> scale = UniformFloats(16, 25, 0.5f, 2.f), shift = UniformFloats(16, 26);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w", wd, w);
@@ -248,7 +248,7 @@ TEST(OpsNn, PaddleConvBlockIsOneStep) {
 // graph output) is left as it is, and every value stays right.
 TEST(OpsNn, SpelledHardSwishBecomesOneStep) {
   const Dims xd = {2, 3, 4, 5};
-  const std::vector<float> x = Random(Numel(xd), 31, -5.f, 5.f);
+  const std::vector<float> x = UniformFloats(Numel(xd), 31, -5.f, 5.f);
   auto hswish = [](double v) { return v * std::min(1.0, std::max(0.0, v / 6 + 0.5)); };
   for (int form = 0; form < 3; ++form) {
     SCOPED_TRACE(form);
@@ -297,7 +297,7 @@ TEST(OpsNn, SpelledHardSwishBecomesOneStep) {
 // post-ops in slow loops of their own (PP-OCRv4's upsampling: 1.8 -> 106 ms).
 TEST(OpsNn, ConvTransposeTakesNoFusion) {
   const Dims xd = {1, 8, 4, 4}, wd = {8, 8, 2, 2}, yd = {1, 8, 8, 8};
-  const std::vector<float> x = Random(Numel(xd), 41), w = Random(Numel(wd), 42);
+  const std::vector<float> x = UniformFloats(Numel(xd), 41), w = UniformFloats(Numel(wd), 42);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w", wd, w);
@@ -331,8 +331,8 @@ TEST(OpsNn, ConvTransposeTakesNoFusion) {
 // convolution reading the result gets the right values.
 TEST(OpsNn, ConcatOfBlockedValuesIsInPlace) {
   const Dims xd = {1, 16, 6, 6}, wd = {24, 16, 3, 3}, cd = {1, 24, 6, 6}, yd = {1, 48, 6, 6}, w2d = {16, 48, 1, 1};
-  const std::vector<float> x = Random(Numel(xd), 51), wa = Random(Numel(wd), 52, -0.2f, 0.2f),
-                           wb = Random(Numel(wd), 53, -0.2f, 0.2f), w2 = Random(Numel(w2d), 54, -0.2f, 0.2f);
+  const std::vector<float> x = UniformFloats(Numel(xd), 51), wa = UniformFloats(Numel(wd), 52, -0.2f, 0.2f),
+                           wb = UniformFloats(Numel(wd), 53, -0.2f, 0.2f), w2 = UniformFloats(Numel(w2d), 54, -0.2f, 0.2f);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("wa", wd, wa);
@@ -362,7 +362,7 @@ TEST(OpsNn, ConcatOfBlockedValuesIsInPlace) {
 // three steps before). With the Add's result also read elsewhere, nothing is folded and every value stays right.
 TEST(OpsNn, AddBatchNormReluIsOneStep) {
   const Dims xd = {1, 5, 4, 6};
-  const std::vector<float> x = Random(Numel(xd), 61, -2.f, 2.f), c = Random(5, 62);
+  const std::vector<float> x = UniformFloats(Numel(xd), 61, -2.f, 2.f), c = UniformFloats(5, 62);
   for (bool shared : {false, true}) {
     SCOPED_TRACE(shared);
     GraphBuilder b;
@@ -395,8 +395,8 @@ TEST(OpsNn, AddBatchNormReluIsOneStep) {
 // among equally good kernels: not oneDNN's 16-channel blocks, which pad its one channel 16-fold (3x slower there).
 TEST(OpsNn, OneChannelConvTransposeAvoidsPadding) {
   const Dims xd = {1, 24, 8, 8}, w1d = {24, 24, 1, 1}, wd = {24, 1, 2, 2}, yd = {1, 1, 16, 16};
-  const std::vector<float> x = Random(Numel(xd), 71), w1 = Random(Numel(w1d), 72, -0.3f, 0.3f),
-                           w = Random(Numel(wd), 73);
+  const std::vector<float> x = UniformFloats(Numel(xd), 71), w1 = UniformFloats(Numel(w1d), 72, -0.3f, 0.3f),
+                           w = UniformFloats(Numel(wd), 73);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w1", w1d, w1);
@@ -434,7 +434,7 @@ TEST(OpsNn, OneChannelConvTransposeAvoidsPadding) {
 // (AppendPostOp): it stays a step of its own, and the values are right either way.
 TEST(OpsNn, ConvLeakyReluMaxIsOneStep) {
   const Dims xd = {1, 8, 6, 7}, wd = {16, 8, 1, 3}, yd = {1, 16, 6, 5};
-  const std::vector<float> x = Random(Numel(xd), 81, -2.f, 2.f), w = Random(Numel(wd), 82, -0.5f, 0.5f);
+  const std::vector<float> x = UniformFloats(Numel(xd), 81, -2.f, 2.f), w = UniformFloats(Numel(wd), 82, -0.5f, 0.5f);
   GraphBuilder b;
   b.Input("x", xd);
   b.F32("w", wd, w);
@@ -448,7 +448,7 @@ TEST(OpsNn, ConvLeakyReluMaxIsOneStep) {
   b.F32("hi", {}, {0.5f});
   b.Out("y", yd);
   b.N("Min", {"hi", "m"}, {"y"}, 13);
-  b.F32("w2", {4, 16, 1, 1}, Random(64, 83, -0.3f, 0.3f));
+  b.F32("w2", {4, 16, 1, 1}, UniformFloats(64, 83, -0.3f, 0.3f));
   b.Out("z", {1, 4, 6, 5});
   b.N("Conv", {"y", "w2"}, {"z"}, 11);
   b.Output("y");
