@@ -542,6 +542,7 @@ CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& in
   if (!r.ok) return r;
   folded.resize(g.nodes.size(), false);
   FuseSpelledHardSwish(&g, &folded);
+  FoldPadIntoConv(&g, &folded);
   SplitConvTransposeBias(&g, &folded);
   FoldAddIntoBatchNorm(&g, &folded);
   LowerContext ctx(g, options);

@@ -94,6 +94,11 @@ bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear)
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
 int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded);
 
+// ops_tensor.cc: a constant-zero Pad of spatial axes read only by Convs (as X, explicit pads) becomes part of their
+// pads: the Pad is marked in `folded`, the Convs read its input (TensorFlow exports pad before a strided convolution;
+// a padded copy in plain layout otherwise). Returns the number folded.
+int FoldPadIntoConv(Graph* g, std::vector<bool>* folded);
+
 // ops_nn.cc: a ConvTranspose's constant bias becomes an Add of its own after it (a new node right after it, node
 // indices after it moved up; `folded` grows with them). oneDNN 2.6 runs a deconvolution's bias and post-ops in slow
 // loops of their own: 6-70x the deconvolution without them at every layout measured (issue 14). Returns the number

@@ -461,6 +461,42 @@ TEST(OpsNn, ConvLeakyReluMaxIsOneStep) {
   ExpectNear(Execute(c, {x})[0], want);
 }
 
+// A constant-zero Pad of spatial axes read only by a Conv becomes part of the Conv's pads (TensorFlow's explicit
+// padding before a strided convolution): no Pad step. With another pad value it stays a step, and the values are
+// right either way.
+TEST(OpsNn, ZeroPadBeforeConvIsFolded) {
+  const Dims xd = {1, 8, 7, 6}, wd = {8, 8, 3, 3};
+  const std::vector<float> x = UniformFloats(Numel(xd), 91), w = UniformFloats(Numel(wd), 92, -0.3f, 0.3f);
+  for (float value : {0.f, 1.5f}) {
+    SCOPED_TRACE(value);
+    // Pad H by 1/2 and W by 0/1, then a stride-2 Conv with its own pads 1 on every side.
+    const Dims pd = {1, 8, 10, 7};
+    const int64_t oh = (10 + 2 - 3) / 2 + 1, ow = (7 + 2 - 3) / 2 + 1;
+    GraphBuilder b;
+    b.Input("x", xd);
+    b.I64("pads", {0, 0, 1, 0, 0, 0, 2, 1});
+    b.F32("v", {}, {value});
+    b.Out("p", pd);
+    b.N("Pad", {"x", "pads", "v"}, {"p"}, 13);
+    b.F32("w", wd, w);
+    b.Out("y", {1, 8, oh, ow});
+    Node& conv = b.N("Conv", {"p", "w"}, {"y"}, 11);
+    conv.attrs["pads"] = IntsA({1, 1, 1, 1});
+    conv.attrs["strides"] = IntsA({2, 2});
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    if (value == 0.f) EXPECT_EQ(Kinds(c.parsed), "Conv");
+    else EXPECT_EQ(Kinds(c.parsed), "Pad,Conv");
+    std::vector<float> padded(static_cast<size_t>(Numel(pd)), value);
+    for (int64_t ch = 0; ch < 8; ++ch)
+      for (int64_t i = 0; i < 7; ++i)
+        for (int64_t j = 0; j < 6; ++j)
+          padded[static_cast<size_t>((ch * 10 + i + 1) * 7 + j)] = x[static_cast<size_t>((ch * 7 + i) * 6 + j)];
+    ExpectNear(Execute(c, {x})[0], RefConv2d(padded, pd, w, wd, nullptr, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1));
+  }
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1

@@ -981,6 +981,66 @@ class PadExec : public StepExec {
 };
 }  // namespace
 
+int FoldPadIntoConv(Graph* g, std::vector<bool>* folded) {
+  int count = 0;
+  folded->resize(g->nodes.size(), false);
+  for (size_t pi = 0; pi < g->nodes.size(); ++pi) {
+    const Node& pad = g->nodes[pi];
+    if ((*folded)[pi] || pad.op != "Pad" || !(pad.domain.empty() || pad.domain == "ai.onnx") || pad.outputs.size() != 1 ||
+        pad.inputs.empty() || pad.inputs[0] < 0 || pad.outputs[0] < 0)
+      continue;
+    const int x = pad.inputs[0], y = pad.outputs[0];
+    const Value& xv = g->v(x);
+    const Value& yv = g->v(y);
+    if (xv.dtype != kF32 || !xv.has_shape || !yv.has_shape || xv.dims.size() < 3 || yv.is_graph_output ||
+        yv.consumers.empty())
+      continue;
+    PadSpec spec;
+    if (!PadOf(*g, pad, &spec, nullptr) || spec.mode != kPadConstant || spec.value != 0.f || spec.begin[0] ||
+        spec.end[0] || spec.begin[1] || spec.end[1])
+      continue;
+    // Every reader a Conv taking it as X with explicit pads (auto_pad NOTSET).
+    bool all_conv = true;
+    for (int c : yv.consumers) {
+      const Node& cn = g->nodes[static_cast<size_t>(c)];
+      all_conv = all_conv && !(*folded)[static_cast<size_t>(c)] && cn.op == "Conv" &&
+                 (cn.domain.empty() || cn.domain == "ai.onnx") && !cn.inputs.empty() && cn.inputs[0] == y &&
+                 std::count(cn.inputs.begin(), cn.inputs.end(), y) == 1 && cn.Str("auto_pad", "NOTSET") == "NOTSET";
+    }
+    if (!all_conv) continue;
+    const size_t spatial = xv.dims.size() - 2;
+    const std::vector<int> readers = yv.consumers;
+    for (int c : readers) {
+      Node& cn = g->nodes[static_cast<size_t>(c)];
+      std::vector<int64_t> pads = cn.Ints("pads");
+      if (pads.size() != 2 * spatial) pads.assign(2 * spatial, 0);
+      for (size_t i = 0; i < spatial; ++i) {
+        pads[i] += spec.begin[i + 2];
+        pads[i + spatial] += spec.end[i + 2];
+      }
+      Attr a;
+      a.type = EPCTX_ATTR_INTS;
+      a.ints = pads;
+      cn.attrs["pads"] = a;
+      cn.inputs[0] = x;
+      g->v(x).consumers.push_back(c);
+    }
+    std::vector<int>& xc = g->v(x).consumers;
+    xc.erase(std::find(xc.begin(), xc.end(), static_cast<int>(pi)));
+    for (size_t k = 1; k < g->nodes[pi].inputs.size(); ++k) {
+      const int in = g->nodes[pi].inputs[k];
+      if (in < 0) continue;
+      std::vector<int>& ic = g->v(in).consumers;
+      auto it = std::find(ic.begin(), ic.end(), static_cast<int>(pi));
+      if (it != ic.end()) ic.erase(it);
+    }
+    g->v(y).consumers.clear();
+    (*folded)[pi] = true;
+    ++count;
+  }
+  return count;
+}
+
 bool SupportPad(const Graph& g, const Node& n, std::string* why) {
   if (!StaticIo(g, n, 1, why)) return false;
   const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
