@@ -80,6 +80,16 @@ EPCTX_AOT_STEP(Reorder)
 // reversed); false when it is not a permutation of [0, rank).
 bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
 
+// An eltwise post-op of algorithm `alg` (dnnl_alg_kind_t) with scale 1.
+inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
+  PostOp p;
+  p.kind = PostOp::kEltwise;
+  p.alg = alg;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
 // ops_math.cc: appends post-op `p` to `list`. oneDNN 2.6's JIT post-op injectors (convolution, matmul, binary)
 // run every eltwise post-op of one algorithm with the parameters of the first one: linear(1, 1.5) then
 // linear(1, 0.25) adds 1.5 twice (found by tests/difftest). So a second eltwise post-op of an algorithm already in

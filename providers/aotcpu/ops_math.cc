@@ -346,14 +346,6 @@ uint32_t BinaryAlg(const std::string& op) {
   return dnnl_binary_min;
 }
 
-PostOp Eltwise(uint32_t alg, float alpha, float beta) {
-  PostOp p;
-  p.kind = PostOp::kEltwise;
-  p.alg = alg;
-  p.alpha = alpha;
-  p.beta = beta;
-  return p;
-}
 
 // Pow(x, c) with a constant scalar exponent (float or integer).
 bool ConstExponent(const Graph& g, int value, float* e) {
@@ -369,8 +361,8 @@ bool ConstExponent(const Graph& g, int value, float* e) {
 
 // HardSigmoid = clip(alpha * x + beta, 0, 1): oneDNN 2.6 has no single algorithm for it.
 void HardSigmoidOps(const Node& n, std::vector<PostOp>* out) {
-  out->push_back(Eltwise(dnnl_eltwise_linear, n.Float("alpha", 0.2f), n.Float("beta", 0.5f)));
-  out->push_back(Eltwise(dnnl_eltwise_clip_v2, 0.f, 1.f));
+  out->push_back(EltwisePostOp(dnnl_eltwise_linear, n.Float("alpha", 0.2f), n.Float("beta", 0.5f)));
+  out->push_back(EltwisePostOp(dnnl_eltwise_clip_v2, 0.f, 1.f));
 }
 
 // Which post-op operand shapes the step can take: maps an operand's ONNX dims (broadcastable to the result) to
@@ -395,7 +387,7 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
     if (MatchGelu(g, value, true, &gm) && !AnyAbsorbed(ctx, gm.nodes)) {
       Fused f;
       f.nodes = gm.nodes;
-      f.post_ops.push_back(Eltwise(dnnl_eltwise_gelu_erf, 0, 0));
+      f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_gelu_erf, 0, 0));
       f.out = gm.out;
       if (!fits(f)) break;
       chain.push_back(f);
@@ -418,11 +410,11 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
       break;  // not an eltwise algorithm (only inside the GELU)
     } else if (m.inputs.size() >= 1 && m.inputs[0] == value && !IsBinaryOp(m.op) && m.op != "Pow" &&
                SupportUnary(g, m, &why) && EltwiseFor(g, m, &alg, &alpha, &beta)) {
-      f.post_ops.push_back(Eltwise(alg, alpha, beta));
+      f.post_ops.push_back(EltwisePostOp(alg, alpha, beta));
     } else if (m.op == "Pow") {
       float e;
       if (m.inputs.size() != 2 || m.inputs[0] != value || !ConstExponent(g, m.inputs[1], &e)) break;
-      f.post_ops.push_back(Eltwise(dnnl_eltwise_pow, 1.f, e));
+      f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_pow, 1.f, e));
     } else if (IsBinaryOp(m.op)) {
       int other = OtherInput(m, value);
       if (other < 0) break;
@@ -437,12 +429,12 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
       const bool div_by_const = m.op == "Div" && first && ov.is_const() && g.ConstScalar(other, &s) &&
                                 std::isfinite(s) && s != 0 && std::isfinite(1.f / s) && std::fpclassify(1.f / s) == FP_NORMAL;
       if (div_by_const) {
-        f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1.f / s, 0));
+        f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, 1.f / s, 0));
       } else if (ov.is_const() && g.ConstScalar(other, &s) && (m.op == "Mul" || m.op == "Add" || m.op == "Sub")) {
-        if (m.op == "Mul") f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, s, 0));
-        else if (m.op == "Add") f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1, s));
-        else if (first) f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, 1, -s));
-        else f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, s));
+        if (m.op == "Mul") f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, s, 0));
+        else if (m.op == "Add") f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, 1, s));
+        else if (first) f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, 1, -s));
+        else f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, -1, s));
       } else {
         Dims cd;
         if (!allow_binary || !ctx.IsAvailable(other) || !map(ov.dims, &cd)) break;
@@ -451,7 +443,7 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
         p.kind = PostOp::kBinary;
         p.alg = BinaryAlg(m.op);
         f.post_ops.push_back(p);
-        if (!first && !commutative) f.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, 0));  // other - x
+        if (!first && !commutative) f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, -1, 0));  // other - x
         f.operand_value = other;
       }
     } else {
@@ -600,7 +592,7 @@ CheckResult LowerGelu(LowerContext& ctx, int node, int x, const GeluMatch& gm) {
     if (n != node) ctx.Absorb(n);
     name += (name.empty() ? "" : "+") + ctx.node(n).name;
   }
-  return EmitEltwise(ctx, node, name, x, gm.out, {Eltwise(dnnl_eltwise_gelu_erf, 0, 0)});
+  return EmitEltwise(ctx, node, name, x, gm.out, {EltwisePostOp(dnnl_eltwise_gelu_erf, 0, 0)});
 }
 
 // ---- erf --------------------------------------------------------------------------------------------------------
@@ -761,7 +753,8 @@ bool MatchHardSwish(const Graph& g, int x, std::vector<int>* nodes) {
   auto node = [&](int n) -> const Node& { return g.nodes[static_cast<size_t>(n)]; };
   // d = v / 6 or v * (1/6): true when node `d` is that for v.
   auto sixth = [&](int d, int v) {
-    if (is(d, "Div")) return node(d).inputs.size() == 2 && node(d).inputs[0] == v && ConstNear(g, node(d).inputs[1], 6.0);
+    if (is(d, "Div"))
+      return node(d).inputs.size() == 2 && node(d).inputs[0] == v && ConstNear(g, node(d).inputs[1], 6.0);
     return is(d, "Mul") && ConstNear(g, OtherInput(node(d), v), 1.0 / 6.0);
   };
   std::vector<int> cons = xv.consumers;
@@ -1415,7 +1408,7 @@ CheckResult LowerUnary(LowerContext& ctx, int node) {
     uint32_t alg;
     float alpha, beta;
     if (!EltwiseFor(g, n, &alg, &alpha, &beta)) return ctx.Fail(node, "not expressible as a oneDNN eltwise");
-    algs.push_back(Eltwise(alg, alpha, beta));
+    algs.push_back(EltwisePostOp(alg, alpha, beta));
   }
   return EmitEltwise(ctx, node, n.name, x, y, algs);
 }
@@ -1538,7 +1531,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   if (n.op == "Pow") {
     float e;
     if (!ConstExponent(g, n.inputs[1], &e)) return ctx.Fail(node, "exponent is not a constant scalar");
-    return EmitEltwise(ctx, node, n.name, n.inputs[0], n.outputs[0], {Eltwise(dnnl_eltwise_pow, 1.f, e)});
+    return EmitEltwise(ctx, node, n.name, n.inputs[0], n.outputs[0], {EltwisePostOp(dnnl_eltwise_pow, 1.f, e)});
   }
   const Dims yd = g.v(n.outputs[0]).dims;
   const Dims cd = AtLeast1D(yd);
@@ -1555,7 +1548,7 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   step.kind = StepKind::kBinary;
   step.name = n.name;
   step.ints = {static_cast<int64_t>(BinaryAlg(n.op))};
-  if (negate) step.post_ops.push_back(Eltwise(dnnl_eltwise_linear, -1, 0));
+  if (negate) step.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, -1, 0));
 
   // Same dims and the same (possibly blocked) layout: run in that layout. A blocked first operand with a broadcast
   // second one (a scalar, per-channel or per-(N, C) values: x + 3 of a hard-swish, the Mul of a squeeze-excitation

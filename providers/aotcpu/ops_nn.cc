@@ -449,15 +449,6 @@ bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float*
   return true;
 }
 
-PostOp EltwiseOp(uint32_t alg, float alpha, float beta) {
-  PostOp p;
-  p.kind = PostOp::kEltwise;
-  p.alg = alg;
-  p.alpha = alpha;
-  p.beta = beta;
-  p.scale = 1;
-  return p;
-}
 
 // The activations, affine maps by constant scalars and residual Adds that follow `value` as its sole consumers, in
 // order (not yet absorbed), after the step's own post-ops `first` (AppendPostOp: adjacent linears merge; no second
@@ -480,15 +471,15 @@ std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value, std::vector<Po
     float alpha = 0, beta = 0;
     float bound = 0;
     if (ScalarAffine(g, cn, value, &alpha, &beta)) {
-      f.pos.push_back(EltwiseOp(dnnl_eltwise_linear, alpha, beta));
+      f.pos.push_back(EltwisePostOp(dnnl_eltwise_linear, alpha, beta));
     } else if ((cn.op == "Max" || cn.op == "Min") && cn.num_inputs() == 2 &&
                (cn.inputs[0] == value) != (cn.inputs[1] == value) &&
                g.ConstScalar(cn.inputs[0] == value ? cn.inputs[1] : cn.inputs[0], &bound) && std::isfinite(bound)) {
       // max(x, c) / min(x, c) by a constant scalar: a clip with the other bound infinite (infinite inputs stay so).
       // openWakeWord's embedding model follows every LeakyRelu with max(x, -0.4): a step each, 16% of its run.
       const float inf = std::numeric_limits<float>::infinity();
-      f.pos.push_back(cn.op == "Max" ? EltwiseOp(dnnl_eltwise_clip_v2, bound, inf)
-                                     : EltwiseOp(dnnl_eltwise_clip_v2, -inf, bound));
+      f.pos.push_back(cn.op == "Max" ? EltwisePostOp(dnnl_eltwise_clip_v2, bound, inf)
+                                     : EltwisePostOp(dnnl_eltwise_clip_v2, -inf, bound));
     } else if (cn.op == "Add") {
       if (cn.num_inputs() != 2) break;
       const int other = cn.inputs[0] == value ? cn.inputs[1] : cn.inputs[0];
@@ -500,10 +491,10 @@ std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value, std::vector<Po
       f.pos.push_back(p);
       f.other = other;
     } else if (cn.op == "HardSigmoid" && In(cn, 0) == value) {
-      f.pos.push_back(EltwiseOp(dnnl_eltwise_linear, cn.Float("alpha", 0.2f), cn.Float("beta", 0.5f)));
-      f.pos.push_back(EltwiseOp(dnnl_eltwise_clip_v2, 0.f, 1.f));
+      f.pos.push_back(EltwisePostOp(dnnl_eltwise_linear, cn.Float("alpha", 0.2f), cn.Float("beta", 0.5f)));
+      f.pos.push_back(EltwisePostOp(dnnl_eltwise_clip_v2, 0.f, 1.f));
     } else if (In(cn, 0) == value && EltwiseFor(g, cn, &alg, &alpha, &beta)) {
-      f.pos.push_back(EltwiseOp(alg, alpha, beta));
+      f.pos.push_back(EltwisePostOp(alg, alpha, beta));
     } else {
       break;
     }
@@ -966,8 +957,9 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
           // Among equals, a transposed convolution takes the layouts with the fewest bytes: oneDNN's "any" pads its
           // channels to blocks of 16, and the detector's last ConvTranspose (1 output channel) ran 3x slower on
           // that padding than on blocks of 8 (4.5 vs 1.4 ms at one thread, the same direct kernels).
+          auto bytes = [](const PdDescs& d) { return d.src.get_size() + d.dst.get_size(); };
           const bool smaller = deconv && best.found && c.score == best.score && c.k == best.k &&
-                               c.pd.src.get_size() + c.pd.dst.get_size() < best.pd.src.get_size() + best.pd.dst.get_size();
+                               bytes(c.pd) < bytes(best.pd);
           if (c.score > best.score || smaller) best = c;
         }
       }
@@ -1566,7 +1558,7 @@ CheckResult LowerBatchNorm(LowerContext& ctx, int node) {
   for (size_t i = 1; i < 5; ++i) st.ops.push_back(ctx.UsePlain(In(n, i)));
   if (fuse_relu) {
     st.name = JoinNames(ctx, node, {relu});
-    st.post_ops.push_back(EltwiseOp(dnnl_eltwise_relu, 0, 0));
+    st.post_ops.push_back(EltwisePostOp(dnnl_eltwise_relu, 0, 0));
     ctx.Absorb(relu);
     y = Out(ctx.node(relu), 0);
   }

@@ -325,25 +325,30 @@ TEST(AotCpuProgram, StridedCopyReversesAndStaysInBounds) {
   refused([](Step* s) { s->ops.pop_back(); });
 }
 
+// `p` serializes with program version `version`, parses back, and the same records stamped `version - 1` are refused
+// with `message`.
+void ExpectStampedAndRefusedBelow(const Program& p, uint32_t weights, uint32_t version, const std::string& message) {
+  const std::string records = SerializeProgram(p);
+  uint32_t stamped = 0;
+  std::memcpy(&stamped, records.data() + 8, 4);
+  EXPECT_EQ(stamped, version);
+  Program q;
+  ASSERT_TRUE(ParseProgram(records, weights, &q).ok);
+  std::string forged = records;
+  const uint32_t older = version - 1;
+  std::memcpy(&forged[8], &older, 4);
+  CheckResult r = ParseProgram(forged, weights, &q);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find(message), std::string::npos) << r.reason;
+}
+
 // Comparison algorithms of kBinary came with version 3: stamped 3, refused under an older stamp.
 TEST(AotCpuProgram, ComparisonsAreVersion3) {
   Program p = Sample();
   p.steps[2].ints[0] = dnnl_binary_ge;
   p.steps[2].ops[2].dtype = 9;
   p.outputs[0].dtype = 9;
-  const std::string v3 = SerializeProgram(p);
-  uint32_t version = 0;
-  std::memcpy(&version, v3.data() + 8, 4);
-  EXPECT_EQ(version, 3u);
-  Program q;
-  ASSERT_TRUE(ParseProgram(v3, 1, &q).ok);
-  std::string forged = v3;
-  version = 2;
-  std::memcpy(&forged[8], &version, 4);
-  CheckResult r = ParseProgram(forged, 1, &q);
-  EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.reason.find("step 2 is a comparison, which program version 2 does not have"), std::string::npos)
-      << r.reason;
+  ExpectStampedAndRefusedBelow(p, 1, 3, "step 2 is a comparison, which program version 2 does not have");
   // A comparison with post-ops or a float dst is refused by the builder.
   std::vector<float> w = Weight();
   for (int damage = 0; damage < 2; ++damage) {
@@ -383,19 +388,8 @@ TEST(AotCpuProgram, BatchNormReluIsVersion4) {
   relu.alg = dnnl_eltwise_relu;
   s.post_ops = {relu};
   p.steps = {s};
-  const std::string v4 = SerializeProgram(p);
-  uint32_t version = 0;
-  std::memcpy(&version, v4.data() + 8, 4);
-  EXPECT_EQ(version, 4u);
-  Program q;
-  ASSERT_TRUE(ParseProgram(v4, 4, &q).ok);
-  std::string forged = v4;
-  version = 3;
-  std::memcpy(&forged[8], &version, 4);
-  CheckResult r = ParseProgram(forged, 4, &q);
-  EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.reason.find("is a batch normalization with a post-op, which program version 3 does not have"),
-            std::string::npos) << r.reason;
+  ExpectStampedAndRefusedBelow(p, 4, 4,
+                               "is a batch normalization with a post-op, which program version 3 does not have");
   // Values: relu((x - mean) / sqrt(var + eps) * scale + shift); a post-op other than a plain ReLU is refused.
   const std::vector<float> scale = {1, 2, -1}, shift = {0.5f, -1, 0}, mean = {0, 1, -1}, var = {1, 4, 0.25f};
   std::vector<float> x(12);
