@@ -431,6 +431,12 @@ CheckResult LowerContext::Alias(int value, int source, const std::vector<int64_t
   return CheckResult::Ok();
 }
 
+bool LowerContext::DefineSubView(int value, const Operand& view) {
+  if (impl_->output_index.count(value) || impl_->fused_outputs.count(value)) return false;
+  impl_->ops[value] = view;
+  return true;
+}
+
 void LowerContext::Emit(Step step) {
   if (step.name.empty() && current_node_ >= 0) step.name = node(current_node_).name;
   impl_->steps.push_back(std::move(step));

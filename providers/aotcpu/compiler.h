@@ -114,6 +114,9 @@ class LowerContext {
   // Defines `value` as a view of `source`'s bytes with new dims (plain row-major only; Reshape/Squeeze/Flatten/
   // Identity). Fails when `source` is not plain.
   CheckResult Alias(int value, int source, const std::vector<int64_t>& dims);
+  // Defines `value` as `view`, an operand over bytes an earlier step produced (a blocked sub-block: Split, Slice); no
+  // step. False (nothing defined) when `value` is a fused output, which must be written to its output buffer.
+  bool DefineSubView(int value, const Operand& view);
 
   void Emit(Step step);
 

@@ -104,6 +104,12 @@ bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear)
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
 int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded);
 
+// ops_tensor.cc: the sub-block [offsets, offsets + dims) of a format-tag operand as an operand of the same tag at a
+// byte offset, when those bytes are exactly a `dims` tensor in that layout (no padding); false otherwise. Split and
+// Slice of blocked values use it to read the parent's bytes in place.
+bool BlockedSubView(const Operand& parent, const std::vector<int64_t>& dims, const std::vector<int64_t>& offsets,
+                    Operand* out);
+
 // ops_tensor.cc: a constant-zero Pad of spatial axes read only by Convs (as X, explicit pads) becomes part of their
 // pads: the Pad is marked in `folded`, the Convs read its input (TensorFlow exports pad before a strided convolution;
 // a padded copy in plain layout otherwise). Returns the number folded.

@@ -497,6 +497,65 @@ TEST(OpsNn, ZeroPadBeforeConvIsFolded) {
   }
 }
 
+// Split and Slice of a convolution's blocked result read sub-blocks in place where the layout makes them contiguous
+// (OpsTensor.BlockedSubViews); whichever layout oneDNN picks on this machine, the two convolutions after a channel
+// split, a row split and a channel slice get the right values.
+TEST(OpsNn, SplitAndSliceOfBlockedResults) {
+  const Dims xd = {1, 16, 6, 6}, wd = {32, 16, 1, 1}, w2d = {8, 16, 3, 3}, w3d = {8, 32, 1, 1};
+  const std::vector<float> x = UniformFloats(Numel(xd), 101), w = UniformFloats(Numel(wd), 102, -0.3f, 0.3f),
+                           w2 = UniformFloats(Numel(w2d), 103, -0.2f, 0.2f), w3 = UniformFloats(Numel(w3d), 104, -0.2f, 0.2f);
+  auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const std::vector<float> c = to_float(RefConv2d(x, xd, w, wd, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+  // Channel split [16, 16] -> Conv each; row split [2, 4] -> Conv (1x1, 32 -> 8) of the first; Slice channels 16..32.
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w", wd, w);
+  b.Out("c", {1, 32, 6, 6});
+  b.N("Conv", {"x", "w"}, {"c"}, 11);
+  b.Out("a", {1, 16, 6, 6});
+  b.Out("bb", {1, 16, 6, 6});
+  b.N("Split", {"c"}, {"a", "bb"}, 11).attrs["axis"] = IntA(1);
+  b.Out("r0", {1, 32, 2, 6});
+  b.Out("r1", {1, 32, 4, 6});
+  Node& rs = b.N("Split", {"c"}, {"r0", "r1"}, 11);
+  rs.attrs["axis"] = IntA(2);
+  rs.attrs["split"] = IntsA({2, 4});
+  b.I64("starts", {16});
+  b.I64("ends", {32});
+  b.I64("axes", {1});
+  b.Out("s", {1, 16, 6, 6});
+  b.N("Slice", {"c", "starts", "ends", "axes"}, {"s"}, 13);
+  b.F32("w2", w2d, w2);
+  b.F32("w3", w3d, w3);
+  for (const char* in : {"a", "bb", "s"}) {
+    b.Out(std::string(in) + "_y", {1, 8, 6, 6});
+    b.N("Conv", {in, "w2"}, {std::string(in) + "_y"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+    b.Output(std::string(in) + "_y");
+  }
+  b.Out("r_y", {1, 8, 2, 6});
+  b.N("Conv", {"r0", "w3"}, {"r_y"}, 11);
+  b.Output("r_y");
+  b.Out("r1_y", {1, 32, 4, 6});
+  b.N("Relu", {"r1"}, {"r1_y"}, 14);
+  b.Output("r1_y");
+  Compiled cp;
+  ASSERT_TRUE(Compile(b, &cp));
+  std::vector<std::vector<float>> out = Execute(cp, {x});
+  const std::vector<float> a(c.begin(), c.begin() + 16 * 36), s(c.begin() + 16 * 36, c.end());
+  const Dims hd = {1, 16, 6, 6};
+  ExpectNear(out[0], RefConv2d(a, hd, w2, w2d, nullptr, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1));
+  ExpectNear(out[1], RefConv2d(s, hd, w2, w2d, nullptr, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1));
+  ExpectNear(out[2], RefConv2d(s, hd, w2, w2d, nullptr, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1));
+  std::vector<float> r0, r1;
+  for (int64_t ch = 0; ch < 32; ++ch)
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t j = 0; j < 6; ++j) (i < 2 ? r0 : r1).push_back(c[static_cast<size_t>((ch * 6 + i) * 6 + j)]);
+  ExpectNear(out[3], RefConv2d(r0, {1, 32, 2, 6}, w3, w3d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+  std::vector<double> r1y(r1.begin(), r1.end());
+  for (double& v : r1y) v = std::max(0.0, v);
+  ExpectNear(out[4], r1y);
+}
+
 // Batch-1 convolutions of the zoo's shapes (a 1-D STFT-like convolution on a channel-1 source, a 1x1 convolution on a
 // 1x1 map, a strided 1-D convolution + Relu) compile to layouts oneDNN runs with an optimized kernel whatever the
 // thread count the executor creates them with: on an AVX-512 machine oneDNN's equality ignores strides of size-1

@@ -311,6 +311,40 @@ thread_local std::vector<int64_t> GatherExec::rows_;
 
 }  // namespace
 
+// The sub-block [offsets, offsets + dims) of a blocked (format-tag) operand as an operand of the same tag at a byte
+// offset, when those bytes are exactly a `dims` tensor in that layout: oneDNN's sub-memory of the parent (offsets on a
+// blocked axis block-aligned) has a `dims` tensor's strides on every dim larger than 1, and no padding. A batch-1
+// split of channel-blocked channels at block multiples, or of nhwc rows, is one; a consumer then reads the parent's
+// bytes in place (Split and Slice otherwise copy through plain, issue 14).
+bool BlockedSubView(const Operand& parent, const std::vector<int64_t>& dims, const std::vector<int64_t>& offsets,
+                    Operand* out) {
+  if (parent.tag == 0 || parent.dims.size() != dims.size() || offsets.size() != dims.size()) return false;
+  dnnl::memory::desc whole;
+  if (!OperandDesc(parent, &whole).ok || whole.data.format_kind != dnnl_blocked) return false;
+  try {
+    const dnnl::memory::desc sub =
+        whole.submemory_desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::dims(offsets.begin(), offsets.end()));
+    const dnnl::memory::desc want(dnnl::memory::dims(dims.begin(), dims.end()), whole.data_type(),
+                                  static_cast<dnnl::memory::format_tag>(parent.tag));
+    const auto& a = sub.data.format_desc.blocking;
+    const auto& b = want.data.format_desc.blocking;
+    if (want.data.format_kind != dnnl_blocked || a.inner_nblks != b.inner_nblks) return false;
+    for (int k = 0; k < a.inner_nblks; ++k)
+      if (a.inner_blks[k] != b.inner_blks[k] || a.inner_idxs[k] != b.inner_idxs[k]) return false;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (want.data.padded_dims[d] != dims[d]) return false;  // padding would read the parent's next values
+      if (dims[d] > 1 && a.strides[d] != b.strides[d]) return false;
+    }
+    if (sub.data.offset0 < 0) return false;
+    *out = parent;
+    out->dims = dims;
+    out->offset = parent.offset + static_cast<uint64_t>(sub.data.offset0) * DtypeSize(parent.dtype);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 // ---- Reshape, Squeeze, Unsqueeze, Flatten, Identity --------------------------------------------------------------
 
 bool SupportReshape(const Graph& g, const Node& n, std::string* why) {
@@ -454,6 +488,15 @@ CheckResult LowerSlice(LowerContext& ctx, int node) {
   SliceParams p;
   std::string why;
   if (!SliceOf(ctx.graph(), n, &p, &why)) return ctx.Fail(node, why);
+  // A unit-step slice of a blocked source that is a sub-block: a view of its bytes, no copy.
+  const Operand* cur = ctx.Peek(n.inputs[0]);
+  const Value& y = ctx.graph().v(n.outputs[0]);
+  if (cur && cur->tag != 0 && !ctx.options().portable_layouts && !y.is_graph_output && !y.consumers.empty() &&
+      std::all_of(p.step.begin(), p.step.end(), [](int64_t v) { return v == 1; })) {
+    Operand view;
+    if (BlockedSubView(ctx.Use(n.inputs[0]), p.dims, p.begin, &view) && ctx.DefineSubView(n.outputs[0], view))
+      return CheckResult::Ok();
+  }
   const Operand in = ctx.UsePlain(n.inputs[0]);
   Step s;
   s.name = StepName(ctx.graph(), n);
@@ -840,6 +883,26 @@ CheckResult LowerSplit(LowerContext& ctx, int node) {
   std::string why;
   if (!SplitLengths(ctx.graph(), n, &axis, &lengths, &why)) return ctx.Fail(node, why);
   const Value& x = ctx.graph().v(n.inputs[0]);
+  // A blocked source split into sub-blocks: views of its bytes, no copy.
+  const Operand* cur = ctx.Peek(n.inputs[0]);
+  if (cur && cur->tag != 0 && !ctx.options().portable_layouts) {
+    std::vector<Operand> views(n.outputs.size());
+    bool all = true;
+    int64_t at = 0;
+    for (size_t i = 0; i < n.outputs.size() && all; ++i) {
+      std::vector<int64_t> dims = x.dims, offsets(x.dims.size(), 0);
+      dims[static_cast<size_t>(axis)] = lengths[i];
+      offsets[static_cast<size_t>(axis)] = at;
+      all = ctx.graph().v(n.outputs[i]).consumers.size() > 0 && !ctx.graph().v(n.outputs[i]).is_graph_output &&
+            BlockedSubView(ctx.Use(n.inputs[0]), dims, offsets, &views[i]);
+      at += lengths[i];
+    }
+    if (all) {
+      for (size_t i = 0; i < n.outputs.size(); ++i)
+        if (!ctx.DefineSubView(n.outputs[i], views[i])) return ctx.Fail(node, "split output is a fused output");
+      return CheckResult::Ok();
+    }
+  }
   const Operand in = ctx.UsePlain(n.inputs[0]);
   const std::vector<int64_t> rs = RowMajorStrides(x.dims);
   int64_t begin = 0;

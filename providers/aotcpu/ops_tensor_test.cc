@@ -64,6 +64,36 @@ std::vector<std::vector<float>> CompileAndRun(const GraphBuilder& b, const std::
 }
 
 // Split-18 with num_outputs: equal parts of ceil(dim / n), the last one smaller.
+// Sub-blocks of blocked operands as views (Split and Slice read them in place): a batch-1 channel split of nChw16c at
+// a block multiple and a row split of nhwc are views at the right byte offset; a split inside a block, of nhwc
+// channels, of a batch-2 tensor, or one that would pad are not.
+TEST(OpsTensor, BlockedSubViews) {
+  using tag = dnnl::memory::format_tag;
+  auto op = [](tag t, std::vector<int64_t> dims) {
+    Operand o;
+    o.buf = Buf::kArena;
+    o.offset = 64;
+    o.dims = dims;
+    o.tag = static_cast<uint32_t>(t);
+    return o;
+  };
+  Operand v;
+  ASSERT_TRUE(BlockedSubView(op(tag::nChw16c, {1, 32, 4, 4}), {1, 16, 4, 4}, {0, 16, 0, 0}, &v));
+  EXPECT_EQ(v.offset, 64u + 16 * 4 * 4 * 4);
+  EXPECT_EQ(v.dims, (std::vector<int64_t>{1, 16, 4, 4}));
+  EXPECT_EQ(v.tag, static_cast<uint32_t>(tag::nChw16c));
+  ASSERT_TRUE(BlockedSubView(op(tag::acdb, {1, 32, 4, 5}), {1, 32, 2, 5}, {0, 0, 2, 0}, &v));
+  EXPECT_EQ(v.offset, 64u + 2 * 5 * 32 * 4);
+  EXPECT_FALSE(BlockedSubView(op(tag::nChw16c, {1, 32, 4, 4}), {1, 8, 4, 4}, {0, 8, 0, 0}, &v));    // inside a block
+  EXPECT_FALSE(BlockedSubView(op(tag::nChw16c, {1, 48, 4, 4}), {1, 24, 4, 4}, {0, 0, 0, 0}, &v));   // would pad
+  EXPECT_FALSE(BlockedSubView(op(tag::acdb, {1, 32, 4, 5}), {1, 16, 4, 5}, {0, 16, 0, 0}, &v));     // nhwc channels
+  EXPECT_FALSE(BlockedSubView(op(tag::nChw16c, {2, 32, 4, 4}), {2, 16, 4, 4}, {0, 16, 0, 0}, &v));  // batch 2
+  Operand plain = op(tag::nChw16c, {1, 32, 4, 4});
+  plain.tag = 0;
+  plain.strides = {512, 16, 4, 1};
+  EXPECT_FALSE(BlockedSubView(plain, {1, 16, 4, 4}, {0, 16, 0, 0}, &v));  // plain operands are strided views already
+}
+
 TEST(OpsTensor, Split18NumOutputs) {
   for (const auto& [dim, parts] : std::vector<std::pair<int64_t, Dims>>{{8, {2, 2, 2, 2}}, {7, {3, 3, 1}}}) {
     GraphBuilder b;
