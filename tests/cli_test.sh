@@ -110,6 +110,27 @@ for bad in "../m_ctx_examp.bn" "/etc/ctx_examp.bn"; do
   check "inspect: binary path '$bad' exits 0" [ $rc -eq 0 ]
   check "inspect: binary path '$bad' refused with a note" grep -q "binary: $bad (missing): .*refused.*not opened" <<<"$out"
 done
+# EPContext nodes inside control-flow bodies are listed too, with the graph they sit in (an If with a Relu per branch,
+# each branch's Relu compiled by the example EP).
+mkdir -p "$tmp/insp/if"
+/usr/bin/python3 - "$tmp/insp/if/m.onnx" <<'PYEOF'
+import sys
+import onnx
+from onnx import TensorProto, helper
+def branch(name):
+    return helper.make_graph([helper.make_node("Relu", ["x"], [name + "_y"], name=name + "_relu")], name, [],
+                             [helper.make_tensor_value_info(name + "_y", TensorProto.FLOAT, [3, 4])])
+node = helper.make_node("If", ["c"], ["y"], name="choose", then_branch=branch("then"), else_branch=branch("else"))
+g = helper.make_graph([node], "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                    helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PYEOF
+"$EPCTX" perf -e example -C "ep.context_enable|1" -r 1 -x 1 -I "$tmp/insp/if/m.onnx" >/dev/null 2>&1
+out=$("$EPCTX" inspect "$tmp/insp/if/m_ctx.onnx"); rc=$?
+check "inspect: If model's ctx exits 0" [ $rc -eq 0 ]
+check "inspect: EPContext nodes in both If branches" grep -q "^EPContext nodes: 2$" <<<"$out"
+check "inspect: the branch an EPContext node sits in" grep -q "^    graph: choose/then_branch$" <<<"$out"
 mkdir -p "$tmp/insp/sub"
 cp "$tmp/insp/m_ctx.onnx" "$tmp/insp/sub/m_ctx.onnx"
 ln -s /etc/hostname "$tmp/insp/sub/m_ctx_example.bin"

@@ -26,6 +26,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -525,8 +526,18 @@ StatusOr<json> Inspect(const std::string& path, bool steps, std::vector<Failure>
   json ctx_nodes = json::array();
   std::map<std::string, int64_t> by_op;
   int64_t other = 0;
-  for (const auto& n : m.graph().node()) {
+  // EPContext nodes of the main graph and of control-flow bodies (a partition inside an If branch is an EPContext node
+  // there: Silero VAD v5's four); `graph` names where a node sits ("main", or "<node>/<attribute>" nested).
+  std::function<void(const onnx::GraphProto&, const std::string&)> visit = [&](const onnx::GraphProto& graph,
+                                                                              const std::string& where) {
+  for (const auto& n : graph.node()) {
+    for (const auto& a : n.attribute()) {
+      const std::string inner = (where == "main" ? "" : where + "/") + Printable(n.name(), 256) + "/" + a.name();
+      if (a.type() == onnx::AttributeProto::GRAPH) visit(a.g(), inner);
+      for (const auto& sub : a.graphs()) visit(sub, inner);
+    }
     if (n.op_type() != "EPContext" || n.domain() != "com.microsoft") {
+      if (where != "main") continue;  // cpu_nodes counts the main graph's nodes
       std::string op = n.op_type();
       if (!n.domain().empty() && n.domain() != "ai.onnx") op = n.domain() + ":" + op;
       ++by_op[op];
@@ -539,6 +550,7 @@ StatusOr<json> Inspect(const std::string& path, bool steps, std::vector<Failure>
     std::vector<std::string> notes;
     json c;
     c["name"] = n.name();
+    c["graph"] = where;
     bool has = false;
     std::string source = StrAttr(n, "source", &has, &notes);
     c["source"] = has ? json(source) : json(nullptr);
@@ -595,6 +607,8 @@ StatusOr<json> Inspect(const std::string& path, bool steps, std::vector<Failure>
     c["notes"] = notes;
     ctx_nodes.push_back(c);
   }
+  };
+  visit(m.graph(), "main");
   j["ep_context_nodes"] = ctx_nodes;
   j["cpu_nodes"] = {{"count", other}, {"by_op_type", by_op}};
   j["warnings"] = warnings;
@@ -640,6 +654,7 @@ void PrintText(const json& j) {
   std::printf("EPContext nodes: %zu\n", j["ep_context_nodes"].size());
   for (const auto& c : j["ep_context_nodes"]) {
     std::printf("  %s\n", Str(c["name"]).c_str());
+    if (c["graph"] != "main") std::printf("    graph: %s\n", Str(c["graph"]).c_str());
     std::printf("    source: %s\n", Str(c["source"]).c_str());
     std::printf("    main_context: %lld%s\n", static_cast<long long>(c["main_context"].get<int64_t>()),
                 c["main_context_default"].get<bool>() ? " (default)" : "");
