@@ -80,6 +80,11 @@ EPCTX_AOT_STEP(Reorder)
 // reversed); false when it is not a permutation of [0, rank).
 bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
 
+// ops_math.cc: `n` reading `value` as an affine map by a constant scalar (x * s, x + s, x - s, s - x, x / s): true
+// with y = alpha * x + beta. x / s becomes x * (1/s), within one ulp of the quotient (exact when s is a power of two);
+// a non-finite s gives a non-finite alpha/beta, which AppendPostOp refuses.
+bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float* beta);
+
 // An eltwise post-op of algorithm `alg` (dnnl_alg_kind_t) with scale 1.
 inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
   PostOp p;

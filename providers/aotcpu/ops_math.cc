@@ -422,19 +422,11 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
       bool commutative = m.op == "Add" || m.op == "Mul" || m.op == "Max" || m.op == "Min";
       const Value& ov = g.v(other);
       if (ov.dtype != kF32 || !ov.has_shape || !BroadcastsTo(ov.dims, dims)) break;
-      float s;
-      // x / c by a constant scalar is x * (1/c): within one ulp of the quotient (exact when c is a power of two); a
-      // binary division post-op or step instead costs a conversion of blocked activations to plain (issue 14: the
-      // hard-swish's / 6 in MobileNetV3).
-      const bool div_by_const = m.op == "Div" && first && ov.is_const() && g.ConstScalar(other, &s) &&
-                                std::isfinite(s) && s != 0 && std::isfinite(1.f / s) && std::fpclassify(1.f / s) == FP_NORMAL;
-      if (div_by_const) {
-        f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, 1.f / s, 0));
-      } else if (ov.is_const() && g.ConstScalar(other, &s) && (m.op == "Mul" || m.op == "Add" || m.op == "Sub")) {
-        if (m.op == "Mul") f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, s, 0));
-        else if (m.op == "Add") f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, 1, s));
-        else if (first) f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, 1, -s));
-        else f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, -1, s));
+      // x / c by a constant scalar is x * (1/c) (ScalarAffine): a binary division post-op or step instead costs a
+      // conversion of blocked activations to plain (issue 14: the hard-swish's / 6 in MobileNetV3).
+      float a, b;
+      if (ScalarAffine(g, m, value, &a, &b)) {
+        f.post_ops.push_back(EltwisePostOp(dnnl_eltwise_linear, a, b));
       } else {
         Dims cd;
         if (!allow_binary || !ctx.IsAvailable(other) || !map(ov.dims, &cd)) break;
@@ -832,6 +824,30 @@ int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded) {
     }
   }
   return fused;
+}
+
+// ---- affine maps by constant scalars ----------------------------------------------------------------------------
+
+bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float* beta) {
+  if (n.num_inputs() != 2 || (n.op != "Mul" && n.op != "Add" && n.op != "Sub" && n.op != "Div")) return false;
+  const bool first = n.inputs[0] == value;
+  const int other = first ? n.inputs[1] : n.inputs[0];
+  float s;
+  if (other == value || (!first && n.inputs[1] != value) || !g.ConstScalar(other, &s)) return false;
+  *alpha = 1;
+  *beta = 0;
+  if (n.op == "Mul") {
+    *alpha = s;
+  } else if (n.op == "Add") {
+    *beta = s;
+  } else if (n.op == "Sub") {
+    *alpha = first ? 1.f : -1.f;
+    *beta = first ? -s : s;
+  } else {
+    if (!first || !std::isfinite(s) || s == 0 || std::fpclassify(1.f / s) != FP_NORMAL) return false;
+    *alpha = 1.f / s;
+  }
+  return true;
 }
 
 // ---- post-op lists -------------------------------------------------------------------------------------------------

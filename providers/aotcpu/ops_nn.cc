@@ -424,32 +424,6 @@ struct FusedOp {
   std::vector<PostOp> pos;    // the node's post-ops: one binary (a residual Add), or eltwise ones
 };
 
-// `n` reading `value` as an affine map by a constant scalar (x * s, x + s, x - s, s - x, x / s): true with
-// y = alpha * x + beta. x / s becomes x * (1/s), within one ulp of the quotient.
-bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float* beta) {
-  if (n.num_inputs() != 2 || (n.op != "Mul" && n.op != "Add" && n.op != "Sub" && n.op != "Div")) return false;
-  const bool first = n.inputs[0] == value;
-  const int other = first ? n.inputs[1] : n.inputs[0];
-  float s;
-  if (other == value || (!first && n.inputs[1] != value) || !g.ConstScalar(other, &s) || !std::isfinite(s))
-    return false;
-  *alpha = 1;
-  *beta = 0;
-  if (n.op == "Mul") {
-    *alpha = s;
-  } else if (n.op == "Add") {
-    *beta = s;
-  } else if (n.op == "Sub") {
-    *alpha = first ? 1.f : -1.f;
-    *beta = first ? -s : s;
-  } else {
-    if (!first || s == 0 || std::fpclassify(1.f / s) != FP_NORMAL) return false;
-    *alpha = 1.f / s;
-  }
-  return true;
-}
-
-
 // The activations, affine maps by constant scalars and residual Adds that follow `value` as its sole consumers, in
 // order (not yet absorbed), after the step's own post-ops `first` (AppendPostOp: adjacent linears merge; no second
 // eltwise of one algorithm with other parameters).
