@@ -6,7 +6,8 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config
       libdnnl-dev libgtest-dev libgmock-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libzstd-dev
       pybind11-dev python3-dev python3-numpy python3-onnx python3-pytest python3-protobuf
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev
+      python3-build python3-wheel python3-setuptools python3-venv python3-pip dpkg-dev file)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
