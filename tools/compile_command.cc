@@ -2,6 +2,7 @@
 // one ModelCompilationOptions setter; the output goes to a file (-o, default <MODEL stem>_ctx.onnx beside MODEL) or
 // to stdout through the write function (--stdout). --externalize-over demonstrates the initializer-location function.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -232,7 +233,29 @@ int RunCompileCommand(const CommonFlags& common) {
   const std::string bin_folder = f.bin_dir.empty() ? out_folder : f.bin_dir;
   const Listing before_out = List(out_folder), before_bin = List(bin_folder);
   CompileOptions::Report compile_report;
+  // The progress line, on stderr (stdout may carry the model): what is being compiled with which EPs, finished with
+  // what the EPs took and how long it took once the compile returns.
+  std::string ep_list;
+  for (const std::string& e : with_default.eps) ep_list += (ep_list.empty() ? "" : ",") + e;
+  std::fprintf(stderr, "epctx compile: compiling %s for %s ... ", f.model.c_str(), ep_list.c_str());
+  std::fflush(stderr);
   st = options.Compile(&compile_report);
+  if (st.ok()) {
+    std::map<std::string, std::pair<int, size_t>> per_ep;  // EP -> (partitions, nodes)
+    for (const PartitionReport& p : compile_report.partitions) {
+      per_ep[p.ep].first++;
+      per_ep[p.ep].second += p.num_nodes;
+    }
+    std::string took;
+    for (const auto& [ep, n] : per_ep)
+      took += fmt::format("{}{} partition{} ({} nodes) on {}", took.empty() ? "" : ", ", n.first,
+                          n.first == 1 ? "" : "s", n.second, ep);
+    if (took.empty()) took = "no partition compiled";
+    std::fprintf(stderr, "done in %.2f s: %s, %zu node%s left on the CPU EP\n", compile_report.seconds, took.c_str(),
+                 compile_report.left_on_cpu.size(), compile_report.left_on_cpu.size() == 1 ? "" : "s");
+  } else {
+    std::fprintf(stderr, "failed\n");
+  }
   if (f.to_stdout) std::fflush(stdout);
   if (!st.ok()) {
     if (externalizer && externalizer->created()) std::remove(externalizer->path().c_str());  // no partial output

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -206,12 +207,16 @@ Status CompileOptions::Compile(Report* report) const {
     gen->fallback_context_path = FallbackContextPath(input_data_, input_size_);
   SessionConfig config = session_;
   config.generation = std::move(gen);
+  const auto start = std::chrono::steady_clock::now();
   StatusOr<std::unique_ptr<InferenceSession>> session =
       input_from_buffer_ ? InferenceSession::CreateFromBytes(input_data_, input_size_, config)
                          : InferenceSession::CreateFromFile(input_path_, config);
   if (session.ok() && report) {
     report->left_on_cpu = session.value()->left_on_cpu();
     report->free_dims = session.value()->free_dims();
+    report->partitions = session.value()->partitions();
+    report->graph_nodes = session.value()->planned_graph().nodes.size();
+    report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   return session.status();  // the session is released here: compiling is done
 }

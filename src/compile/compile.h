@@ -54,6 +54,9 @@ class CompileOptions {
   struct Report {
     std::vector<LeftOnCpuNode> left_on_cpu;               // nodes no EP took, with the EPs' reasons
     std::vector<InferenceSession::FreeDim> free_dims;     // input dims still free after the overrides
+    std::vector<PartitionReport> partitions;              // what each EP took
+    size_t graph_nodes = 0;                               // nodes of the main graph after partitioning
+    double seconds = 0;                                   // the whole compile (load, partition, EP compile, write)
   };
   // Check(), then the session that writes the output. On failure nothing it wrote remains (see session.cc).
   // `report` (may be null) is filled when the compile succeeds.

@@ -90,6 +90,8 @@ class InferenceSession {
   std::vector<std::string> ep_names() const;
   // Fused node name -> EP name for every partition an EP took.
   const std::map<std::string, std::string>& partition_eps() const { return partition_.node_ep; }
+  // Every partition an EP took (which EP, how many nodes), in partitioning order.
+  const std::vector<PartitionReport>& partitions() const { return partition_.partitions; }
   // Writes the profile (when profiling is enabled) and returns its path.
   StatusOr<std::string> EndProfiling();
   Status SetEpDynamicOptions(const std::map<std::string, std::string>& options);
