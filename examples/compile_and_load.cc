@@ -13,7 +13,8 @@ int main(int argc, char** argv) try {
   epctx::Env env;  // lists the installed plugin EPs (lib/epctx/) by itself
   epctx::SessionOptions so;
   for (const auto& d : env.GetEpDevices())
-    if (std::string(d.EpName()) == "AotCpuExecutionProvider") so.AppendExecutionProvider_V2(env, {d}, epctx::KeyValuePairs{});
+    if (std::string(d.EpName()) == "AotCpuExecutionProvider")
+      so.AppendExecutionProvider_V2(env, {d}, epctx::KeyValuePairs{});
   if (!std::filesystem::exists(ctx)) {  // once: MODEL_ctx.onnx + MODEL_ctx_aotcpu.bin
     epctx::ModelCompilationOptions options(env, so);
     epctx::Status st = epctx::CompileModel(env, options.SetInputModelPath(model).SetOutputModelPath(ctx));
