@@ -217,8 +217,10 @@ def test_nodearg_and_model_metadata(ort):
     assert [(i.name, i.type, i.shape) for i in ins] == [("x", "tensor(float)", ["batch", 3]),
                                                         ("label", "tensor(string)", [None])]
     outs = sess.get_outputs()
-    assert [(o.name, o.type, o.shape) for o in outs] == [("y", "tensor(float)", ["batch", 3]),
-                                                         ("label_out", "tensor(string)", [None])]
+    assert [(o.name, o.type) for o in outs] == [("y", "tensor(float)"), ("label_out", "tensor(string)")]
+    assert outs[0].shape == ["batch", 3]
+    # Shape inference names the unnamed dim of an output ("unk__0"), as ONNX Runtime reports it.
+    assert len(outs[1].shape) == 1 and isinstance(outs[1].shape[0], str) and outs[1].shape[0].startswith("unk__")
     ov = sess.get_overridable_initializers()
     assert [(o.name, o.type, o.shape) for o in ov] == [("bias", "tensor(float)", [3])]
     md = sess.get_modelmeta()
@@ -280,7 +282,7 @@ def class_members(path, cls):
                     out.add(b.name)
                 elif isinstance(b, ast.AnnAssign):
                     out.add(b.target.id)
-            return out
+            return {n for n in out if not n.startswith("_")}
     raise AssertionError(f"{cls} not in {path}")
 
 
@@ -293,7 +295,7 @@ def test_package_stub_names_every_public_symbol(ort):
     assert stub_names(PKG_STUB) == public
     for cls in ("InferenceSession", "ModelCompiler"):
         members = {n for n in dir(getattr(ort, cls)) if not n.startswith("_")}
-        assert class_members(PKG_STUB, cls) - {"__init__"} == members, cls
+        assert class_members(PKG_STUB, cls) == members, cls
 
 
 def test_extension_stub_names_every_public_symbol(ort):
