@@ -116,8 +116,9 @@ class InferenceSession:
         return self._sess.get_providers()
 
     def get_provider_options(self):
-        "The options given for each provider named in providers=."
-        return self._provider_options
+        "Every provider of the session (get_providers() order) with the options given for it in providers= "
+        "({} for the others, CPUExecutionProvider included), as ONNX Runtime lists all registered providers."
+        return {ep: dict(self._provider_options.get(ep, {})) for ep in self.get_providers()}
 
     def set_providers(self, providers=None, provider_options=None):
         "Re-creates the session with other providers."

@@ -159,6 +159,19 @@ def test_string_inputs_and_outputs(ort, make_input):
     assert sess.get_outputs()[4].type == "tensor(bool)"
 
 
+def test_string_nodes_stay_on_the_cpu_ep_with_aotcpu(ort):
+    sess = ort.InferenceSession(string_model().SerializeToString(), providers=[AOT])
+    assert sess.get_partition_assignments() == {}
+    left = sess.get_session_report()["left_on_cpu"]
+    assert {n["op"] for n in left} == {"Identity", "Concat", "Gather", "Reshape", "Equal", "Cast"}
+    assert {n["op"]: n["reasons"][AOT] for n in left if n["op"] != "Equal"} == dict.fromkeys(
+        ["Identity", "Concat", "Gather", "Reshape", "Cast"], "unsupported element type")
+    cat, as_float = sess.run(["cat", "as_float"], {"s": np.array([["a", "b"], ["c", "d"]]),
+                                                   "nums": np.array(["0.25", "8", "-1"])})
+    np.testing.assert_array_equal(cat, np.array([["a", "b"], ["c", "d"], ["x", "y"]], dtype=object))
+    np.testing.assert_array_equal(as_float, np.array([0.25, 8, -1], np.float32))
+
+
 def test_string_ortvalues(ort):
     sess = ort.InferenceSession(string_model().SerializeToString())
     s = np.array([["p", "q"], ["r", "s"]], dtype=object)
@@ -244,7 +257,8 @@ def test_nodearg_and_model_metadata(ort):
     so.add_session_config_entry("session.parity", "1")
     s2 = ort.InferenceSession(meta_model().SerializeToString(), so, providers=[(AOT, {"k": 5})])
     assert s2.get_providers() == [AOT, "CPUExecutionProvider"]
-    assert s2.get_provider_options() == {AOT: {"k": "5"}}
+    assert s2.get_provider_options() == {AOT: {"k": "5"}, "CPUExecutionProvider": {}}
+    assert sess.get_provider_options() == {"CPUExecutionProvider": {}}
     assert s2.get_session_options().get_session_config_entry("session.parity") == "1"
 
 
