@@ -168,6 +168,7 @@ epctx::Value StringTensorFromNumpy(const py::array& arr) {
   epctx::Value v = epctx::Value::CreateTensor(ElementType::STRING, shape.data(), shape.size());
   py::object flat = arr.attr("ravel")();
   const py::ssize_t n = arr.size();
+  std::vector<std::string> texts(static_cast<size_t>(n));
   for (py::ssize_t i = 0; i < n; ++i) {
     py::object e = flat[py::int_(i)];
     std::string text;
@@ -197,8 +198,11 @@ epctx::Value StringTensorFromNumpy(const py::array& arr) {
     if (text.find('\0') != std::string::npos)
       throw epctx::Exception(ErrorCode::INVALID_ARGUMENT,
                              "string element " + std::to_string(i) + " contains a NUL character");
-    v.FillStringTensorElement(text.c_str(), static_cast<size_t>(i));
+    texts[static_cast<size_t>(i)] = std::move(text);
   }
+  std::vector<const char*> ptrs;
+  for (const std::string& t : texts) ptrs.push_back(t.c_str());
+  v.FillStringTensor(ptrs.data(), ptrs.size());
   return v;
 }
 }  // namespace

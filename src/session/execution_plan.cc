@@ -210,6 +210,8 @@ Status GraphPlan::Run(const std::vector<IValue>& feeds, const Frame* parent_fram
           {{"op_name", step.node->domain == "epctx.fused" ? "fused" : step.node->op_type}, {"provider", ep}}});
     }
     if (!st.ok()) {
+      // A subgraph stopped by the terminate flag: ONNX Runtime's message as is, without the node context.
+      if (Status t = CheckTerminate(); !t.ok()) return t;
       if (st.message().find(step.node->Describe()) == std::string::npos)
         return st.WithContext(step.node->Describe());
       return st;

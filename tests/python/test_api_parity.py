@@ -108,7 +108,7 @@ def test_terminate_from_another_thread_stops_a_running_run(ort):
     assert not th.is_alive(), "terminate did not stop the run within 30 s"
     e = result["outcome"]
     assert isinstance(e, ort.Fail), e
-    assert "Exiting due to terminate flag being set to true." in str(e)
+    assert e.message == "Exiting due to terminate flag being set to true."  # ONNX Runtime's, no node context
     assert e.code_name == "FAIL"
     assert result["seconds"] < 30
     # The same options reset, and a fresh session run, still work.
