@@ -264,6 +264,11 @@ class Value {
   const T* GetTensorData() const { return static_cast<const T*>(GetTensorRawData()); }
   // Element i of a string tensor.
   std::string GetStringTensorElement(size_t i) const;
+  // Sets element `index` of an owned string tensor (CreateTensor(ElementType::STRING, shape, ...)), or all of them
+  // from `count` strings (count must equal the element count). FAIL for a non-string tensor, INVALID_ARGUMENT for an
+  // index out of range, a count mismatch or a null string. ONNX Runtime's Ort::Value::FillStringTensor[Element].
+  void FillStringTensorElement(const char* s, size_t index);
+  void FillStringTensor(const char* const* s, size_t count);
   // Number of tensors in a sequence; and one of them (copy of the handle, shares memory).
   size_t GetCount() const;
   Value GetValue(size_t index) const;
@@ -304,9 +309,52 @@ CompiledModelCompatibility GetModelCompatibilityForEpDevices(const std::vector<C
 std::optional<std::string> GetCompatibilityInfoFromModel(const char* model_path, const char* ep_type);
 std::optional<std::string> GetCompatibilityInfoFromModelBytes(const void* data, size_t size, const char* ep_type);
 
+// Options of one Session::Run (ONNX Runtime's Ort::RunOptions). SetTerminate may be called from another thread
+// while a Run using these options is in progress: the run stops before its next node (subgraph nodes included) and
+// throws FAIL "Exiting due to terminate flag being set to true."; a Run started while the flag is set fails at once.
+// The tag, log levels and config entries are stored and read back (epctx logs no per-run messages).
 class RunOptions {
  public:
-  RunOptions() = default;
+  RunOptions();
+  ~RunOptions();
+  RunOptions(RunOptions&&) noexcept;
+  RunOptions& operator=(RunOptions&&) noexcept;
+  RunOptions(const RunOptions&) = delete;
+  RunOptions& operator=(const RunOptions&) = delete;
+
+  RunOptions& SetRunLogVerbosityLevel(int level);
+  int GetRunLogVerbosityLevel() const;
+  // 0 verbose .. 4 fatal (ONNX Runtime's OrtLoggingLevel), -1 (the default) the session's level; INVALID_ARGUMENT
+  // outside that range.
+  RunOptions& SetRunLogSeverityLevel(int level);
+  int GetRunLogSeverityLevel() const;
+  RunOptions& SetRunTag(const char* run_tag);
+  const char* GetRunTag() const;
+  // Run config entries; setting a key again replaces its value. INVALID_ARGUMENT for an empty key.
+  RunOptions& AddConfigEntry(const char* config_key, const char* config_value);
+  // The value of an entry, or nullptr when unset.
+  const char* GetConfigEntry(const char* config_key) const;
+  RunOptions& SetTerminate();
+  RunOptions& UnsetTerminate();
+  bool GetTerminate() const;
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The model's metadata (ONNX Runtime's Ort::ModelMetadata): ModelProto.producer_name, graph.name, domain,
+// doc_string (description), graph.doc_string (graph description), model_version and metadata_props.
+struct ModelMetadata {
+  std::string producer_name;
+  std::string graph_name;
+  std::string domain;
+  std::string description;
+  std::string graph_description;
+  int64_t version = 0;
+  std::map<std::string, std::string> custom_metadata_map;
 };
 
 class Session {
@@ -334,6 +382,11 @@ class Session {
   std::vector<std::string> GetOutputNames() const;
   TypeInfo GetInputTypeInfo(size_t index) const;   // INVALID_ARGUMENT when out of range
   TypeInfo GetOutputTypeInfo(size_t index) const;
+  // Graph inputs that have an initializer (a default value a run may override), in model order.
+  size_t GetOverridableInitializerCount() const;
+  std::vector<std::string> GetOverridableInitializerNames() const;
+  TypeInfo GetOverridableInitializerTypeInfo(size_t index) const;  // INVALID_ARGUMENT when out of range
+  ModelMetadata GetModelMetadata() const;
   // Writes the profile and returns its file name (FAIL when profiling is not enabled).
   std::string EndProfiling();
   // Options for the session's plugin EPs after creation (OrtEp::SetDynamicOptions).

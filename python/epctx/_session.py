@@ -49,6 +49,12 @@ def _normalize_providers(providers, provider_options, available):
     return list(chosen.keys()), list(chosen.values())
 
 
+def _check_run_options(run_options):
+    if run_options is not None and not isinstance(run_options, C.RunOptions):
+        raise TypeError(f"run_options must be an epctx.RunOptions or None, not '{type(run_options).__name__}'")
+    return run_options
+
+
 class InferenceSession:
     """Loads a model (path or serialized bytes) and runs it.
 
@@ -81,6 +87,8 @@ class InferenceSession:
         self._provider_options = dict(zip(names, options))
         self._inputs_meta = self._sess.inputs_meta
         self._outputs_meta = self._sess.outputs_meta
+        self._overridable_initializers = self._sess.overridable_initializers
+        self._model_meta = self._sess.model_meta
 
     def get_session_options(self):
         "The options the session was created with (a copy, with the requested providers added)."
@@ -94,31 +102,40 @@ class InferenceSession:
         "The model's outputs as NodeArg."
         return self._outputs_meta
 
+    def get_overridable_initializers(self):
+        "The graph inputs that have an initializer (a default a run may override) as NodeArg, in model order."
+        return self._overridable_initializers
+
+    def get_modelmeta(self):
+        "The model's metadata: producer_name, graph_name, domain, description, graph_description, version, "
+        "custom_metadata_map."
+        return self._model_meta
+
     def get_providers(self):
         "The session's execution providers in priority order (CPUExecutionProvider last)."
         return self._sess.get_providers()
 
     def get_provider_options(self):
-        "The options given for each provider named in providers=."
-        return self._provider_options
+        "Every provider of the session (get_providers() order) with the options given for it in providers= "
+        "({} for the others, CPUExecutionProvider included), as ONNX Runtime lists all registered providers."
+        return {ep: dict(self._provider_options.get(ep, {})) for ep in self.get_providers()}
 
     def set_providers(self, providers=None, provider_options=None):
         "Re-creates the session with other providers."
         self._create(providers, provider_options)
 
     def run(self, output_names, input_feed, run_options=None):
-        """Runs the model: input_feed maps input names to numpy arrays (or array-likes, or OrtValues); returns
-        the outputs named in output_names (all when None or empty) as numpy arrays (lists for sequences)."""
-        if run_options is not None:
-            raise TypeError("epctx has no RunOptions; pass run_options=None")
-        return self._sess.run(list(output_names) if output_names else None, dict(input_feed))
+        """Runs the model: input_feed maps input names to numpy arrays (or array-likes, or OrtValues; str/bytes/
+        object arrays for tensor(string) inputs); returns the outputs named in output_names (all when None or
+        empty) as numpy arrays (dtype object for strings; lists for sequences). run_options: a RunOptions (its
+        terminate flag, set from another thread, stops the run)."""
+        return self._sess.run(list(output_names) if output_names else None, dict(input_feed),
+                              _check_run_options(run_options))
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
         "Like run() with OrtValue inputs and outputs."
-        if run_options is not None:
-            raise TypeError("epctx has no RunOptions; pass run_options=None")
         return self._sess.run_with_ort_values(list(output_names) if output_names else None,
-                                              dict(input_dict_ort_values))
+                                              dict(input_dict_ort_values), _check_run_options(run_options))
 
     def end_profiling(self):
         "Writes the profile (SessionOptions.enable_profiling) and returns its file name."

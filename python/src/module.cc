@@ -159,6 +159,54 @@ const epctx::Value& PyOrtValue::value() const {
 }
 epctx::Value& PyOrtValue::mutable_value() { return const_cast<epctx::Value&>(value()); }
 
+namespace {
+// A numpy array of str ('U'), bytes ('S', UTF-8) or objects that are all str/bytes -> an owned tensor(string)
+// (ONNX Runtime's rule for dtype object: every element must be a string). INVALID_ARGUMENT naming the first element
+// that is neither, or bytes that are not UTF-8.
+epctx::Value StringTensorFromNumpy(const py::array& arr) {
+  std::vector<int64_t> shape(arr.shape(), arr.shape() + arr.ndim());
+  epctx::Value v = epctx::Value::CreateTensor(ElementType::STRING, shape.data(), shape.size());
+  py::object flat = arr.attr("ravel")();
+  const py::ssize_t n = arr.size();
+  std::vector<std::string> texts(static_cast<size_t>(n));
+  for (py::ssize_t i = 0; i < n; ++i) {
+    py::object e = flat[py::int_(i)];
+    std::string text;
+    if (py::isinstance<py::str>(e)) {
+      Py_ssize_t size = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(e.ptr(), &size);
+      if (!utf8) {
+        PyErr_Clear();
+        throw epctx::Exception(ErrorCode::INVALID_ARGUMENT,
+                               "string element " + std::to_string(i) + " cannot be encoded as UTF-8");
+      }
+      text.assign(utf8, static_cast<size_t>(size));
+    } else if (py::isinstance<py::bytes>(e)) {
+      text = e.cast<std::string>();
+      py::object decoded = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict"));
+      if (!decoded) {
+        PyErr_Clear();
+        throw epctx::Exception(ErrorCode::INVALID_ARGUMENT,
+                               "bytes element " + std::to_string(i) + " is not valid UTF-8 (tensor(string) holds text)");
+      }
+    } else {
+      throw epctx::Exception(ErrorCode::INVALID_ARGUMENT,
+                             "element " + std::to_string(i) + " of a numpy array of dtype object is a '" +
+                                 Py_TYPE(e.ptr())->tp_name + "', not a str (tensor(string) inputs hold str only)");
+    }
+    if (text.find('\0') != std::string::npos)
+      throw epctx::Exception(ErrorCode::INVALID_ARGUMENT,
+                             "string element " + std::to_string(i) + " contains a NUL character");
+    texts[static_cast<size_t>(i)] = std::move(text);
+  }
+  std::vector<const char*> ptrs;
+  for (const std::string& t : texts) ptrs.push_back(t.c_str());
+  v.FillStringTensor(ptrs.data(), ptrs.size());
+  return v;
+}
+}  // namespace
+
 epctx::Value ValueFromNumpy(const py::handle& obj, py::object* holder) {
   py::array arr = py::array::ensure(obj, py::array::c_style);
   if (!arr) {
@@ -168,10 +216,7 @@ epctx::Value ValueFromNumpy(const py::handle& obj, py::object* holder) {
   }
   const py::dtype dt = arr.dtype();
   const char kind = dt.kind();
-  if (kind == 'U' || kind == 'S' || kind == 'O')
-    throw epctx::Exception(ErrorCode::NOT_IMPLEMENTED,
-                           "string tensors cannot be passed as inputs through epctx's Python module (numpy dtype '" +
-                               std::string(py::str(py::object(dt))) + "')");
+  if (kind == 'U' || kind == 'S' || kind == 'O') return StringTensorFromNumpy(arr);
   const NumpyType* match = nullptr;
   for (const NumpyType& n : kNumpyTypes)
     if (n.kind == kind && n.itemsize == static_cast<size_t>(dt.itemsize())) match = &n;
@@ -197,7 +242,8 @@ py::object TensorToNumpy(const epctx::Value& v) {
     for (int64_t i = 0; i < count; ++i) {
       // Object arrays start as None references; replace each one.
       PyObject** slot = reinterpret_cast<PyObject**>(slots) + i;
-      PyObject* s = PyUnicode_FromString(v.GetStringTensorElement(static_cast<size_t>(i)).c_str());
+      const std::string text = v.GetStringTensorElement(static_cast<size_t>(i));
+      PyObject* s = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
       if (!s) throw py::error_already_set();
       Py_XDECREF(*slot);
       *slot = s;
@@ -378,10 +424,14 @@ class PySession {
     const std::vector<std::string> in = session_->GetInputNames(), out = session_->GetOutputNames();
     for (size_t i = 0; i < in.size(); ++i) inputs_.push_back(MakeNodeArg(in[i], session_->GetInputTypeInfo(i)));
     for (size_t i = 0; i < out.size(); ++i) outputs_.push_back(MakeNodeArg(out[i], session_->GetOutputTypeInfo(i)));
+    const std::vector<std::string> ov = session_->GetOverridableInitializerNames();
+    for (size_t i = 0; i < ov.size(); ++i)
+      overridable_.push_back(MakeNodeArg(ov[i], session_->GetOverridableInitializerTypeInfo(i)));
   }
 
   // Runs with {name: array-like or OrtValue}; outputs as epctx::Values in output_names order (all when empty).
-  std::vector<epctx::Value> RunValues(const std::vector<std::string>& output_names, const py::dict& feed) {
+  std::vector<epctx::Value> RunValues(const std::vector<std::string>& output_names, const py::dict& feed,
+                                      const epctx::RunOptions* run_options) {
     std::vector<std::string> names;
     std::vector<epctx::Value> values;
     std::vector<py::object> holders;  // keep the arrays the input Values point into alive during Run
@@ -393,6 +443,15 @@ class PySession {
           throw epctx::Exception(ErrorCode::INVALID_ARGUMENT, "input '" + names.back() + "' is not a tensor");
         // A second handle over the same memory (the OrtValue stays referenced by `feed`).
         const epctx::TensorTypeAndShapeInfo info = src.GetTensorTypeAndShapeInfo();
+        if (info.GetElementType() == ElementType::STRING) {  // strings are objects, not bytes: copy them
+          epctx::Value copy = epctx::Value::CreateTensor(ElementType::STRING, info.GetShape().data(),
+                                                         info.GetShape().size());
+          for (int64_t i = 0; i < info.GetElementCount(); ++i)
+            copy.FillStringTensorElement(src.GetStringTensorElement(static_cast<size_t>(i)).c_str(),
+                                         static_cast<size_t>(i));
+          values.push_back(std::move(copy));
+          continue;
+        }
         const size_t bytes = static_cast<size_t>(info.GetElementCount()) * ElementSize(info.GetElementType());
         values.push_back(epctx::Value::CreateTensor(info.GetElementType(), const_cast<void*>(src.GetTensorRawData()),
                                                     bytes, info.GetShape().data(), info.GetShape().size()));
@@ -402,23 +461,32 @@ class PySession {
         holders.push_back(std::move(holder));
       }
     }
+    std::vector<std::string> outs = output_names.empty() ? session_->GetOutputNames() : output_names;
+    std::vector<const char*> in_ptrs, out_ptrs;
+    for (const std::string& n : names) in_ptrs.push_back(n.c_str());
+    for (const std::string& n : outs) out_ptrs.push_back(n.c_str());
+    static const epctx::RunOptions kDefaultRunOptions;
+    const epctx::RunOptions& ro = run_options ? *run_options : kDefaultRunOptions;
+    // The RunOptions object stays referenced by the caller's frame; SetTerminate from another thread (which takes
+    // the GIL only to reach the object) stops this run, since the GIL is released meanwhile.
     py::gil_scoped_release release;
-    return session_->Run(names, values, output_names);
+    return session_->Run(ro, in_ptrs.data(), values.data(), values.size(), out_ptrs.data(), out_ptrs.size());
   }
 
-  py::list Run(const py::object& output_names, const py::dict& feed) {
+  py::list Run(const py::object& output_names, const py::dict& feed, const epctx::RunOptions* run_options) {
     std::vector<std::string> outs;
     if (!output_names.is_none()) outs = output_names.cast<std::vector<std::string>>();
-    std::vector<epctx::Value> results = RunValues(outs, feed);
+    std::vector<epctx::Value> results = RunValues(outs, feed, run_options);
     py::list out;
     for (const epctx::Value& v : results) out.append(ValueToPython(v));
     return out;
   }
 
-  py::list RunWithOrtValues(const py::object& output_names, const py::dict& feed) {
+  py::list RunWithOrtValues(const py::object& output_names, const py::dict& feed,
+                            const epctx::RunOptions* run_options) {
     std::vector<std::string> outs;
     if (!output_names.is_none()) outs = output_names.cast<std::vector<std::string>>();
-    std::vector<epctx::Value> results = RunValues(outs, feed);
+    std::vector<epctx::Value> results = RunValues(outs, feed, run_options);
     py::list out;
     for (epctx::Value& v : results) out.append(py::cast(PyOrtValue(std::move(v))));
     return out;
@@ -426,13 +494,14 @@ class PySession {
 
   const std::vector<PyNodeArg>& inputs() const { return inputs_; }
   const std::vector<PyNodeArg>& outputs() const { return outputs_; }
+  const std::vector<PyNodeArg>& overridable_initializers() const { return overridable_; }
   epctx::Session& session() { return *session_; }
   const PySessionOptions& options() const { return options_; }
 
  private:
   PySessionOptions options_;
   std::unique_ptr<epctx::Session> session_;
-  std::vector<PyNodeArg> inputs_, outputs_;
+  std::vector<PyNodeArg> inputs_, outputs_, overridable_;
 };
 
 std::map<std::string, std::string> StrMap(const py::handle& obj) {
@@ -668,15 +737,64 @@ PYBIND11_MODULE(_epctx, m) {
         return false;
       });
 
+  // ---- RunOptions, ModelMetadata ----
+  py::class_<epctx::RunOptions>(m, "RunOptions",
+                                "Options of one run (ONNX Runtime's RunOptions). Setting terminate=True from another "
+                                "thread stops the runs using this object with Fail('Exiting due to terminate flag "
+                                "being set to true.').")
+      .def(py::init<>())
+      .def_property("log_severity_level", &epctx::RunOptions::GetRunLogSeverityLevel,
+                    [](epctx::RunOptions& r, int level) { r.SetRunLogSeverityLevel(level); },
+                    "-1 (default: the session's), 0 verbose, 1 info, 2 warning, 3 error, 4 fatal.")
+      .def_property("log_verbosity_level", &epctx::RunOptions::GetRunLogVerbosityLevel,
+                    [](epctx::RunOptions& r, int level) { r.SetRunLogVerbosityLevel(level); })
+      .def_property("run_tag", [](const epctx::RunOptions& r) { return std::string(r.GetRunTag()); },
+                    [](epctx::RunOptions& r, const std::string& t) { r.SetRunTag(t.c_str()); },
+                    "A tag for the runs using these options (ONNX Runtime's logid).")
+      .def_property("logid", [](const epctx::RunOptions& r) { return std::string(r.GetRunTag()); },
+                    [](epctx::RunOptions& r, const std::string& t) { r.SetRunTag(t.c_str()); },
+                    "ONNX Runtime's Python name of run_tag.")
+      .def_property("terminate", &epctx::RunOptions::GetTerminate,
+                    [](epctx::RunOptions& r, bool on) {
+                      if (on)
+                        r.SetTerminate();
+                      else
+                        r.UnsetTerminate();
+                    },
+                    "True stops the runs using these options before their next node; False lets new runs start.")
+      .def("add_run_config_entry", [](epctx::RunOptions& r, const std::string& k, const std::string& v) {
+        r.AddConfigEntry(k.c_str(), v.c_str());
+      }, py::arg("key"), py::arg("value"))
+      .def("get_run_config_entry", [](const epctx::RunOptions& r, const std::string& k) {
+        const char* v = r.GetConfigEntry(k.c_str());
+        if (!v) throw std::runtime_error("RunOptions does not have configuration with key: " + k);
+        return std::string(v);
+      }, py::arg("key"));
+  py::class_<epctx::ModelMetadata>(m, "ModelMetadata", "The model's metadata (InferenceSession.get_modelmeta()).")
+      .def_readonly("producer_name", &epctx::ModelMetadata::producer_name)
+      .def_readonly("graph_name", &epctx::ModelMetadata::graph_name)
+      .def_readonly("domain", &epctx::ModelMetadata::domain)
+      .def_readonly("description", &epctx::ModelMetadata::description)
+      .def_readonly("graph_description", &epctx::ModelMetadata::graph_description)
+      .def_readonly("version", &epctx::ModelMetadata::version)
+      .def_readonly("custom_metadata_map", &epctx::ModelMetadata::custom_metadata_map)
+      .def("__repr__", [](const epctx::ModelMetadata& md) {
+        return "ModelMetadata(producer_name='" + md.producer_name + "', graph_name='" + md.graph_name +
+               "', version=" + std::to_string(md.version) + ")";
+      });
+
   // ---- InferenceSession (the C++ half; epctx.InferenceSession wraps it) ----
   py::class_<PySession>(m, "InferenceSession")
       .def(py::init<const PySessionOptions*, const py::object&, const std::vector<std::string>&,
                     const std::vector<std::map<std::string, std::string>>&>(),
            py::arg("sess_options"), py::arg("path_or_bytes"), py::arg("providers"), py::arg("provider_options"))
-      .def("run", &PySession::Run, py::arg("output_names"), py::arg("input_feed"))
-      .def("run_with_ort_values", &PySession::RunWithOrtValues, py::arg("output_names"), py::arg("input_feed"))
+      .def("run", &PySession::Run, py::arg("output_names"), py::arg("input_feed"), py::arg("run_options") = nullptr)
+      .def("run_with_ort_values", &PySession::RunWithOrtValues, py::arg("output_names"), py::arg("input_feed"),
+           py::arg("run_options") = nullptr)
       .def_property_readonly("inputs_meta", &PySession::inputs)
       .def_property_readonly("outputs_meta", &PySession::outputs)
+      .def_property_readonly("overridable_initializers", &PySession::overridable_initializers)
+      .def_property_readonly("model_meta", [](PySession& s) { return s.session().GetModelMetadata(); })
       .def_property_readonly("session_options", &PySession::options)
       .def("get_providers", [](PySession& s) { return s.session().GetExecutionProviders(); })
       .def("get_partition_assignments", [](PySession& s) { return s.session().GetPartitionAssignments(); })

@@ -3,7 +3,10 @@
 #include <map>
 #include <mutex>
 
+#include <onnx/onnx_pb.h>
+
 #include "api/api_internal.h"
+#include "api/run_options_impl.h"
 #include "epctx/epctx.h"
 #include "epcontext/compatibility.h"
 #include "plugin/ep_library.h"
@@ -279,6 +282,23 @@ std::string Value::GetStringTensorElement(size_t i) const {
     Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "index ", i, " out of range for ", t.NumElements(), " strings"));
   return t.data<std::string>()[i];
 }
+void Value::FillStringTensorElement(const char* s, size_t index) {
+  Tensor& t = const_cast<Tensor&>(TensorOf(*this));
+  if (t.dtype() != DataType::kString) Throw(Status(ErrorCode::FAIL, "the tensor is not a string tensor"));
+  if (!s) Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "string ", index, " is null"));
+  if (index >= static_cast<size_t>(t.NumElements()))
+    Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "index ", index, " out of range for ", t.NumElements(), " strings"));
+  t.data<std::string>()[index] = s;
+}
+void Value::FillStringTensor(const char* const* s, size_t count) {
+  const Tensor& t = TensorOf(*this);
+  if (t.dtype() != DataType::kString) Throw(Status(ErrorCode::FAIL, "the tensor is not a string tensor"));
+  if (count != static_cast<size_t>(t.NumElements()))
+    Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, count, " strings given for a string tensor of ", t.NumElements(),
+                     " elements"));
+  if (count && !s) Throw(Status(ErrorCode::INVALID_ARGUMENT, "the string array is null"));
+  for (size_t i = 0; i < count; ++i) FillStringTensorElement(s[i], i);
+}
 size_t Value::GetCount() const {
   if (!impl_->value.is_sequence()) Throw(Status(ErrorCode::FAIL, "the value is not a sequence"));
   return impl_->value.sequence().size();
@@ -352,7 +372,7 @@ Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
-std::vector<Value> Session::Run(const RunOptions&, const char* const* input_names, const Value* input_values,
+std::vector<Value> Session::Run(const RunOptions& run_options, const char* const* input_names, const Value* input_values,
                                 size_t input_count, const char* const* output_names, size_t output_count) const {
   std::vector<std::string> in_names, out_names;
   std::vector<IValue> ins;
@@ -366,6 +386,7 @@ std::vector<Value> Session::Run(const RunOptions&, const char* const* input_name
     out_names.push_back(output_names[i]);
   }
   std::vector<IValue> outs;
+  RunTerminateScope terminate(run_options.impl() ? &run_options.impl()->terminate : nullptr);
   ThrowIfError(impl_->session->Run(in_names, ins, out_names, &outs));
   std::vector<Value> result;
   for (auto& v : outs) result.push_back(Wrap(std::move(v)));
@@ -408,6 +429,44 @@ TypeInfo Session::GetOutputTypeInfo(size_t index) const {
   const auto& outs = impl_->session->outputs();
   if (index >= outs.size()) Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "output index ", index, " out of range (", outs.size(), " outputs)"));
   return TypeInfoOf(outs[index].type);
+}
+
+// Overridable initializers and model metadata (ONNX Runtime's GetOverridableInitializer*, GetModelMetadata).
+namespace {
+std::vector<const ValueInfo*> OverridableInitializers(const InferenceSession& s) {
+  std::vector<const ValueInfo*> v;
+  const Graph& g = *s.model().graph;
+  for (const ValueInfo& in : g.inputs)
+    if (g.initializers.count(in.name)) v.push_back(&in);
+  return v;
+}
+}  // namespace
+size_t Session::GetOverridableInitializerCount() const { return OverridableInitializers(*impl_->session).size(); }
+std::vector<std::string> Session::GetOverridableInitializerNames() const {
+  std::vector<std::string> v;
+  for (const ValueInfo* i : OverridableInitializers(*impl_->session)) v.push_back(i->name);
+  return v;
+}
+TypeInfo Session::GetOverridableInitializerTypeInfo(size_t index) const {
+  const auto all = OverridableInitializers(*impl_->session);
+  if (index >= all.size())
+    Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "overridable initializer index ", index, " out of range (",
+                     all.size(), " overridable initializers)"));
+  return TypeInfoOf(all[index]->type);
+}
+ModelMetadata Session::GetModelMetadata() const {
+  const Model& m = impl_->session->model();
+  ModelMetadata md;
+  md.producer_name = m.producer_name;
+  md.graph_name = m.graph->name;
+  md.custom_metadata_map = m.metadata;
+  if (m.proto) {
+    md.domain = m.proto->domain();
+    md.description = m.proto->doc_string();
+    md.graph_description = m.proto->graph().doc_string();
+    md.version = m.proto->model_version();
+  }
+  return md;
 }
 
 }  // namespace epctx

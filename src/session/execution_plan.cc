@@ -155,7 +155,21 @@ const IValue* GraphPlan::Lookup(const Frame& frame, int slot) const {
   return f ? &f->values[r.slot] : nullptr;
 }
 
+namespace {
+thread_local const std::atomic<bool>* t_terminate = nullptr;
+
+Status CheckTerminate() {
+  if (t_terminate && t_terminate->load(std::memory_order_relaxed))
+    return Status(ErrorCode::FAIL, "Exiting due to terminate flag being set to true.");
+  return Status::OK();
+}
+}  // namespace
+
+RunTerminateScope::RunTerminateScope(const std::atomic<bool>* flag) : previous_(t_terminate) { t_terminate = flag; }
+RunTerminateScope::~RunTerminateScope() { t_terminate = previous_; }
+
 Status GraphPlan::Run(const std::vector<IValue>& feeds, const Frame* parent_frame, std::vector<IValue>* outputs) const {
+  RETURN_IF_ERROR(CheckTerminate());
   Frame frame;
   frame.parent = parent_frame;
   frame.values.resize(num_slots_);
@@ -168,6 +182,7 @@ Status GraphPlan::Run(const std::vector<IValue>& feeds, const Frame* parent_fram
 
   std::vector<const IValue*> in_ptrs;
   for (const Step& step : steps_) {
+    RETURN_IF_ERROR(CheckTerminate());
     in_ptrs.clear();
     for (int s : step.inputs) in_ptrs.push_back(s < 0 ? nullptr : Lookup(frame, s));
     std::vector<std::unique_ptr<PlanRunner>> runners;
@@ -195,6 +210,8 @@ Status GraphPlan::Run(const std::vector<IValue>& feeds, const Frame* parent_fram
           {{"op_name", step.node->domain == "epctx.fused" ? "fused" : step.node->op_type}, {"provider", ep}}});
     }
     if (!st.ok()) {
+      // A subgraph stopped by the terminate flag: ONNX Runtime's message as is, without the node context.
+      if (Status t = CheckTerminate(); !t.ok()) return t;
       if (st.message().find(step.node->Describe()) == std::string::npos)
         return st.WithContext(step.node->Describe());
       return st;

@@ -3,6 +3,7 @@
 // creation; each Run owns a Frame of values, so one plan serves concurrent runs.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -24,6 +25,20 @@ struct Frame {
 };
 
 class SessionProfiler;
+
+// The terminate flag (RunOptions::SetTerminate) of the run in progress on this thread, for as long as the scope
+// lives: GraphPlan::Run checks it before every step (subgraph plans run on the same thread, so Loop/If bodies
+// too) and returns FAIL "Exiting due to terminate flag being set to true." once it is set. Scopes nest.
+class RunTerminateScope {
+ public:
+  explicit RunTerminateScope(const std::atomic<bool>* flag);
+  ~RunTerminateScope();
+  RunTerminateScope(const RunTerminateScope&) = delete;
+  RunTerminateScope& operator=(const RunTerminateScope&) = delete;
+
+ private:
+  const std::atomic<bool>* previous_;
+};
 
 struct PlanOptions {
   int num_threads = 1;
