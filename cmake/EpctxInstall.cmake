@@ -37,12 +37,18 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/epctxConfig.cmake ${CMAKE_BINARY_DIR}/cm
   DESTINATION ${EPCTX_CMAKE_INSTALL_DIR})
 
 # epctx.pc names the prefix the install goes to (--prefix, or /usr inside the Debian package), so it is written at
-# install time: configure once now with the prefix left as a placeholder, then again when installing.
+# install time: configured once now with the prefix left as a placeholder, then per install into a folder of its
+# own (two installs may run at once) and installed from there with file(INSTALL), which honours DESTDIR.
 set(EPCTX_PC_PREFIX "@EPCTX_PC_PREFIX@")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/epctx.pc.in ${CMAKE_BINARY_DIR}/cmake/epctx.pc.in @ONLY)
-install(CODE "set(EPCTX_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
-  configure_file(\"${CMAKE_BINARY_DIR}/cmake/epctx.pc.in\" \"${CMAKE_BINARY_DIR}/cmake/epctx.pc\" @ONLY)")
-install(FILES ${CMAKE_BINARY_DIR}/cmake/epctx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(CODE "
+  set(EPCTX_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+  string(RANDOM LENGTH 12 epctx_pc_tmp)
+  set(epctx_pc_tmp \"${CMAKE_BINARY_DIR}/cmake/pc-\${epctx_pc_tmp}\")
+  configure_file(\"${CMAKE_BINARY_DIR}/cmake/epctx.pc.in\" \"\${epctx_pc_tmp}/epctx.pc\" @ONLY)
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\" TYPE FILE
+       FILES \"\${epctx_pc_tmp}/epctx.pc\")
+  file(REMOVE_RECURSE \"\${epctx_pc_tmp}\")")
 
 # ---- Debian package: `cpack -G DEB` in the build folder (tests/install/deb_test.sh); never part of the build.
 set(CPACK_GENERATOR DEB)
