@@ -13,8 +13,7 @@ set(EPCTX_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/epctx)
 
 target_compile_features(epctx PUBLIC cxx_std_17)
 install(TARGETS epctx epctx_ep_api EXPORT epctxTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES include/epctx/epctx.h include/epctx/status.h include/epctx/status_codes.h include/epctx/ep_api.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/epctx)
 

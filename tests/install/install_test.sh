@@ -118,7 +118,8 @@ grep -q AotCpuExecutionProvider "$tmp/inspect_ctx.txt" || { cat "$tmp/inspect_ct
 tail -1 "$tmp/test.txt" | grep -qx "1 passed, 0 failed" || { cat "$tmp/test.txt" >&2; fail "epctx test's summary"; }
 "$cli" run -e aotcpu --inputs "$tmp/ctx/test_data_set_0" "$tmp/ctx/model.onnx" >"$tmp/run.txt" 2>&1 ||
   { cat "$tmp/run.txt" >&2; fail "epctx run"; }
-grep -q "Y" "$tmp/run.txt" || { cat "$tmp/run.txt" >&2; fail "epctx run printed no Y"; }
+grep -qE '^ +output Y +float\[2,4\] \[0, 0, 0.375, 1.75, 3.8125, 4, 4.1875, 4.375\]$' "$tmp/run.txt" ||
+  { cat "$tmp/run.txt" >&2; fail "epctx run printed another Y (make_model.py's values expected)"; }
 "$cli" perf -e aotcpu -I -r 3 --json "$tmp/ctx/model.onnx" >"$tmp/perf.json" 2>"$tmp/perf.err" ||
   { cat "$tmp/perf.err" >&2; fail "epctx perf"; }
 grep -q '"run_ms_median"' "$tmp/perf.json" || fail "epctx perf --json printed no run_ms_median"

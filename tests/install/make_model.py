@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 out = sys.argv[1]
 w = np.array([[(4 * i + j - 5) / 4 for j in range(4)] for i in range(3)], dtype=np.float32)
 b = np.array([j / 2 - 1 for j in range(4)], dtype=np.float32)
-x = np.array([[1.0, -2.0, 0.5], [3.0, 0.25, -1.5]], dtype=np.float32)
+x = np.array([[1.0, 2.0, 0.5], [-3.0, 0.25, 1.5]], dtype=np.float32)
 y = np.maximum(x @ w + b, 0).astype(np.float32)
 
 graph = helper.make_graph(

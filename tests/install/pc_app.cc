@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     epctx::SessionOptions so;
-    so.AppendExecutionProvider_V2(env, aot, {});
+    so.AppendExecutionProvider_V2(env, aot, epctx::KeyValuePairs());
     epctx::Session session(env, argv[1], so);
-    std::vector<float> x = {1.0f, -2.0f, 0.5f, 3.0f, 0.25f, -1.5f};
+    std::vector<float> x = {1.0f, 2.0f, 0.5f, -3.0f, 0.25f, 1.5f};
     const int64_t shape[] = {2, 3};
     std::vector<epctx::Value> inputs;
     inputs.push_back(epctx::Value::CreateTensor<float>(x.data(), x.size(), shape, 2));

@@ -40,7 +40,7 @@ std::vector<epctx::ConstEpDevice> DevicesOf(const epctx::Env& env, const std::st
 }
 
 // make_model.py's constants and X.
-const std::vector<float> kX = {1.0f, -2.0f, 0.5f, 3.0f, 0.25f, -1.5f};
+const std::vector<float> kX = {1.0f, 2.0f, 0.5f, -3.0f, 0.25f, 1.5f};
 std::vector<float> Expected() {
   std::vector<float> y(8);
   for (int r = 0; r < 2; ++r)
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     const std::string ctx = out_dir + "/model_ctx.onnx";
     {
       epctx::SessionOptions so;
-      so.AppendExecutionProvider_V2(env, aot, {});
+      so.AppendExecutionProvider_V2(env, aot, epctx::KeyValuePairs());
       epctx::ModelCompilationOptions options(env, so);
       options.SetInputModelPath(model.c_str()).SetOutputModelPath(ctx.c_str());
       options.SetFlags(epctx::OrtCompileApiFlags_ERROR_IF_NO_NODES_COMPILED);
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     // 3. Load the context model on AotCpu and run it.
     {
       epctx::SessionOptions so;
-      so.AppendExecutionProvider_V2(env, aot, {});
+      so.AppendExecutionProvider_V2(env, aot, epctx::KeyValuePairs());
       epctx::Session session(env, ctx.c_str(), so);
       bool on_aotcpu = false;
       for (const auto& [node, ep] : session.GetPartitionAssignments()) on_aotcpu |= ep == "AotCpuExecutionProvider";
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     Check(min.size() == 1, "GetEpDevices lists MinimalExecutionProvider after registration");
     if (!min.empty()) {
       epctx::SessionOptions so;
-      so.AppendExecutionProvider_V2(env, min, {});
+      so.AppendExecutionProvider_V2(env, min, epctx::KeyValuePairs());
       epctx::Session session(env, model.c_str(), so);
       bool on_minimal = false;
       for (const auto& [node, ep] : session.GetPartitionAssignments()) on_minimal |= ep == "MinimalExecutionProvider";
