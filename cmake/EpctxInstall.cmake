@@ -59,12 +59,13 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # epctx_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "epctx maintainers <maintainers@epctx.invalid>")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
- epctx runs ONNX models on a built-in CPU execution provider and on plugin execution providers loaded at run
- time, and compiles models into EPContext models (ONNX Runtime's design). It contains the runtime libepctx.so,
- the AotCpu and Example plugin EPs (registered automatically from /usr/lib/<triplet>/epctx), the epctx command
- line tool, the C++ headers, a CMake package (find_package(epctx)) and a pkg-config file.")
-# Depends: from the libraries the binaries link (dpkg-shlibdeps): oneDNN, ONNX, protobuf, libgomp, libstdc++.
+# The long description (CPack puts the summary above it and indents each line for the control file).
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "epctx runs ONNX models on a built-in CPU execution provider and on plugin \
+execution providers loaded at run time, and compiles models into EPContext models (ONNX Runtime's design).
+It contains the runtime libepctx.so, the AotCpu and Example plugin EPs (registered automatically from \
+/usr/lib/<triplet>/epctx), the epctx command line tool, the C++ headers, a CMake package (find_package(epctx)) \
+and a pkg-config file.")
+# Depends: from the libraries the binaries link (dpkg-shlibdeps): oneDNN, ONNX, protobuf, xxhash, libgomp, libstdc++.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # The CLI needs libepctx.so.0 from this very package; a shlibs file lets dpkg-shlibdeps (and later packages) map it.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
