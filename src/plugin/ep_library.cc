@@ -93,6 +93,10 @@ EpRegistry::EpRegistry(std::map<std::string, std::string> env_config, int log_le
 bool EpRegistry::VirtualDevicesAllowed() const { return virtual_count_ > 0; }
 
 Status EpRegistry::Register(const std::string& name, const std::string& path) {
+  return RegisterLibrary(name, path, /*discovered=*/false);
+}
+
+Status EpRegistry::RegisterLibrary(const std::string& name, const std::string& path, bool discovered) {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_ERROR_IF(name.empty(), INVALID_ARGUMENT, "execution provider library registration name must not be empty");
   for (const auto& l : libraries_) {
@@ -106,6 +110,7 @@ Status EpRegistry::Register(const std::string& name, const std::string& path) {
   auto lib = std::shared_ptr<EpLibrary>(new EpLibrary());
   lib->name_ = name;
   lib->path_ = path;
+  lib->discovered_ = discovered;
   const std::string prefix = "Failed to load execution provider library: " + path + " with error: ";
   int flags = RTLD_NOW | RTLD_LOCAL;
 #if defined(__SANITIZE_ADDRESS__)
@@ -210,16 +215,13 @@ size_t EpRegistry::RegisterFolder(const std::string& folder) {
   for (const std::string& f : files) {
     std::string name = f.substr(9, f.size() - 12), path = folder + "/" + f;
     if (Find(name)) continue;  // an earlier registration keeps its name
-    Status st = Register(name, path);
+    Status st = RegisterLibrary(name, path, /*discovered=*/true);
     if (!st.ok()) {
       EpctxLogger logger{"epctx", log_level_};
       std::string msg = "installed plugin EP library '" + path + "' not registered as '" + name + "': " + st.message();
       GetEpctxApi()->Log(&logger, EPCTX_LOG_WARNING, __FILE__, __LINE__, msg.c_str());
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& l : libraries_)
-      if (l->name_ == name) l->discovered_ = true;
     ++registered;
   }
   return registered;

@@ -61,6 +61,9 @@ class EpRegistry {
   const EpctxEpDevice* cpu_device() const { return cpu_ep_device_.get(); }
 
  private:
+  // Register, marking the library as found by RegisterFolder when `discovered`.
+  Status RegisterLibrary(const std::string& name, const std::string& path, bool discovered);
+
   mutable std::mutex mu_;
   EpctxKeyValuePairs env_config_;
   int virtual_count_ = 0;
