@@ -50,8 +50,10 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// The plugin libraries built with epctx: <bin>/../lib/libepctx_<name>.so, registered as <name>.
+// The plugin libraries of this epctx: installed ones in <libdir of libepctx.so>/epctx (as an Env finds them), then
+// those of the build tree, <bin>/../lib/libepctx_<name>.so; each registered as <name>, the first folder winning.
 void RegisterBuiltPlugins(EpRegistry* registry) {
+  registry->RegisterFolder(InstalledPluginFolder());  // warns about libraries that fail to load
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return;
@@ -68,6 +70,7 @@ void RegisterBuiltPlugins(EpRegistry* registry) {
     closedir(d);
     std::sort(names.begin(), names.end());
     for (const auto& f : names) {
+      if (registry->Find(f.substr(9, f.size() - 12))) continue;
       Status st = registry->Register(f.substr(9, f.size() - 12), lib + "/" + f);
       if (!st.ok()) std::fprintf(stderr, "epctx: warning: built-in plugin %s not loaded: %s\n", f.c_str(), st.message().c_str());
     }

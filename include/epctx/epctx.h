@@ -108,13 +108,18 @@ enum class ExecutionProviderDevicePolicy : int {
 // libraries. Sessions created with an Env keep the libraries they use loaded.
 class Env {
  public:
+  // Registers the installed plugin EPs: every <folder of the loaded libepctx.so>/epctx/libepctx_<name>.so under
+  // <name> (an installed epctx has "aotcpu" and "example", so GetEpDevices lists AotCpuExecutionProvider without a
+  // path). A library there that fails to load is a warning through the logger, never an error. In the build tree
+  // there is no such folder and the Env starts with the CPU EP only. docs/install.md.
   explicit Env(LoggingLevel level = LoggingLevel::WARNING, const char* log_id = "epctx");
   // With environment config entries, e.g. {"allow_virtual_devices", "1"}.
   Env(LoggingLevel level, const char* log_id, const KeyValuePairs& config);
   // Loads a plugin EP library (dlopen, CreateEpFactories, GetSupportedDevices) under `registration_name`.
   // A name ending in ".virtual" allows the library's virtual devices. FAIL with ONNX Runtime's messages for a
   // duplicate name, a library that does not load, a missing symbol, an unknown ABI version or a failing factory;
-  // nothing stays loaded then.
+  // nothing stays loaded then. Registering an installed plugin again under its discovered name with the same file
+  // (same realpath) does nothing and succeeds; the same name with another file is the duplicate-name FAIL.
   void RegisterExecutionProviderLibrary(const char* registration_name, const char* path);
   // ReleaseEpFactory + unload. FAIL when the name is unknown or a session still uses the library.
   void UnregisterExecutionProviderLibrary(const char* registration_name);

@@ -32,12 +32,18 @@ struct Env::Impl {
   std::string log_id;
   std::shared_ptr<EpRegistry> registry;
 };
+// Both constructors register the installed plugin EPs (<libdir>/epctx/libepctx_<name>.so as <name>); in the build
+// tree that folder does not exist and the Env starts with the CPU EP only.
 Env::Env(LoggingLevel level, const char* log_id)
     : impl_(new Impl{level, log_id ? log_id : "",
-                     std::make_shared<EpRegistry>(std::map<std::string, std::string>(), static_cast<int>(level))}) {}
+                     std::make_shared<EpRegistry>(std::map<std::string, std::string>(), static_cast<int>(level))}) {
+  impl_->registry->RegisterFolder(InstalledPluginFolder());
+}
 Env::Env(LoggingLevel level, const char* log_id, const KeyValuePairs& config)
     : impl_(new Impl{level, log_id ? log_id : "",
-                     std::make_shared<EpRegistry>(config.GetKeyValuePairs(), static_cast<int>(level))}) {}
+                     std::make_shared<EpRegistry>(config.GetKeyValuePairs(), static_cast<int>(level))}) {
+  impl_->registry->RegisterFolder(InstalledPluginFolder());
+}
 void Env::RegisterExecutionProviderLibrary(const char* name, const char* path) {
   if (!name || !path) Throw(Status(ErrorCode::INVALID_ARGUMENT, "registration name and path must not be NULL"));
   ThrowIfError(impl_->registry->Register(name, path));

@@ -1,7 +1,11 @@
 #include "plugin/ep_library.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,7 +20,22 @@ constexpr size_t kMaxEpDevices = 8;
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+// The canonical path of an existing file, or empty.
+std::string RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) ? std::string(buf) : std::string();
+}
 }  // namespace
+
+std::string InstalledPluginFolder() {
+  Dl_info info{};
+  if (!dladdr(reinterpret_cast<void*>(&InstalledPluginFolder), &info) || !info.dli_fname) return {};
+  std::string lib = RealPath(info.dli_fname);
+  size_t slash = lib.find_last_of('/');
+  if (lib.empty() || slash == std::string::npos) return {};
+  return lib.substr(0, slash) + "/epctx";
+}
 
 std::unique_ptr<EpctxHardwareDevice> DiscoverCpu() {
   auto d = std::make_unique<EpctxHardwareDevice>();
@@ -74,13 +93,24 @@ EpRegistry::EpRegistry(std::map<std::string, std::string> env_config, int log_le
 bool EpRegistry::VirtualDevicesAllowed() const { return virtual_count_ > 0; }
 
 Status EpRegistry::Register(const std::string& name, const std::string& path) {
+  return RegisterLibrary(name, path, /*discovered=*/false);
+}
+
+Status EpRegistry::RegisterLibrary(const std::string& name, const std::string& path, bool discovered) {
   std::lock_guard<std::mutex> lock(mu_);
   RETURN_ERROR_IF(name.empty(), INVALID_ARGUMENT, "execution provider library registration name must not be empty");
-  for (const auto& l : libraries_)
-    RETURN_ERROR_IF(l->name_ == name, FAIL, "library is already registered under ", name);
+  for (const auto& l : libraries_) {
+    if (l->name_ != name) continue;
+    if (l->discovered_) {
+      std::string mine = RealPath(l->path_);
+      if (!mine.empty() && mine == RealPath(path)) return Status::OK();
+    }
+    return MakeStatus(ErrorCode::FAIL, "library is already registered under ", name);
+  }
   auto lib = std::shared_ptr<EpLibrary>(new EpLibrary());
   lib->name_ = name;
   lib->path_ = path;
+  lib->discovered_ = discovered;
   const std::string prefix = "Failed to load execution provider library: " + path + " with error: ";
   int flags = RTLD_NOW | RTLD_LOCAL;
 #if defined(__SANITIZE_ADDRESS__)
@@ -168,6 +198,33 @@ Status EpRegistry::Register(const std::string& name, const std::string& path) {
   if (virtual_name) ++virtual_count_;
   libraries_.push_back(std::move(lib));
   return Status::OK();
+}
+
+size_t EpRegistry::RegisterFolder(const std::string& folder) {
+  if (folder.empty()) return 0;
+  DIR* d = opendir(folder.c_str());
+  if (!d) return 0;
+  std::vector<std::string> files;
+  while (dirent* e = readdir(d)) {
+    std::string f = e->d_name;
+    if (f.rfind("libepctx_", 0) == 0 && f.size() > 12 && EndsWith(f, ".so")) files.push_back(f);
+  }
+  closedir(d);
+  std::sort(files.begin(), files.end());
+  size_t registered = 0;
+  for (const std::string& f : files) {
+    std::string name = f.substr(9, f.size() - 12), path = folder + "/" + f;
+    if (Find(name)) continue;  // an earlier registration keeps its name
+    Status st = RegisterLibrary(name, path, /*discovered=*/true);
+    if (!st.ok()) {
+      EpctxLogger logger{"epctx", log_level_};
+      std::string msg = "installed plugin EP library '" + path + "' not registered as '" + name + "': " + st.message();
+      GetEpctxApi()->Log(&logger, EPCTX_LOG_WARNING, __FILE__, __LINE__, msg.c_str());
+      continue;
+    }
+    ++registered;
+  }
+  return registered;
 }
 
 Status EpRegistry::Unregister(const std::string& name) {
