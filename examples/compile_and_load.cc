@@ -28,7 +28,10 @@ int main(int argc, char** argv) try {
   std::vector<epctx::Value> in;
   in.push_back(epctx::Value::CreateTensor<float>(x.data(), x.size(), shape.data(), shape.size()));
   std::vector<epctx::Value> out = session.Run({session.GetInputNames()[0]}, in);
-  std::cout << ctx << ": " << session.GetOutputNames()[0] << "[0] = " << out[0].GetTensorData<float>()[0] << "\n";
+  const float* y = out[0].GetTensorData<float>();
+  double sum = 0;
+  for (int64_t i = 0; i < out[0].GetTensorTypeAndShapeInfo().GetElementCount(); ++i) sum += y[i];
+  std::cout << ctx << ": " << session.GetOutputNames()[0] << " sums to " << sum << "\n";
   return 0;
 } catch (const epctx::Exception& e) {
   std::cerr << "compile_and_load: " << e.what() << "\n";

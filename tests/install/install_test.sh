@@ -6,7 +6,8 @@
 #    path into the source or build tree in the CMake package, the .pc file or any RPATH.
 # 2. tests/install/app built with only -DCMAKE_PREFIX_PATH=<prefix> (find_package(epctx), epctx::epctx): Env lists
 #    AotCpu with no path, compile to _ctx.onnx, run it, values checked; a plugin built against epctx::ep_api alone.
-# 3. tests/install/pc_app.cc built with g++ and `pkg-config --cflags --libs epctx`.
+# 3. tests/install/pc_app.cc and the README's examples/compile_and_load.cc built with g++ and `pkg-config --cflags
+#    --libs epctx`; the example compiles on its first start and loads the _ctx.onnx on its second.
 # 4. The prefix moved elsewhere: its bin/epctx inspect / compile -e aotcpu / test / run / perf, with a broken library
 #    in the plugin folder (a warning, not an error).
 set -euo pipefail
@@ -95,6 +96,21 @@ echo "install_test: pkg-config: $flags"
 g++ -std=c++17 "$here/pc_app.cc" $flags -Wl,-rpath,"$(pkg-config --variable=libdir epctx)" -o "$tmp/pc_app" ||
   fail "g++ with pkg-config's flags"
 "$tmp/pc_app" "$tmp/m/model.onnx" || fail "pc_app"
+# The README's C++ example (examples/compile_and_load.cc): the first start compiles (model_ctx.onnx + the AotCpu
+# binary), the second loads the _ctx.onnx; both print the same first output value.
+g++ -std=c++17 "$src/examples/compile_and_load.cc" $flags -Wl,-rpath,"$(pkg-config --variable=libdir epctx)" \
+  -o "$tmp/compile_and_load" || fail "g++ examples/compile_and_load.cc with pkg-config's flags"
+mkdir "$tmp/ex" && cp "$tmp/m/model.onnx" "$tmp/ex/"
+first=$("$tmp/compile_and_load" "$tmp/ex/model.onnx") || fail "compile_and_load (first start: compile)"
+[ -f "$tmp/ex/model_ctx.onnx" ] && [ -f "$tmp/ex/model_ctx_aotcpu.bin" ] ||
+  fail "compile_and_load wrote no model_ctx.onnx + model_ctx_aotcpu.bin ($(ls "$tmp/ex" | tr '\n' ' '))"
+before=$(stat -c %Y.%s "$tmp/ex/model_ctx_aotcpu.bin")
+second=$("$tmp/compile_and_load" "$tmp/ex/model.onnx") || fail "compile_and_load (second start: load)"
+[ "$(stat -c %Y.%s "$tmp/ex/model_ctx_aotcpu.bin")" = "$before" ] || fail "the second start compiled again"
+echo "install_test: compile_and_load: $first"
+# Y = Relu(ones[2,3] @ W + B): each row is 0, 0, 0.75, 2 (make_model.py's W and B).
+[ "$first" = "$tmp/ex/model_ctx.onnx: Y sums to 5.5" ] || fail "compile_and_load printed '$first', expected Y sums to 5.5"
+[ "$first" = "$second" ] || fail "compile_and_load: first start '$first', second '$second'"
 unset PKG_CONFIG_PATH
 
 # ---- 4. the CLI from a moved prefix (relative RUNPATH; plugins found beside the moved libepctx.so)

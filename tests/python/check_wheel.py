@@ -154,6 +154,9 @@ USER_CODE = textwrap.dedent('''
     sess2 = ort.InferenceSession("mlp_ctx.onnx", providers=["AotCpuExecutionProvider"])
     np.testing.assert_allclose(sess2.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
 
+    with open("want_ones_sum.txt", "w") as f:  # for the README's example (examples/compile_and_load.py), below
+        f.write(f"{(np.maximum(np.ones((4, 16), np.float32) @ w1 + b1, 0) @ w2).sum(dtype=np.float64):.6g}")
+
     # Every libepctx* mapped into this process comes from the installed package.
     maps = {line.split()[-1] for line in open("/proc/self/maps") if "libepctx" in line}
     assert maps and all(os.path.realpath(p).startswith(here) for p in maps), maps
@@ -175,6 +178,24 @@ def check_installed(whl, tmp, version):
     if f"wheel-ok {version}" not in r.stdout:
         fail(f"unexpected output:\n{r.stdout}\n{r.stderr}")
     print(r.stdout.strip())
+    # The README's Python example from the installed wheel: the first start compiles mlp_ctx.onnx (+ its AotCpu
+    # binary), the second loads it without compiling; both print the sum of the output for ones.
+    ex = os.path.join(work, "ex")
+    os.makedirs(ex)
+    shutil.copy(os.path.join(work, "mlp.onnx"), ex)
+    example = os.path.join(ROOT, "examples", "compile_and_load.py")
+    first = run([vpy, example, "mlp.onnx"], env=clean_env(), cwd=ex).stdout.strip()
+    binary = os.path.join(ex, "mlp_ctx_aotcpu.bin")
+    if not (os.path.isfile(os.path.join(ex, "mlp_ctx.onnx")) and os.path.isfile(binary)):
+        fail(f"examples/compile_and_load.py wrote {sorted(os.listdir(ex))}, not mlp_ctx.onnx + mlp_ctx_aotcpu.bin")
+    stamp = os.stat(binary).st_mtime_ns
+    second = run([vpy, example, "mlp.onnx"], env=clean_env(), cwd=ex).stdout.strip()
+    if os.stat(binary).st_mtime_ns != stamp:
+        fail("examples/compile_and_load.py compiled again on its second start")
+    want = open(os.path.join(work, "want_ones_sum.txt")).read()
+    if first != f"mlp_ctx.onnx: y sums to {want}" or second != first:
+        fail(f"examples/compile_and_load.py printed '{first}' then '{second}', expected 'mlp_ctx.onnx: y sums to {want}'")
+    print("example:", first)
     # The stubs are installed beside the code.
     site = run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env=clean_env()).stdout.strip()
     for stub in ("epctx/__init__.pyi", "epctx/capi/_epctx.pyi", "epctx/py.typed"):
