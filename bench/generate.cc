@@ -5,7 +5,7 @@
 //
 //   epctx_generate --prefill P.onnx --decode D.onnx [--ep-lib PATH --ep NAME] [-C key=value]... [--threads N]
 //                  (--prompt-len L [--seed S] | --prompt 1,2,3) --tokens T [--vocab V] [--warmup W]
-//                  [--dump FILE] [--json]
+//                  [--dump FILE] [--json] [--report]
 //
 // The loop: prefill runs once on the prompt (input_ids [1,L]) and gives token 0 = argmax of its last logits row
 // (the first maximum on ties); then T-1 decode steps each feed the previous token (input_ids [1,1]) with past_X =
@@ -27,6 +27,8 @@
 //    "session_creation_prefill_ms":..,"session_creation_decode_ms":..,"prefill_ms":..,"decode_ms":[T-1 values],
 //    "past_lens":[T-1 values: the past length each decode step was fed],"tokens":[T ids],"prompt":[L ids],
 //    "peak_rss_mb":..}
+// --report adds "session_reports":{"prefill":..,"decode":..}, each Session::GetSessionReport() (partitions and the EP
+// of each, nodes left on the CPU EP and why).
 //
 // --dump FILE (little-endian): "EPCTXGEN" (8 bytes), uint32 version = 1, uint32 V, then one record per step:
 //   int32 step (0 = prefill), int32 past length (0 for prefill), int64 token chosen, float32[V] logits row.
@@ -64,13 +66,13 @@ struct Args {
   int64_t prompt_len = -1, tokens = -1, vocab = -1, warmup = 0;
   uint64_t seed = 1;
   std::vector<int64_t> prompt;
-  bool json = false;
+  bool json = false, report = false;
 };
 
 const char* kUsage =
     "usage: epctx_generate --prefill P.onnx --decode D.onnx [--ep-lib PATH --ep NAME] [-C key=value]...\n"
     "                      [--threads N] (--prompt-len L [--seed S] | --prompt 1,2,3) --tokens T [--vocab V]\n"
-    "                      [--warmup W] [--dump FILE] [--json]\n";
+    "                      [--warmup W] [--dump FILE] [--json] [--report]\n";
 
 int64_t ParseInt(const std::string& opt, const std::string& s, int64_t min) {
   char* end = nullptr;
@@ -96,6 +98,7 @@ Args ParseArgs(int argc, char** argv) {
     else if (s == "--ep") a.ep = next();
     else if (s == "--dump") a.dump = next();
     else if (s == "--json") a.json = true;
+    else if (s == "--report") a.report = true;
     else if (s == "--threads") a.threads = static_cast<int>(ParseInt(s, next(), 0));
     else if (s == "--prompt-len") a.prompt_len = ParseInt(s, next(), 1);
     else if (s == "--tokens") a.tokens = ParseInt(s, next(), 1);
@@ -392,17 +395,21 @@ int Main(int argc, char** argv) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   const double creation_ms = Ms(t0, t2);
+  const std::string reports = a.report ? ",\"session_reports\":{\"prefill\":" + prefill.GetSessionReport() +
+                                              ",\"decode\":" + decode.GetSessionReport() + "}"
+                                        : "";
   if (a.json) {
     auto num = [](double v) { return Num(v); };
     auto integer = [](int64_t v) { return std::to_string(v); };
     std::printf(
         "{\"runtime\":\"epctx\",\"ep\":%s,\"threads\":%d,\"prompt_len\":%lld,\"vocab\":%lld,"
         "\"session_creation_ms\":%s,\"session_creation_prefill_ms\":%s,\"session_creation_decode_ms\":%s,"
-        "\"prefill_ms\":%s,\"decode_ms\":%s,\"past_lens\":%s,\"tokens\":%s,\"prompt\":%s,\"peak_rss_mb\":%s}\n",
+        "\"prefill_ms\":%s,\"decode_ms\":%s,\"past_lens\":%s,\"tokens\":%s,\"prompt\":%s,\"peak_rss_mb\":%s%s}\n",
         JsonString(a.ep.empty() ? "CPUExecutionProvider" : a.ep).c_str(), a.threads, static_cast<long long>(L),
         static_cast<long long>(V), Num(creation_ms).c_str(), Num(Ms(t0, t1)).c_str(), Num(Ms(t1, t2)).c_str(),
         Num(prefill_ms).c_str(), JsonList(decode_ms, num).c_str(), JsonList(past_lens, integer).c_str(),
-        JsonList(tokens, integer).c_str(), JsonList(prompt, integer).c_str(), Num(ru.ru_maxrss / 1024.0).c_str());
+        JsonList(tokens, integer).c_str(), JsonList(prompt, integer).c_str(), Num(ru.ru_maxrss / 1024.0).c_str(),
+        reports.c_str());
   } else {
     std::vector<double> sorted = decode_ms;
     std::sort(sorted.begin(), sorted.end());
@@ -415,6 +422,8 @@ int Main(int argc, char** argv) {
     std::printf("  tokens:");
     for (int64_t t : tokens) std::printf(" %lld", static_cast<long long>(t));
     std::printf("\n");
+    if (a.report) std::printf("  prefill session: %s\n  decode session: %s\n", prefill.GetSessionReport().c_str(),
+                              decode.GetSessionReport().c_str());
   }
   return 0;
 }

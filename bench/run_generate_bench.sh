@@ -128,7 +128,8 @@ run_side() {  # side rep kind prompt_len tokens
   case "$side" in
     ort) line=$(cd "$ORT_DIR" && node generate.js "${args[@]}" --opt all 2>"$ERR" </dev/null) || rc=$? ;;
     cpu) line=$("$GEN" "${args[@]}" 2>"$ERR" </dev/null) || rc=$? ;;
-    aotcpu) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider 2>"$ERR" </dev/null) || rc=$? ;;
+    aotcpu) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report 2>"$ERR" </dev/null) \
+              || rc=$? ;;
   esac
   line=$(grep '^{' <<<"$line" | tail -n 1 || true)
   if [ "$rc" = 0 ] && [ -n "$line" ]; then
@@ -292,6 +293,21 @@ if plens:
                      and r["len"] == n and "result" in r]) for s in sides}
         table_row([str(n)] + [fmt(m[s]) for s in sides] + [ratio(m["ort"], m[s]) for s in ratio_sides])
     p("")
+
+for s in sides:
+    rep = next((r["result"]["session_reports"] for r in gen[s] if "session_reports" in r["result"]), None)
+    if rep:
+        parts = []
+        for which in ("prefill", "decode"):
+            eps = {}
+            for part in rep[which].get("partitions", []):
+                eps.setdefault(part["ep"], [0, 0])
+                eps[part["ep"]][0] += 1
+                eps[part["ep"]][1] += part["nodes"]
+            took = ", ".join(f"{ep}: {n} partition(s), {k} nodes" for ep, (n, k) in eps.items()) or "no EP partition"
+            parts.append(f"{which}: {took}, {rep[which].get('cpu_nodes', '?')} nodes on the CPU EP")
+        p(f"{names[s]} (session report): " + "; ".join(parts) + ".")
+        p("")
 
 toks = {s: [tuple(r["result"]["tokens"]) for r in gen[s]] for s in sides}
 ref = next((t[0] for t in toks.values() if t), None)

@@ -121,7 +121,7 @@ def case_match(args, with_ep):
     ep_dump = os.path.join(args.work, f"epctx_{name}.dump")
     cmd = [args.generate, *common, "--dump", ep_dump]
     if with_ep:
-        cmd += ["--ep-lib", args.ep_lib, "--ep", "AotCpuExecutionProvider"]
+        cmd += ["--ep-lib", args.ep_lib, "--ep", "AotCpuExecutionProvider", "--report"]
     ep = json_line(run(cmd), "epctx_generate")
     errs = []
     for side, j, dump in (("ORT", ort, ort_dump), ("epctx", ep, ep_dump)):
@@ -154,6 +154,9 @@ def case_match(args, with_ep):
             f.write(bad.tobytes())
         if not compare_dumps(ort_dump, bad_path, steps=args.tokens):
             errs.append(f"self-check: ORT's dump with {what} at step {mid} compared equal")
+    for which, rep in ep.get("session_reports", {}).items():
+        took = sum(p["nodes"] for p in rep.get("partitions", []) if p["ep"] == "AotCpuExecutionProvider")
+        print(f"  {which} session: AotCpu took {took} nodes, {rep.get('cpu_nodes')} on the CPU EP")
     print(f"generate_matches_ort ({name}): {args.tokens} steps, prompt {args.prompt_len}; "
           f"tokens {ep['tokens'][:8]}...; epctx prefill {ep['prefill_ms']:.2f} ms, ORT {ort['prefill_ms']:.2f} ms")
     return errs
