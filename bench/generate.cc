@@ -5,7 +5,7 @@
 //
 //   epctx_generate --prefill P.onnx --decode D.onnx [--ep-lib PATH --ep NAME] [-C key=value]... [--threads N]
 //                  (--prompt-len L [--seed S] | --prompt 1,2,3) --tokens T [--vocab V] [--warmup W]
-//                  [--dump FILE] [--json] [--report]
+//                  [--dump FILE] [--json] [--report] [--prefill-dim NAME:VALUE]...
 //
 // The loop: prefill runs once on the prompt (input_ids [1,L]) and gives token 0 = argmax of its last logits row
 // (the first maximum on ties); then T-1 decode steps each feed the previous token (input_ids [1,1]) with past_X =
@@ -27,6 +27,8 @@
 //    "session_creation_prefill_ms":..,"session_creation_decode_ms":..,"prefill_ms":..,"decode_ms":[T-1 values],
 //    "past_lens":[T-1 values: the past length each decode step was fed],"tokens":[T ids],"prompt":[L ids],
 //    "peak_rss_mb":..}
+// --prefill-dim seq:L pins a free dimension of the prefill session only (AddFreeDimensionOverrideByName), so an EP
+// that compiles static shapes only can take prefill; decode's "past" grows every step and stays free.
 // --report adds "session_reports":{"prefill":..,"decode":..}, each Session::GetSessionReport() (partitions and the EP
 // of each, nodes left on the CPU EP and why).
 //
@@ -62,6 +64,7 @@ struct Fail : std::runtime_error {
 struct Args {
   std::string prefill, decode, ep_lib, ep, dump;
   std::vector<std::pair<std::string, std::string>> configs;
+  std::vector<std::pair<std::string, int64_t>> prefill_dims;
   int threads = 0;
   int64_t prompt_len = -1, tokens = -1, vocab = -1, warmup = 0;
   uint64_t seed = 1;
@@ -72,7 +75,7 @@ struct Args {
 const char* kUsage =
     "usage: epctx_generate --prefill P.onnx --decode D.onnx [--ep-lib PATH --ep NAME] [-C key=value]...\n"
     "                      [--threads N] (--prompt-len L [--seed S] | --prompt 1,2,3) --tokens T [--vocab V]\n"
-    "                      [--warmup W] [--dump FILE] [--json] [--report]\n";
+    "                      [--warmup W] [--dump FILE] [--json] [--report] [--prefill-dim NAME:VALUE]...\n";
 
 int64_t ParseInt(const std::string& opt, const std::string& s, int64_t min) {
   char* end = nullptr;
@@ -114,6 +117,11 @@ Args ParseArgs(int argc, char** argv) {
         a.prompt.push_back(ParseInt("--prompt", list.substr(start, comma - start), 0));
         start = comma + 1;
       }
+    } else if (s == "--prefill-dim") {
+      const std::string nv = next();
+      const size_t colon = nv.rfind(':');
+      if (colon == std::string::npos || colon == 0) throw Fail("--prefill-dim needs NAME:VALUE, got '" + nv + "'");
+      a.prefill_dims.emplace_back(nv.substr(0, colon), ParseInt("--prefill-dim", nv.substr(colon + 1), 1));
     } else if (s == "-C") {
       const std::string kv = next();
       const size_t eq = kv.find('=');
@@ -315,7 +323,9 @@ int Main(int argc, char** argv) {
   if (!devices.empty()) so.AppendExecutionProvider_V2(env, devices, epctx::KeyValuePairs());
 
   const auto t0 = std::chrono::steady_clock::now();
-  epctx::Session prefill(env, a.prefill.c_str(), so);
+  epctx::SessionOptions prefill_so = so;
+  for (const auto& [name, value] : a.prefill_dims) prefill_so.AddFreeDimensionOverrideByName(name.c_str(), value);
+  epctx::Session prefill(env, a.prefill.c_str(), prefill_so);
   const auto t1 = std::chrono::steady_clock::now();
   epctx::Session decode(env, a.decode.c_str(), so);
   const auto t2 = std::chrono::steady_clock::now();

@@ -12,6 +12,8 @@
 #        cpu   build/bin/epctx_generate (the CPU EP)
 #        aotcpu build/bin/epctx_generate --ep-lib build/lib/libepctx_aotcpu.so --ep AotCpuExecutionProvider (JIT; the
 #              shapes are free, so AotCpu takes what it takes today and the rest runs on the CPU EP)
+#        aotcpu_pinned (not in the default --sides) the same with --prefill-dim seq:<prompt length>: AotCpu compiles
+#              prefill for that length; decode stays free
 # Per repetition (R, default 3), each side in turn as fresh processes (the order rotates every repetition):
 #   one generation (prompt L, default 128, seeded LCG prompt shared by both tools; T tokens, default 256: prefill +
 #   T-1 decode steps with past L..L+T-2), then a prefill-only run (--tokens 1) at each of --prefill-lens, the same
@@ -92,10 +94,10 @@ for n in "$PROMPT_LEN" "${PLENS[@]}"; do
 done
 [ $((PROMPT_LEN + TOKENS - 1)) -le "$MAX_SEQ" ] \
   || { echo "run_generate_bench: prompt $PROMPT_LEN + $TOKENS tokens passes the model's $MAX_SEQ positions" >&2; exit 2; }
-if [[ ",$SIDES," == *",cpu,"* || ",$SIDES," == *",aotcpu,"* ]]; then
+if [[ ",$SIDES," == *",cpu,"* || ",$SIDES," == *",aotcpu"* ]]; then
   [ -x "$GEN" ] || { echo "run_generate_bench: $GEN is missing: build first (scripts/build.sh)" >&2; exit 2; }
 fi
-if [[ ",$SIDES," == *",aotcpu,"* ]] && [ ! -f "$AOT_LIB" ]; then
+if [[ ",$SIDES," == *",aotcpu"* ]] && [ ! -f "$AOT_LIB" ]; then
   echo "run_generate_bench: $AOT_LIB is missing: build first" >&2; exit 2
 fi
 
@@ -130,6 +132,8 @@ run_side() {  # side rep kind prompt_len tokens
     cpu) line=$("$GEN" "${args[@]}" 2>"$ERR" </dev/null) || rc=$? ;;
     aotcpu) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report 2>"$ERR" </dev/null) \
               || rc=$? ;;
+    aotcpu_pinned) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report \
+                          --prefill-dim "seq:$len" 2>"$ERR" </dev/null) || rc=$? ;;
   esac
   line=$(grep '^{' <<<"$line" | tail -n 1 || true)
   if [ "$rc" = 0 ] && [ -n "$line" ]; then
@@ -178,7 +182,8 @@ E = os.environ
 raw = [json.loads(line) for line in open(E["RAW"]) if line.strip()]
 sides = E["SIDES"].split(",")
 bucket = int(E["BUCKET"])
-names = {"ort": "ORT 1.30", "cpu": "epctx CPU EP", "aotcpu": "epctx AotCpu (JIT)"}
+names = {"ort": "ORT 1.30", "cpu": "epctx CPU EP", "aotcpu": "epctx AotCpu (JIT)",
+         "aotcpu_pinned": "epctx AotCpu (JIT, prefill seq pinned)"}
 
 
 def med(xs):

@@ -3,7 +3,7 @@
 (tests/ort/generate.js), step by step.
 
     /usr/bin/python3 tests/generate/generate_matches_ort.py --generate build/bin/epctx_generate --work DIR
-        --case cpu|aotcpu|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
+        --case cpu|aotcpu|aotcpu_static_prefill|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
     /usr/bin/python3 tests/generate/generate_matches_ort.py --compare A.dump B.dump     # compare two dumps only
 
 cpu:    epctx's CPU EP vs ORT (graphOptimizationLevel 'disabled': the graph's literal semantics), both 1 thread.
@@ -13,6 +13,9 @@ Both check, at every step (prefill + tokens-1 decode steps): the same token id, 
 row within rtol 1e-4, atol 1e-4 (|a - b| <= atol + rtol * |b|, b = ORT); the same prompt and tokens in both JSON lines
 as in the dumps; and that the comparison itself catches a wrong dump (ORT's dump with one logit of one step moved by
 1e-2, and with one token changed, must both be reported as different).
+aotcpu_static_prefill: AotCpu appended and the prefill session's "seq" pinned to the prompt length
+        (--prefill-dim seq:L), so AotCpu compiles prefill (it must take at least one prefill node, or the case fails as
+        vacuous); decode stays free. Same checks.
 errors: bad input exits 2 with "epctx_generate: <message>" and no signal: a missing model, models swapped, a model that
         is not a decoder, a file that is not ONNX, --vocab that disagrees with the logits, a prompt id outside the
         vocab, a prompt longer than the model's positions, a bad option.
@@ -110,18 +113,19 @@ def ensure_decoder(work):
     return os.path.join(d, "prefill.onnx"), os.path.join(d, "decode.onnx")
 
 
-def case_match(args, with_ep):
+def case_match(args, name):
     prefill, decode = ensure_decoder(args.work)
     common = ["--prefill", prefill, "--decode", decode, "--prompt-len", str(args.prompt_len), "--seed", "7",
               "--tokens", str(args.tokens), "--threads", "1", "--json"]
     ort_dump = os.path.join(args.work, "ort.dump")
     ort = json_line(run(["node", os.path.join(ORT_DIR, "generate.js"), *common, "--opt", "disabled",
                          "--dump", ort_dump], cwd=ORT_DIR), "tests/ort/generate.js")
-    name = "aotcpu" if with_ep else "cpu"
     ep_dump = os.path.join(args.work, f"epctx_{name}.dump")
     cmd = [args.generate, *common, "--dump", ep_dump]
-    if with_ep:
+    if name != "cpu":
         cmd += ["--ep-lib", args.ep_lib, "--ep", "AotCpuExecutionProvider", "--report"]
+    if name == "aotcpu_static_prefill":
+        cmd += ["--prefill-dim", f"seq:{args.prompt_len}"]
     ep = json_line(run(cmd), "epctx_generate")
     errs = []
     for side, j, dump in (("ORT", ort, ort_dump), ("epctx", ep, ep_dump)):
@@ -157,6 +161,10 @@ def case_match(args, with_ep):
     for which, rep in ep.get("session_reports", {}).items():
         took = sum(p["nodes"] for p in rep.get("partitions", []) if p["ep"] == "AotCpuExecutionProvider")
         print(f"  {which} session: AotCpu took {took} nodes, {rep.get('cpu_nodes')} on the CPU EP")
+        if name == "aotcpu_static_prefill" and which == "prefill" and took == 0:
+            errs.append("AotCpu took no node of the prefill session with seq pinned: the case tests nothing")
+    if name == "aotcpu_static_prefill" and "session_reports" not in ep:
+        errs.append("epctx_generate --report gave no session reports")
     print(f"generate_matches_ort ({name}): {args.tokens} steps, prompt {args.prompt_len}; "
           f"tokens {ep['tokens'][:8]}...; epctx prefill {ep['prefill_ms']:.2f} ms, ORT {ort['prefill_ms']:.2f} ms")
     return errs
@@ -208,7 +216,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--generate")
     ap.add_argument("--work")
-    ap.add_argument("--case", choices=("cpu", "aotcpu", "errors"))
+    ap.add_argument("--case", choices=("cpu", "aotcpu", "aotcpu_static_prefill", "errors"))
     ap.add_argument("--ep-lib")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=32)
@@ -219,14 +227,14 @@ def main():
     else:
         if not (args.generate and args.work and args.case):
             ap.error("--generate, --work and --case are required (or --compare A B)")
-        if args.case == "aotcpu" and not args.ep_lib:
-            ap.error("--case aotcpu needs --ep-lib")
+        if args.case.startswith("aotcpu") and not args.ep_lib:
+            ap.error(f"--case {args.case} needs --ep-lib")
         if shutil.which("node") is None:
             print("generate_matches_ort: node is not installed", file=sys.stderr)
             return 1
         os.makedirs(args.work, exist_ok=True)
         try:
-            errs = case_errors(args) if args.case == "errors" else case_match(args, args.case == "aotcpu")
+            errs = case_errors(args) if args.case == "errors" else case_match(args, args.case)
         except RuntimeError as e:
             errs = [str(e)]
     for e in errs[:40]:
