@@ -86,7 +86,10 @@ MAX_SEQ=1024
 
 IFS=',' read -r -a SIDE_LIST <<<"$SIDES"
 for s in "${SIDE_LIST[@]}"; do
-  case "$s" in ort|cpu|aotcpu) ;; *) echo "run_generate_bench: unknown side '$s' (ort, cpu, aotcpu)" >&2; exit 2 ;; esac
+  case "$s" in
+    ort|cpu|aotcpu|aotcpu_pinned) ;;
+    *) echo "run_generate_bench: unknown side '$s' (ort, cpu, aotcpu, aotcpu_pinned)" >&2; exit 2 ;;
+  esac
 done
 IFS=',' read -r -a PLENS <<<"$PREFILL_LENS"
 for n in "$PROMPT_LEN" "${PLENS[@]}"; do
