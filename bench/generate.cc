@@ -389,7 +389,9 @@ int Main(int argc, char** argv) {
   dump.Record(0, 0, next_id, row);
   std::vector<epctx::Value> kv = take_kv(out);
   for (int64_t step = 1; step < a.tokens; ++step) {
-    const int64_t past = kv[0].GetTensorTypeAndShapeInfo().GetShape()[2];
+    const std::vector<int64_t> kv_shape = kv[0].GetTensorTypeAndShapeInfo().GetShape();
+    if (kv_shape.size() != 4) throw Fail("present_" + pair.kv[0] + " is not [batch, heads, seq, head_dim]");
+    const int64_t past = kv_shape[2];
     const auto s = std::chrono::steady_clock::now();
     out = run_decode(kv);
     decode_ms.push_back(Ms(s, std::chrono::steady_clock::now()));
