@@ -8,4 +8,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
 bash scripts/build.sh
+bash scripts/install_ort.sh   # the reference runtime beside which the demo measures
 exec /usr/bin/python3 scripts/demo.py "$@"

@@ -14,24 +14,8 @@ if [ $# -ne 1 ]; then echo "usage: $0 OUTDIR" >&2; exit 2; fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$1"
 PY=/usr/bin/python3
-ORT_DIR="$ROOT/tests/ort"
 
-ort_ok() {
-  (cd "$ORT_DIR" && node -e "
-    const v = require('onnxruntime-node').env.versions.node;
-    if (v !== '1.30.0') { console.error('onnxruntime-node ' + v + ' != 1.30.0'); process.exit(1); }" ) 2>/dev/null
-}
-
-command -v node >/dev/null || { echo "make_test_models: node is missing (scripts/setup.sh installs it)" >&2; exit 1; }
-if ! ort_ok; then
-  echo "make_test_models: installing onnxruntime-node 1.30.0 into tests/ort/node_modules"
-  (cd "$ORT_DIR" && { npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
-      || npm install --ignore-scripts --no-audit --no-fund --loglevel=error --no-save onnxruntime-node@1.30.0; })
-  if ! ort_ok; then
-    echo "make_test_models: onnxruntime-node 1.30.0 does not load (see: cd tests/ort && node -e \"require('onnxruntime-node')\")" >&2
-    exit 1
-  fi
-fi
+bash "$ROOT/scripts/install_ort.sh"
 
 mkdir -p "$OUT"
 "$PY" "$ROOT/tests/models/make_decoder.py" --out "$OUT"
