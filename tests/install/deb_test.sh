@@ -20,6 +20,7 @@ fail() {
   echo "deb_test: FAILED: $*" >&2
   exit 1
 }
+. "$(dirname "${BASH_SOURCE[0]}")/cli_checks.sh"
 unset LD_LIBRARY_PATH
 
 arch=$(dpkg --print-architecture)
@@ -68,18 +69,5 @@ used=$(ldd "$cli" | sed -n 's/.*libepctx.so.0 => \(.*\) (0x.*/\1/p')
 [ -n "$used" ] && [ "$(realpath "$used")" = "$(realpath "$root/usr/lib/$multiarch/libepctx.so.0")" ] ||
   { ldd "$cli" >&2; fail "the extracted epctx does not use the extracted libepctx.so.0"; }
 /usr/bin/python3 "$src/tests/install/make_model.py" "$tmp/m" || fail "make_model.py"
-cp -r "$tmp/m" "$tmp/ctx"
-rm "$tmp/ctx/model.onnx"
-"$cli" compile -e aotcpu "$tmp/m/model.onnx" -o "$tmp/ctx/model.onnx" --flags error-if-no-nodes >"$tmp/compile.txt" 2>&1 ||
-  { cat "$tmp/compile.txt" >&2; fail "extracted epctx compile -e aotcpu"; }
-[ -f "$tmp/ctx/model_aotcpu.bin" ] || fail "compile wrote no model_aotcpu.bin"
-"$cli" test -e aotcpu "$tmp/ctx" >"$tmp/test.txt" 2>&1 || { cat "$tmp/test.txt" >&2; fail "epctx test on the ctx model"; }
-tail -1 "$tmp/test.txt" | grep -qx "1 passed, 0 failed" || { cat "$tmp/test.txt" >&2; fail "epctx test's summary"; }
-"$cli" run -e aotcpu --inputs "$tmp/ctx/test_data_set_0" "$tmp/ctx/model.onnx" >"$tmp/run.txt" 2>&1 ||
-  { cat "$tmp/run.txt" >&2; fail "epctx run"; }
-grep -qE '^ +output Y +float\[2,4\] \[0, 0, 0.375, 1.75, 3.8125, 4, 4.1875, 4.375\]$' "$tmp/run.txt" ||
-  { cat "$tmp/run.txt" >&2; fail "epctx run printed another Y (make_model.py's values expected)"; }
-"$cli" perf -e aotcpu -I -r 3 --json "$tmp/ctx/model.onnx" >"$tmp/perf.json" 2>"$tmp/perf.err" ||
-  { cat "$tmp/perf.err" >&2; fail "epctx perf"; }
-grep -q '"run_ms_median"' "$tmp/perf.json" || fail "epctx perf --json printed no run_ms_median"
+check_cli "$cli" "$tmp"
 echo "deb_test: OK"

@@ -24,6 +24,7 @@ fail() {
   echo "install_test: FAILED: $*" >&2
   exit 1
 }
+. "$(dirname "${BASH_SOURCE[0]}")/cli_checks.sh"
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 unset LD_LIBRARY_PATH  # everything below must find its libraries by itself
@@ -123,22 +124,7 @@ used=$(ldd "$cli" | sed -n 's/.*libepctx.so.0 => \(.*\) (0x.*/\1/p')
   { ldd "$cli" >&2; fail "bin/epctx does not use the libepctx.so.0 beside it"; }
 "$cli" --version | grep -qx "epctx 0.1.0" || fail "epctx --version"
 "$cli" inspect "$tmp/m/model.onnx" >"$tmp/inspect.txt" || fail "epctx inspect"
-cp -r "$tmp/m" "$tmp/ctx"
-rm "$tmp/ctx/model.onnx"
-"$cli" compile -e aotcpu "$tmp/m/model.onnx" -o "$tmp/ctx/model.onnx" --flags error-if-no-nodes >"$tmp/compile.txt" 2>&1 ||
-  { cat "$tmp/compile.txt" >&2; fail "epctx compile -e aotcpu"; }
-[ -f "$tmp/ctx/model_aotcpu.bin" ] || fail "compile wrote no model_aotcpu.bin"
-"$cli" inspect "$tmp/ctx/model.onnx" >"$tmp/inspect_ctx.txt" || fail "epctx inspect on the ctx model"
-grep -q AotCpuExecutionProvider "$tmp/inspect_ctx.txt" || { cat "$tmp/inspect_ctx.txt" >&2; fail "inspect shows no AotCpu EPContext node"; }
-"$cli" test -e aotcpu "$tmp/ctx" >"$tmp/test.txt" 2>&1 || { cat "$tmp/test.txt" >&2; fail "epctx test -e aotcpu on the ctx model"; }
-tail -1 "$tmp/test.txt" | grep -qx "1 passed, 0 failed" || { cat "$tmp/test.txt" >&2; fail "epctx test's summary"; }
-"$cli" run -e aotcpu --inputs "$tmp/ctx/test_data_set_0" "$tmp/ctx/model.onnx" >"$tmp/run.txt" 2>&1 ||
-  { cat "$tmp/run.txt" >&2; fail "epctx run"; }
-grep -qE '^ +output Y +float\[2,4\] \[0, 0, 0.375, 1.75, 3.8125, 4, 4.1875, 4.375\]$' "$tmp/run.txt" ||
-  { cat "$tmp/run.txt" >&2; fail "epctx run printed another Y (make_model.py's values expected)"; }
-"$cli" perf -e aotcpu -I -r 3 --json "$tmp/ctx/model.onnx" >"$tmp/perf.json" 2>"$tmp/perf.err" ||
-  { cat "$tmp/perf.err" >&2; fail "epctx perf"; }
-grep -q '"run_ms_median"' "$tmp/perf.json" || fail "epctx perf --json printed no run_ms_median"
+check_cli "$cli" "$tmp"
 
 # A library in the plugin folder that does not load is a warning; the others still work.
 echo "not an ELF file" >"$moved/$libdir/epctx/libepctx_broken.so"
