@@ -23,6 +23,7 @@
 
 #include "common/context_util.h"
 #include "compiler.h"
+#include "dynamic.h"
 #include "context_binary.h"
 #include "executor.h"
 #include "ir.h"
@@ -81,8 +82,9 @@ std::string DimsText(const std::vector<int64_t>& d) {
 struct Partition {
   std::vector<size_t> input_map;   // kernel-context input index of each program input (empty: identity)
   std::shared_ptr<const void> keep;
-  std::unique_ptr<Executor> exec;  // null for a prepare-only session
-  std::string run_error;           // why Compute refuses when exec is null
+  std::unique_ptr<Executor> exec;  // null for a prepare-only session or a dynamic partition
+  std::unique_ptr<DynamicGraph> dynamic;  // a partition compiled per input shape (dynamic.h)
+  std::string run_error;           // why Compute refuses when exec and dynamic are null
 };
 
 struct ComputeInfo {
@@ -217,6 +219,40 @@ void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::strin
   if (st) g_api->ReleaseStatus(st);  // a reason is information only
 }
 
+// dynamic_shapes: when `g` has free input dims, replaces it by the graph bound at probe sizes (each free dim 64,
+// clamped into its shape_ranges entry) after checking that it also binds at 96, and fills `why` (one entry per node)
+// with the reason a node's shapes are not known symbolically ("" for known ones; a node not fully known must stay on
+// the CPU EP, since its partition is compiled per shape from the symbolic shapes). Leaves `g` alone (and `why`
+// empty) when it has no free input dim or does not bind: the nodes then stay on the CPU EP as without the option.
+void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why) {
+  bool free = false;
+  for (int v : g->inputs) free |= !g->v(v).has_shape;
+  if (!free) return;
+  SymbolicShapes sym;
+  InferSymbolic(*g, &sym);
+  auto probe = [&](int64_t size) {
+    std::map<std::string, int64_t> b;
+    for (const std::string& name : sym.symbols) {
+      auto r = options.shape_ranges.find(name);
+      b[name] = r == options.shape_ranges.end() ? size : std::min(std::max(size, r->second.lo), r->second.hi);
+    }
+    return b;
+  };
+  Graph bound, second;
+  std::string err;
+  if (!Bind(*g, sym, probe(64), &bound, &err) || !Bind(*g, sym, probe(96), &second, &err)) return;
+  why->assign(g->nodes.size(), std::string());
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    (*why)[i] = i < sym.why.size() ? sym.why[i] : std::string();
+    const Node& n = g->nodes[i];
+    for (const std::vector<int>* list : {&n.inputs, &n.outputs})
+      for (int v : *list)
+        if (v >= 0 && (*why)[i].empty() && !sym.values[static_cast<size_t>(v)].known)
+          (*why)[i] = "value '" + g->v(v).name + "' has no shape known as an expression of the free dims";
+  }
+  *g = std::move(bound);
+}
+
 EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
   {
     std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graph));
@@ -238,6 +274,11 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   CheckResult r = BuildGraph(g_api, graph, &g);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "reading the graph: " + r.reason);
   DistrustContradictedShapes(&g);  // static shapes libonnx sized unlike the kernels (ops.h)
+  // Dynamic shapes (dynamic.h): with free input dims, the graph is judged bound at probe sizes; the fused graphs keep
+  // their symbolic shapes and are compiled per input shape at run time. Nodes whose shapes are not known as
+  // expressions of the free dims stay on the CPU EP.
+  std::vector<std::string> symbolic_why;
+  if (ep->options.dynamic_shapes && ep->options.mode() == Mode::kJit) ProbeDynamic(ep->options, &g, &symbolic_why);
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
@@ -262,6 +303,10 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     std::string why;
     supported[i] = folded[i] || IsNodeSupported(g, n, &why);
     if (!supported[i]) reasons[i] = ShapeReason(g, n, why, pinnable);
+    if (supported[i] && i < symbolic_why.size() && !symbolic_why[i].empty()) {
+      supported[i] = false;
+      reasons[i] = "its shapes are not known for every size of the free dims: " + symbolic_why[i];
+    }
     if (supported[i] && !folded[i]) ++compute_nodes;
   }
   if (compute_nodes == 0) {  // only constants: nothing worth a partition
@@ -536,9 +581,49 @@ CheckResult PartitionsFromCompiled(std::vector<CompiledGraph>* compiled, int thr
 
 // ---- 6. Compute ----
 
+// A dynamic partition: the executor for these input dims (bound and built on first use), then as below.
+EpctxStatus* ComputeDynamic(Partition* part, EpctxKernelContext* kc) {
+  const size_t given = g_api->KernelContext_GetInputCount(kc);
+  const size_t n = part->input_map.size();
+  std::vector<const void*> inputs(n);
+  std::vector<std::vector<int64_t>> dims(n);
+  std::vector<uint32_t> types(n);
+  for (size_t i = 0; i < n; ++i) {
+    const EpctxValue* v = nullptr;
+    if (part->input_map[i] >= given) return Error(EPCTX_INVALID_ARGUMENT, "the fused node has too few inputs");
+    AOT_RETURN_IF_ERROR(g_api->KernelContext_GetInput(kc, part->input_map[i], &v));
+    dims[i].resize(g_api->Value_GetRank(v));
+    if (!dims[i].empty()) AOT_RETURN_IF_ERROR(g_api->Value_GetShape(v, dims[i].data(), dims[i].size()));
+    types[i] = static_cast<uint32_t>(g_api->Value_GetElementType(v));
+    inputs[i] = g_api->Value_GetData(v);
+  }
+  std::shared_ptr<Executor> exec;
+  bool invalid = false;
+  CheckResult r = part->dynamic->Get(dims, &exec, &invalid);
+  if (!r.ok) return Error(invalid ? EPCTX_INVALID_ARGUMENT : EPCTX_EP_FAIL, r.reason);
+  const Program& p = exec->program();
+  if (p.inputs.size() != n || g_api->KernelContext_GetOutputCount(kc) != p.outputs.size())
+    return Error(EPCTX_INVALID_ARGUMENT, "the fused node's input/output count does not match its compiled graph");
+  for (size_t i = 0; i < n; ++i)
+    if (types[i] != p.inputs[i].dtype)
+      return Error(EPCTX_INVALID_ARGUMENT, "input '" + p.inputs[i].name + "' has element type " +
+                                               std::to_string(types[i]) + ", the graph " +
+                                               std::to_string(p.inputs[i].dtype));
+  std::vector<void*> outputs(p.outputs.size());
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    EpctxValue* v = nullptr;
+    AOT_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(kc, i, p.outputs[i].dims.data(), p.outputs[i].dims.size(), &v));
+    outputs[i] = g_api->Value_GetMutableData(v);
+  }
+  r = exec->Run(inputs, outputs);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+  return nullptr;
+}
+
 EpctxStatus* Compute(EpctxNodeComputeInfo* self, void*, EpctxKernelContext* kc) {
   Partition* part = reinterpret_cast<ComputeInfo*>(self)->part.get();
   return Guard([&]() -> EpctxStatus* {
+    if (part->dynamic) return ComputeDynamic(part, kc);
     if (!part->exec) return g_api->CreateStatus(EPCTX_EP_FAIL, part->run_error.c_str());
     const Program& p = part->exec->program();
     const size_t given = g_api->KernelContext_GetInputCount(kc);
@@ -713,6 +798,44 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
   return GenerateContext(ep, count, names, io, std::string(), {}, ep_context_nodes, reference);
 }
 
+// A fused graph with free input dims (only claimed with dynamic_shapes=1, JIT): a DynamicGraph partition that binds
+// each new input shape at run time; *out stays null for a static graph.
+EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode* fused, std::shared_ptr<Partition>* out) {
+  if (!ep->options.dynamic_shapes) return nullptr;
+  const std::string name = g_api->Node_GetName(fused);
+  Graph g;
+  CheckResult r = BuildGraph(g_api, graph, &g);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "graph '" + name + "': " + r.reason);
+  GraphIo gio;
+  bool free = false;
+  const std::vector<std::string> fused_inputs = IoNames(fused, true);
+  for (size_t k = 0; k < fused_inputs.size(); ++k) {
+    const int v = g.Find(fused_inputs[k]);
+    if (v >= 0 && g.v(v).is_initializer) continue;
+    if (v >= 0 && !g.v(v).has_shape) free = true;
+    gio.inputs.push_back(fused_inputs[k]);
+    gio.input_map.push_back(k);
+  }
+  if (!free) return nullptr;
+  gio.outputs = IoNames(fused, false);
+  DynamicGraph::Options o;
+  o.compile.isa = ep->isa;
+  o.compile.portable_layouts = ep->portable;
+  o.threads = ep->threads;
+  o.cache_size = ep->options.shape_cache_size;
+  for (const auto& [sym, range] : ep->options.shape_ranges) o.ranges[sym] = {range.lo, range.hi};
+  // The runtime keeps the graph's initializers alive until the compute infos are released, and the partition lives
+  // in its compute info: the owner is a token, not a reference count.
+  static const char kRuntimeOwned = 0;
+  std::shared_ptr<const void> keep(&kRuntimeOwned, [](const void*) {});
+  auto part = std::make_shared<Partition>();
+  r = DynamicGraph::Create(std::move(g), gio.inputs, gio.outputs, std::move(o), keep, &part->dynamic);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "compiling '" + name + "' for every input shape: " + r.reason);
+  part->input_map = gio.input_map;
+  *out = std::move(part);
+  return nullptr;
+}
+
 EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                           std::vector<std::shared_ptr<Partition>>* parts, EpctxNode** ep_context_nodes) {
   const Mode mode = ep->options.mode();
@@ -725,11 +848,21 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
     for (size_t k = first; k < parts->size(); ++k) (*parts)[k]->input_map = io[k].input_map;
   };
   if (mode == Mode::kJit) {
-    std::vector<CompiledGraph> compiled;
-    AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled, &io));
-    CheckResult r = PartitionsFromCompiled(&compiled, ep->threads, parts);
-    if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
-    attach_maps(0);
+    for (size_t i = 0; i < count; ++i) {
+      std::shared_ptr<Partition> dynamic;
+      AOT_RETURN_IF_ERROR(MaybeDynamic(ep, graphs[i], fused_nodes[i], &dynamic));
+      if (dynamic) {
+        parts->push_back(std::move(dynamic));
+        continue;
+      }
+      std::vector<CompiledGraph> compiled;
+      std::vector<std::string> one_name;
+      std::vector<GraphIo> one_io;
+      AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs + i, fused_nodes + i, 1, &one_name, &compiled, &one_io));
+      CheckResult r = PartitionsFromCompiled(&compiled, ep->threads, parts);
+      if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+      parts->back()->input_map = one_io[0].input_map;
+    }
     return nullptr;
   }
   if (ep->context.enable && ep->context.embed) {

@@ -170,6 +170,7 @@ struct LowerContext::Impl {
   std::unordered_map<int, std::vector<Operand>> layout_ops;  // copies in other layouts (UseAs), by value
   std::vector<Step> steps;
   std::vector<TensorInput> weights;
+  std::vector<CompiledGraph::Borrowed> borrowed;  // one per weight once any weight is borrowed
   uint64_t weight_bytes = 0;
   std::set<int> absorbed;
   std::unordered_map<int, uint32_t> output_index;  // value -> fused output index (first occurrence)
@@ -240,7 +241,11 @@ Operand LowerContext::Use(int value) {
   if (v.is_const()) {
     TensorInput t;
     t.name = v.name;
-    t.bytes.assign(static_cast<const char*>(v.data), v.bytes());
+    if (options_.initializer_owner && v.is_initializer && v.bytes() > 0) {
+      AddBorrowed({v.data, v.bytes(), options_.initializer_owner});
+    } else {
+      t.bytes.assign(static_cast<const char*>(v.data), v.bytes());
+    }
     t.dtype = v.dtype;
     for (int64_t d : v.dims) t.dims.push_back(static_cast<uint64_t>(d));
     if (t.dims.empty()) t.dims.push_back(1);
@@ -251,6 +256,7 @@ Operand LowerContext::Use(int value) {
     op.strides = DenseStrides(v.dims);
     impl_->weight_bytes += t.bytes.size();
     impl_->weights.push_back(std::move(t));
+    if (!impl_->borrowed.empty()) impl_->borrowed.resize(impl_->weights.size());
     impl_->ops[value] = op;
     return op;
   }
@@ -317,12 +323,19 @@ Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
 
 CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc,
                                     Operand* out) {
+  if (bytes.size() == desc.get_size() && AddEarlierWeight(name, desc, out)) return CheckResult::Ok();
+  return AddWeight(name, std::move(bytes), desc, out, 0);
+}
+
+CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc,
+                                    Operand* out, size_t borrowed_size) {
   Operand op;
   if (!LayoutFromDesc(desc, &op)) return CheckResult::Fail("weight '" + name + "' has a layout no format tag describes");
   const uint32_t dtype = desc.data.data_type == dnnl_f32 ? kF32 : desc.data.data_type == dnnl_s32 ? kI32
                          : desc.data.data_type == dnnl_s8 ? kI8 : kU8;
-  if (bytes.size() != desc.get_size())
-    return CheckResult::Fail("weight '" + name + "' has " + std::to_string(bytes.size()) + " bytes, its layout " +
+  const size_t size = borrowed_size ? borrowed_size : bytes.size();
+  if (size != desc.get_size())
+    return CheckResult::Fail("weight '" + name + "' has " + std::to_string(size) + " bytes, its layout " +
                              std::to_string(desc.get_size()));
   op.buf = Buf::kWeight;
   op.index = static_cast<uint32_t>(impl_->weights.size());
@@ -330,14 +343,29 @@ CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, 
   TensorInput t;
   t.name = name;
   t.dtype = dtype;
-  t.dims = {bytes.size() / ElementSize(dtype)};
+  t.dims = {size / ElementSize(dtype)};
   t.layout = op.tag;
   t.bytes = std::move(bytes);
   impl_->weight_bytes += t.bytes.size();
   impl_->weights.push_back(std::move(t));
+  if (!impl_->borrowed.empty()) impl_->borrowed.resize(impl_->weights.size());
   if (options_.on_weight) options_.on_weight(impl_->weights.size(), impl_->weight_bytes);
   *out = op;
   return CheckResult::Ok();
+}
+
+void LowerContext::AddBorrowed(const CompiledGraph::Borrowed& b) {
+  impl_->borrowed.resize(impl_->weights.size() + 1);
+  impl_->borrowed.back() = b;
+}
+
+bool LowerContext::AddEarlierWeight(const std::string& name, const dnnl::memory::desc& desc, Operand* out) {
+  if (!options_.earlier_weight) return false;
+  const CompileOptions::EarlierWeight* e = options_.earlier_weight(name);
+  if (!e || !e->bytes || !(e->layout == desc) || e->bytes->size() != desc.get_size()) return false;
+  AddBorrowed({e->bytes->data(), e->bytes->size(), e->bytes});
+  CheckResult r = AddWeight(name, std::string(), desc, out, e->bytes->size());
+  return r.ok;
 }
 
 namespace {
@@ -349,7 +377,15 @@ uint64_t SourceHash(const void* data, const dnnl::memory::desc& plain) {
 }
 }  // namespace
 
-bool LowerContext::PreferredLayout(const void* data, const dnnl::memory::desc& plain, dnnl::memory::desc* out) const {
+bool LowerContext::PreferredLayout(const std::string& name, const void* data, const dnnl::memory::desc& plain,
+                                   dnnl::memory::desc* out) const {
+  if (options_.earlier_weight) {
+    const CompileOptions::EarlierWeight* e = options_.earlier_weight(name);
+    if (e) {
+      *out = e->layout;
+      return true;
+    }
+  }
   if (!options_.find_layout || !data) return false;
   return options_.find_layout(SourceHash(data, plain), out);
 }
@@ -357,6 +393,7 @@ bool LowerContext::PreferredLayout(const void* data, const dnnl::memory::desc& p
 CheckResult LowerContext::PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
                                      const dnnl::memory::desc& target, Operand* out) {
   if (options_.record_layout && data) options_.record_layout(SourceHash(data, plain), target);
+  if (AddEarlierWeight(name, target, out)) return CheckResult::Ok();  // packed by an earlier shape
   std::string bytes(target.get_size(), '\0');
   try {
     dnnl::memory src(plain, engine_, const_cast<void*>(data));
@@ -537,6 +574,8 @@ CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const s
   p.num_weights = static_cast<uint32_t>(m.weights.size());
   p.steps = std::move(m.steps);
   out->weights = std::move(m.weights);
+  out->borrowed = std::move(m.borrowed);
+  if (!out->borrowed.empty()) out->borrowed.resize(out->weights.size());
   return CheckResult::Ok();
 }
 

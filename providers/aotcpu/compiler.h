@@ -39,11 +39,31 @@ struct CompileOptions {
   // equal weights pack into equal bytes and the binary stores them once; it records its own choice after packing.
   std::function<bool(uint64_t source_hash, dnnl::memory::desc* layout)> find_layout;
   std::function<void(uint64_t source_hash, const dnnl::memory::desc& layout)> record_layout;
+  // Lowering one shape of a graph whose inputs have free dims (dynamic.h), where weights must not be packed again:
+  // `earlier_weight(name)` returns what an earlier shape's lowering made for the weight of that name (its layout and
+  // bytes), or null. A weight wanted in that same layout is not packed or copied: its step reads those bytes
+  // (CompiledGraph::borrowed), and a MatMul offers oneDNN that layout first, as for a weight-sharing group.
+  struct EarlierWeight {
+    dnnl::memory::desc layout;
+    std::shared_ptr<const std::string> bytes;
+  };
+  std::function<const EarlierWeight*(const std::string& name)> earlier_weight;
+  // Constant initializers of the graph (data owned by the runtime, alive as long as `initializer_owner`) are read in
+  // place instead of copied when they are operands as they are (dynamic.h: the graph is lowered once per shape).
+  std::shared_ptr<const void> initializer_owner;
 };
 
 struct CompiledGraph {
   Program program;
   std::vector<TensorInput> weights;  // index i = Buf::kWeight index i
+  // Weights this lowering did not copy (CompileOptions::earlier_weight, initializer_owner): empty, or one entry per
+  // weight; where `data` is set, weights[i].bytes is empty and the bytes are there, kept alive by `keep`.
+  struct Borrowed {
+    const void* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<const void> keep;
+  };
+  std::vector<Borrowed> borrowed;
 };
 
 // ---- capability ------------------------------------------------------------------------------------------------
@@ -103,8 +123,10 @@ class LowerContext {
   // with format_tag::any) and adds the result as a weight.
   CheckResult PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
                          const dnnl::memory::desc& target, Operand* out);
-  // The layout a group's earlier graph packed these source bytes into (CompileOptions::find_layout); false if none.
-  bool PreferredLayout(const void* data, const dnnl::memory::desc& plain, dnnl::memory::desc* out) const;
+  // The layout an earlier shape packed the weight `name` into (CompileOptions::earlier_weight), else the one a
+  // group's earlier graph packed these source bytes into (CompileOptions::find_layout); false if none.
+  bool PreferredLayout(const std::string& name, const void* data, const dnnl::memory::desc& plain,
+                       dnnl::memory::desc* out) const;
 
   // Defines `value` as produced by the step being built, in layout `desc`. Returns the dst operand. Graph outputs
   // in plain layout are written straight into the output buffer.
@@ -139,6 +161,11 @@ class LowerContext {
   void SetCurrentNode(int n) { current_node_ = n; }
 
  private:
+  // Weights this lowering does not own (CompileOptions::earlier_weight, initializer_owner).
+  void AddBorrowed(const CompiledGraph::Borrowed& b);
+  bool AddEarlierWeight(const std::string& name, const dnnl::memory::desc& desc, Operand* out);
+  CheckResult AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc, Operand* out,
+                        size_t borrowed_size);
   // A reorder step copying `src` (the current operand of `value`) into `dst` (layout set; placed in new arena storage
   // of `bytes`), named after the value with `suffix`. Returns `dst` as placed.
   Operand ReorderCopy(int value, const Operand& src, Operand dst, uint64_t bytes, const char* suffix);

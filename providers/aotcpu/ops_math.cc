@@ -1088,7 +1088,7 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
   // In a weight-sharing group, the layout another graph packed this weight into comes first (equal packed bytes
   // are stored once); it is kept only where oneDNN runs it with an optimized kernel.
   memory::desc preferred;
-  bool use_preferred = pack && ctx.PreferredLayout(g.v(b).data, PlainDesc(wd, kF32), &preferred);
+  bool use_preferred = pack && ctx.PreferredLayout(g.v(b).name + ":packed", g.v(b).data, PlainDesc(wd, kF32), &preferred);
   auto make_pd = [&](const std::vector<PostOp>& post_ops, const std::vector<Operand>& ops) -> int {
     try {
       dnnl::primitive_attr attr;

@@ -70,7 +70,8 @@ bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* erro
       !ReadFlag(get, kStopShareContextsKey, &o.stop_share_ep_contexts, error) ||
       !ReadFlag(get, kPrepareAndLoadKey, &o.prepare_and_load, error) ||
       !ReadFlag(get, kPrepareOnlyKey, &o.prepare_only, error) ||
-      !ReadFlag(get, kVerifyWeightsKey, &o.verify_weights, error))
+      !ReadFlag(get, kVerifyWeightsKey, &o.verify_weights, error) ||
+      !ReadFlag(get, kDynamicShapesKey, &o.dynamic_shapes, error))
     return false;
   o.embed_mode = embed ? 1 : 0;
   o.context_file_path = ReadString(get, kContextFilePathKey);
@@ -101,6 +102,39 @@ bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* erro
     }
     o.partition_cost.enabled = us > 0;
     o.partition_cost.switch_us = us;
+  }
+  const std::string cache = ReadString(get, kShapeCacheSizeKey);
+  if (!cache.empty()) {
+    long long n = 0;
+    bool digits = cache.size() <= 4;
+    for (char c : cache) digits = digits && c >= '0' && c <= '9', n = n * 10 + (c - '0');
+    if (!digits || n < 1 || n > 4096) {
+      *error = Invalid(std::string(kShapeCacheSizeKey) + " must be an integer from 1 to 4096, got '" + cache + "'");
+      return false;
+    }
+    o.shape_cache_size = static_cast<size_t>(n);
+  }
+  const std::string ranges = ReadString(get, kShapeRangesKey);
+  for (size_t start = 0; start < ranges.size();) {
+    size_t end = ranges.find(',', start);
+    if (end == std::string::npos) end = ranges.size();
+    const std::string item = ranges.substr(start, end - start);
+    start = end + 1;
+    const size_t colon = item.rfind(':'), dots = item.find("..", colon == std::string::npos ? 0 : colon);
+    auto number = [](const std::string& t, int64_t* v) {
+      if (t.empty() || t.size() > 18 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      *v = std::stoll(t);
+      return true;
+    };
+    AotCpuOptions::Range r;
+    if (colon == std::string::npos || colon == 0 || dots == std::string::npos ||
+        !number(item.substr(colon + 1, dots - colon - 1), &r.lo) || !number(item.substr(dots + 2), &r.hi) ||
+        r.lo > r.hi || o.shape_ranges.count(item.substr(0, colon))) {
+      *error = Invalid(std::string(kShapeRangesKey) + " entries are 'name:lo..hi' with 0 <= lo <= hi, each name " +
+                       "once, separated by ','; got '" + item + "' in '" + ranges + "'");
+      return false;
+    }
+    o.shape_ranges[item.substr(0, colon)] = r;
   }
   *out = std::move(o);
   return true;

@@ -15,6 +15,9 @@
 //   ep.aotcpuexecutionprovider.partition_switch_us      a number >= 0: what a partition costs per run, in microseconds
 //                                                        (partition_cost.h); default kDefaultSwitchUs; 0 turns the
 //                                                        rule off (every group that computes is claimed)
+//   ep.aotcpuexecutionprovider.dynamic_shapes           0/1  compile nodes whose shapes depend on free dims per shape
+//   ep.aotcpuexecutionprovider.shape_cache_size         1..4096 (default 8): shapes a dynamic partition keeps
+//   ep.aotcpuexecutionprovider.shape_ranges             "sym:lo..hi,..." bounds of free dims (checked per run)
 //   session.intra_op_num_threads                         integer >= 0 (0 = oneDNN's default)
 // Flags accept exactly "0" or "1"; an absent or empty entry means the default (0). Anything else is an error naming
 // the key, so a typo ("true", "yes") never silently changes nothing.
@@ -35,6 +38,7 @@
 #include <epctx/ep_api.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,14 @@ inline constexpr const char* kTargetIsaKey = "ep.aotcpuexecutionprovider.target_
 inline constexpr const char* kVerifyWeightsKey = "ep.aotcpuexecutionprovider.verify_weights";
 // The partition cost rule's per-partition switch cost (partition_cost.h); "0" turns the rule off.
 inline constexpr const char* kPartitionSwitchUsKey = "ep.aotcpuexecutionprovider.partition_switch_us";
+// Dynamic shapes (dynamic.h, docs/aotcpu.md "Dynamic shapes"): "1" claims nodes whose shapes depend on free input
+// dims and compiles them per input shape at run time (JIT sessions only so far); "0" (default) leaves them on the CPU
+// EP with a reason naming the dim.
+inline constexpr const char* kDynamicShapesKey = "ep.aotcpuexecutionprovider.dynamic_shapes";
+// How many input shapes a dynamic partition keeps compiled (least recently used evicted); default 8, 1..4096.
+inline constexpr const char* kShapeCacheSizeKey = "ep.aotcpuexecutionprovider.shape_cache_size";
+// Per-symbol bounds, "seq:1..1024,past:0..4096": a run with a dim outside them is INVALID_ARGUMENT naming the dim.
+inline constexpr const char* kShapeRangesKey = "ep.aotcpuexecutionprovider.shape_ranges";
 // Not set by the runtime today (SessionConfig::intra_op_num_threads is not a config entry); read when present.
 inline constexpr const char* kIntraOpThreadsKey = "session.intra_op_num_threads";
 
@@ -90,6 +102,12 @@ struct AotCpuOptions {
   bool verify_weights = true;   // kVerifyWeightsKey
   int intra_op_num_threads = 0;  // 0 = default
   PartitionCostRule partition_cost;  // kPartitionSwitchUsKey
+  bool dynamic_shapes = false;        // kDynamicShapesKey
+  size_t shape_cache_size = 8;        // kShapeCacheSizeKey
+  struct Range {
+    int64_t lo = 0, hi = 0;
+  };
+  std::map<std::string, Range> shape_ranges;  // kShapeRangesKey
 
   // Mode of these options (meaningful once CheckPrepareAndLoad accepted them).
   Mode mode() const;

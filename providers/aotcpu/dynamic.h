@@ -1,0 +1,83 @@
+// A partition whose inputs have free dims (issue 16, docs/aotcpu.md "Dynamic shapes"): one compiled partition that
+// serves every input shape. It keeps the fused graph with symbolic shapes (symbolic.h); the first run with a new
+// input shape binds the symbols from the input dims, lowers that static graph (compiler.h) and creates its
+// primitives, and keeps the result in a bounded cache (least recently used evicted). Weights are packed once: a later
+// shape's lowering reads the bytes an earlier shape made for the same weight in the same layout, and MatMul offers
+// oneDNN that layout first (CompileOptions::earlier_weight); constant initializers are read in place.
+//
+// Thread safety: Get may be called from concurrent runs; binding a new shape happens under a lock, and an executor
+// stays alive while a run uses it even if the cache evicts it.
+#ifndef EPCTX_PROVIDERS_AOTCPU_DYNAMIC_H_
+#define EPCTX_PROVIDERS_AOTCPU_DYNAMIC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "compiler.h"
+#include "executor.h"
+#include "ir.h"
+#include "symbolic.h"
+
+namespace epctx {
+namespace aotcpu {
+
+// Per-symbol bounds (ep.aotcpuexecutionprovider.shape_ranges): a bound shape outside them is INVALID_ARGUMENT.
+struct SymbolRange {
+  int64_t lo = 0, hi = INT64_MAX;
+};
+
+class DynamicGraph {
+ public:
+  struct Options {
+    CompileOptions compile;     // the EP's (ISA, layouts); earlier_weight and initializer_owner are set here
+    int threads = 0;
+    size_t cache_size = 8;      // bound shapes kept (>= 1)
+    std::map<std::string, SymbolRange> ranges;
+  };
+  // `g` is the fused graph as BuildGraph read it (initializer data borrowed from the runtime, alive as long as
+  // `keep`); `inputs`/`outputs` name the fused node's non-constant inputs and its outputs, in order. Fails when the
+  // graph's shapes cannot be inferred symbolically or an input dim is an expression rather than a symbol or constant.
+  static CheckResult Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                            Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out);
+
+  // The executor for inputs of these dims (fused-input order): cached, or bound, lowered and built now. Errors:
+  // `*invalid_argument` true for shapes the graph cannot take (wrong rank, a dim fixed to another size, a symbol
+  // bound twice to different sizes, outside its range); false for a failure to compile the shape.
+  CheckResult Get(const std::vector<std::vector<int64_t>>& input_dims, std::shared_ptr<Executor>* exec,
+                  bool* invalid_argument);
+
+  const std::vector<std::string>& symbols() const { return sym_.symbols; }
+  struct Stats {
+    size_t binds = 0, hits = 0, evictions = 0;
+    double last_bind_ms = 0;         // bind + lower + primitive creation of the last new shape
+    uint64_t weight_bytes_made = 0;  // weight bytes packed or copied by binds (0 after the first shape when reused)
+  };
+  Stats stats() const;
+
+ private:
+  DynamicGraph() = default;
+  CheckResult Bind(const std::map<std::string, int64_t>& binding, std::shared_ptr<Executor>* exec);
+
+  Graph graph_;
+  SymbolicShapes sym_;
+  std::vector<std::string> inputs_, outputs_;
+  std::vector<int> input_values_;
+  Options options_;
+  std::shared_ptr<const void> keep_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, CompileOptions::EarlierWeight> weights_;  // by weight name: the first shape's choice
+  std::list<std::pair<std::string, std::shared_ptr<Executor>>> lru_;  // most recent first
+  Stats stats_;
+};
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_DYNAMIC_H_
