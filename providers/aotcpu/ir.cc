@@ -44,9 +44,15 @@ class Builder {
       if (rank >= 0 && rank <= 64) {
         v.dims.assign(static_cast<size_t>(rank), -1);
         if (rank > 0) {
-          CheckResult r = FromStatus(api_, api_->ValueInfo_GetShape(vi, v.dims.data(), nullptr, v.dims.size()),
+          std::vector<const char*> symbols(v.dims.size(), nullptr);
+          CheckResult r = FromStatus(api_, api_->ValueInfo_GetShape(vi, v.dims.data(), symbols.data(), v.dims.size()),
                                      "shape of '" + name + "'");
           if (!r.ok) return r;
+          for (size_t i = 0; i < symbols.size(); ++i) {
+            if (v.dims[i] >= 0 || !symbols[i] || !symbols[i][0]) continue;
+            v.dim_symbols.resize(v.dims.size());
+            v.dim_symbols[i] = symbols[i];
+          }
         }
         v.has_shape = true;
         for (int64_t d : v.dims)

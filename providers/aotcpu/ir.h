@@ -27,6 +27,9 @@ struct Value {
   uint32_t dtype = 0;            // ONNX code; 0 when unknown (or not a tensor)
   bool has_shape = false;        // rank known and every dim a known size >= 0
   std::vector<int64_t> dims;     // valid when has_shape
+  // dim_param name of each free dim (dims[i] < 0) as the runtime gives it ("" for a known or unnamed dim); empty
+  // when the rank is unknown or no dim is named. Read by symbolic shape inference (symbolic.h).
+  std::vector<std::string> dim_symbols;
   // Constant data: an initializer (borrowed from the runtime) or a value folded at compile time (owned in `folded`).
   const void* data = nullptr;
   std::shared_ptr<std::string> folded;
