@@ -195,7 +195,7 @@ TEST(Symbolic, DimExprEvaluation) {
     std::string w;
     const bool r = t.Eval(static_cast<DimId>(i), {{"x", 6}, {"y", 3}}, &one, &w);
     EXPECT_EQ(r, static_cast<bool>(ok[i])) << t.Str(static_cast<DimId>(i));
-    if (r) EXPECT_EQ(one, all[i]) << t.Str(static_cast<DimId>(i));
+    if (r) { EXPECT_EQ(one, all[i]) << t.Str(static_cast<DimId>(i)); }
   }
 }
 
@@ -449,7 +449,7 @@ TEST(Symbolic, ConvPoolChain) {
       EXPECT_EQ(Eval(s, b.g, "p1", bind), (Dims{2, 8, hp, wp}));
       if (w2 < 0) continue;
       EXPECT_EQ(Eval(s, b.g, "c2", bind), (Dims{2, 8, h2, w2}));
-      if (h2 >= 3 && w2 >= 3) EXPECT_EQ(Eval(s, b.g, "a1", bind), (Dims{2, 8, h2 - 2, w2 - 2}));
+      if (h2 >= 3 && w2 >= 3) { EXPECT_EQ(Eval(s, b.g, "a1", bind), (Dims{2, 8, h2 - 2, w2 - 2})); }
       EXPECT_EQ(Eval(s, b.g, "ct", bind), (Dims{2, 4, (hp - 1) * 2 + 1 + 2 - 1, (wp - 1) * 2 + 0 + 2 - 1}));
       EXPECT_EQ(Eval(s, b.g, "cs", bind), (Dims{2, 8, (H + 2) / 3, (W + 1) / 2}));
       EXPECT_EQ(Eval(s, b.g, "g", bind), (Dims{2, 4, 1, 1}));
@@ -805,7 +805,7 @@ void CheckDecoder(bool decode) {
     }
     // Where the fold pass computes shape values itself (Shape of a now-static input), it agrees with Bind.
     for (const char* n : {"seq_1d", "end_1d", "position_ids"})
-      if (decode || std::string(n) != "position_ids") EXPECT_EQ(ConstData(folded_graph, n), ConstData(out, n)) << n;
+      if (decode || std::string(n) != "position_ids") { EXPECT_EQ(ConstData(folded_graph, n), ConstData(out, n)) << n; }
     if (seq == 5 || past == 7) {
       std::vector<std::string> ins, outs;
       for (int v : out.inputs) ins.push_back(out.v(v).name);
