@@ -117,7 +117,7 @@ DimId DimTable::Comm(DimOp op, DimId a, DimId b) {
 }
 
 DimId DimTable::Add(DimId a, DimId b) {
-  int64_t x, y, r;
+  int64_t x = 0, y = 0, r = 0;
   const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
   if (ca && cb && !AddOv(x, y, &r)) return Const(r);
   if (ca && x == 0) return b;
@@ -135,7 +135,7 @@ DimId DimTable::Add(DimId a, DimId b) {
 }
 
 DimId DimTable::Sub(DimId a, DimId b) {
-  int64_t x, y, r;
+  int64_t x = 0, y = 0, r = 0;
   if (a == b) return Const(0);
   const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
   if (ca && cb && !SubOv(x, y, &r)) return Const(r);
@@ -154,7 +154,7 @@ DimId DimTable::Sub(DimId a, DimId b) {
 }
 
 DimId DimTable::Mul(DimId a, DimId b) {
-  int64_t x, y, r;
+  int64_t x = 0, y = 0, r = 0;
   const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
   if (ca && cb && !MulOv(x, y, &r)) return Const(r);
   if (ca && !cb) std::swap(a, b), std::swap(x, y);
@@ -170,7 +170,7 @@ DimId DimTable::Mul(DimId a, DimId b) {
 }
 
 DimId DimTable::FloorDiv(DimId a, DimId b) {
-  int64_t x, y, r;
+  int64_t x = 0, y = 0, r = 0;
   std::string why;
   const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
   if (ca && cb && Apply(DimOp::kFloorDiv, x, y, &r, &why)) return Const(r);
@@ -182,7 +182,7 @@ DimId DimTable::FloorDiv(DimId a, DimId b) {
 }
 
 DimId DimTable::CeilDiv(DimId a, DimId b) {
-  int64_t x, y, r;
+  int64_t x = 0, y = 0, r = 0;
   std::string why;
   const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
   if (ca && cb && Apply(DimOp::kCeilDiv, x, y, &r, &why)) return Const(r);
@@ -922,7 +922,7 @@ bool Infer::Slice(const Node& n) {
     const int64_t step = steps[k];
     if (step == 0) return Fail("Slice step 0");
     const DimId dim = data[ax];
-    int64_t sc, ec, dc;
+    int64_t sc = 0, ec = 0, dc = 0;
     const bool s_const = t_.IsConst(starts[k], &sc), e_const = t_.IsConst(ends[k], &ec);
     const bool d_const = t_.IsConst(dim, &dc);
     if (s_const && e_const && d_const) {
