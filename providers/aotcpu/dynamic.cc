@@ -1,6 +1,8 @@
 #include "dynamic.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 namespace epctx {
 namespace aotcpu {
@@ -127,9 +129,12 @@ CheckResult DynamicGraph::Bind(const std::map<std::string, int64_t>& binding, st
     auto it = weights_.find(name);
     return it == weights_.end() ? nullptr : &it->second;
   };
+  const auto t1 = std::chrono::steady_clock::now();
   CompiledGraph cg;
   CheckResult r = CompileGraph(bound, inputs_, outputs_, options, &cg);
   if (!r.ok) return r;
+  const auto t2 = std::chrono::steady_clock::now();
+  const uint64_t made_before = stats_.weight_bytes_made;
   // Weight bytes: borrowed (an earlier shape's, or an initializer read in place) or made now; the ones made now
   // become shared so later shapes reuse them, and the executor keeps all of them alive.
   auto holders = std::make_shared<std::vector<std::shared_ptr<const void>>>();
@@ -159,7 +164,16 @@ CheckResult DynamicGraph::Bind(const std::map<std::string, int64_t>& binding, st
   if (!r.ok) return r;
   *exec = std::shared_ptr<Executor>(e.release(), [holders](Executor* p) { delete p; });
   ++stats_.binds;
-  stats_.last_bind_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const auto t3 = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  stats_.last_bind_ms = ms(t0, t3);
+  if (const char* profile = std::getenv("EPCTX_AOTCPU_PROFILE"); profile && *profile && *profile != '0') {
+    std::string shape;
+    for (const auto& [name, value] : binding) shape += (shape.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    std::fprintf(stderr, "[aotcpu profile] new shape (%s): bind %.2f ms, lower %.2f ms, build %.2f ms; %.1f MB of "
+                 "weights made (%zu shapes cached)\n", shape.c_str(), ms(t0, t1), ms(t1, t2), ms(t2, t3),
+                 (stats_.weight_bytes_made - made_before) / 1e6, lru_.size() + 1);
+  }
   return CheckResult::Ok();
 }
 

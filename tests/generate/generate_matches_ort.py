@@ -3,7 +3,7 @@
 (tests/ort/generate.js), step by step.
 
     /usr/bin/python3 tests/generate/generate_matches_ort.py --generate build/bin/epctx_generate --work DIR
-        --case cpu|aotcpu|aotcpu_static_prefill|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
+        --case cpu|aotcpu|aotcpu_static_prefill|aotcpu_dynamic|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
     /usr/bin/python3 tests/generate/generate_matches_ort.py --compare A.dump B.dump     # compare two dumps only
 
 cpu:    epctx's CPU EP vs ORT (graphOptimizationLevel 'disabled': the graph's literal semantics), both 1 thread.
@@ -16,6 +16,9 @@ as in the dumps; and that the comparison itself catches a wrong dump (ORT's dump
 aotcpu_static_prefill: AotCpu appended and the prefill session's "seq" pinned to the prompt length
         (--prefill-dim seq:L), so AotCpu compiles prefill (it must take at least one prefill node, or the case fails as
         vacuous); decode stays free. Same checks.
+aotcpu_dynamic: AotCpu appended with ep.aotcpuexecutionprovider.dynamic_shapes=1: both graphs keep "seq"/"past"
+        free, AotCpu takes every node of both sessions (the case fails otherwise) and compiles each new input shape
+        at run time (every decode step is one). Same checks.
 errors: bad input exits 2 with "epctx_generate: <message>" and no signal: a missing model, models swapped, a model that
         is not a decoder, a file that is not ONNX, --vocab that disagrees with the logits, a prompt id outside the
         vocab, a prompt longer than the model's positions, a bad option.
@@ -126,6 +129,8 @@ def case_match(args, name):
         cmd += ["--ep-lib", args.ep_lib, "--ep", "AotCpuExecutionProvider", "--report"]
     if name == "aotcpu_static_prefill":
         cmd += ["--prefill-dim", f"seq:{args.prompt_len}"]
+    if name == "aotcpu_dynamic":
+        cmd += ["-C", "ep.aotcpuexecutionprovider.dynamic_shapes=1"]
     ep = json_line(run(cmd), "epctx_generate")
     errs = []
     for side, j, dump in (("ORT", ort, ort_dump), ("epctx", ep, ep_dump)):
@@ -163,7 +168,10 @@ def case_match(args, name):
         print(f"  {which} session: AotCpu took {took} nodes, {rep.get('cpu_nodes')} on the CPU EP")
         if name == "aotcpu_static_prefill" and which == "prefill" and took == 0:
             errs.append("AotCpu took no node of the prefill session with seq pinned: the case tests nothing")
-    if name == "aotcpu_static_prefill" and "session_reports" not in ep:
+        if name == "aotcpu_dynamic" and (took == 0 or rep.get("cpu_nodes") != 0):
+            errs.append(f"dynamic shapes: AotCpu took {took} nodes of the {which} session and "
+                        f"{rep.get('cpu_nodes')} stayed on the CPU EP; it must take them all")
+    if name in ("aotcpu_static_prefill", "aotcpu_dynamic") and "session_reports" not in ep:
         errs.append("epctx_generate --report gave no session reports")
     print(f"generate_matches_ort ({name}): {args.tokens} steps, prompt {args.prompt_len}; "
           f"tokens {ep['tokens'][:8]}...; epctx prefill {ep['prefill_ms']:.2f} ms, ORT {ort['prefill_ms']:.2f} ms")
@@ -216,7 +224,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--generate")
     ap.add_argument("--work")
-    ap.add_argument("--case", choices=("cpu", "aotcpu", "aotcpu_static_prefill", "errors"))
+    ap.add_argument("--case", choices=("cpu", "aotcpu", "aotcpu_static_prefill", "aotcpu_dynamic", "errors"))
     ap.add_argument("--ep-lib")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=32)
