@@ -219,12 +219,13 @@ void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::strin
   if (st) g_api->ReleaseStatus(st);  // a reason is information only
 }
 
-// dynamic_shapes: when `g` has free input dims, replaces it by the graph bound at probe sizes (each free dim 64,
-// clamped into its shape_ranges entry) after checking that it also binds at 96, and fills `why` (one entry per node)
+// dynamic_shapes: when `g` has free input dims, replaces it by the graph bound at probe sizes (each free dim 64, else
+// 256, 1024 or 4096, clamped into its shape_ranges entry) after checking that it also binds at 1.5 times that, and fills `why` (one entry per node)
 // with the reason a node's shapes are not known symbolically ("" for known ones; a node not fully known must stay on
 // the CPU EP, since its partition is compiled per shape from the symbolic shapes). Leaves `g` alone (and `why`
-// empty) when it has no free input dim or does not bind: the nodes then stay on the CPU EP as without the option.
-void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why) {
+// empty) when it has no free input dim or does not bind (`probe_error` says why): the nodes then stay on the CPU EP
+// as without the option.
+void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why, std::string* probe_error) {
   bool free = false;
   for (int v : g->inputs) free |= !g->v(v).has_shape;
   if (!free) return;
@@ -238,9 +239,21 @@ void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::strin
     }
     return b;
   };
+  // Two probe sizes per candidate pair (the second catches a shape that binds only by coincidence); larger pairs for
+  // graphs whose windows need more (an audio front end's 512-sample STFT window).
   Graph bound, second;
   std::string err;
-  if (!Bind(*g, sym, probe(64), &bound, &err) || !Bind(*g, sym, probe(96), &second, &err)) return;
+  bool binds = false;
+  for (int64_t size : {64, 256, 1024, 4096}) {
+    if (Bind(*g, sym, probe(size), &bound, &err) && Bind(*g, sym, probe(size + size / 2), &second, &err)) {
+      binds = true;
+      break;
+    }
+  }
+  if (!binds) {
+    *probe_error = "dynamic_shapes: the graph binds at none of the probe sizes (64 to 6144 per free dim): " + err;
+    return;
+  }
   why->assign(g->nodes.size(), std::string());
   for (size_t i = 0; i < g->nodes.size(); ++i) {
     (*why)[i] = i < sym.why.size() ? sym.why[i] : std::string();
@@ -278,7 +291,9 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   // their symbolic shapes and are compiled per input shape at run time. Nodes whose shapes are not known as
   // expressions of the free dims stay on the CPU EP.
   std::vector<std::string> symbolic_why;
-  if (ep->options.dynamic_shapes && ep->options.mode() == Mode::kJit) ProbeDynamic(ep->options, &g, &symbolic_why);
+  std::string probe_error;
+  if (ep->options.dynamic_shapes && ep->options.mode() == Mode::kJit)
+    ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error);
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
@@ -303,6 +318,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     std::string why;
     supported[i] = folded[i] || IsNodeSupported(g, n, &why);
     if (!supported[i]) reasons[i] = ShapeReason(g, n, why, pinnable);
+    if (!supported[i] && !probe_error.empty()) reasons[i] += " (" + probe_error + ")";
     if (supported[i] && i < symbolic_why.size() && !symbolic_why[i].empty()) {
       supported[i] = false;
       reasons[i] = "its shapes are not known for every size of the free dims: " + symbolic_why[i];
