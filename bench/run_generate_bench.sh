@@ -14,6 +14,8 @@
 #              shapes are free, so AotCpu takes what it takes today and the rest runs on the CPU EP)
 #        aotcpu_pinned (not in the default --sides) the same with --prefill-dim seq:<prompt length>: AotCpu compiles
 #              prefill for that length; decode stays free
+#        aotcpu_dynamic (not in the default --sides) AotCpu with ep.aotcpuexecutionprovider.dynamic_shapes=1: both
+#              graphs with seq/past free, every new shape (each decode step) bound and compiled at run time
 # Per repetition (R, default 3), each side in turn as fresh processes (the order rotates every repetition):
 #   one generation (prompt L, default 128, seeded LCG prompt shared by both tools; T tokens, default 256: prefill +
 #   T-1 decode steps with past L..L+T-2), then a prefill-only run (--tokens 1) at each of --prefill-lens, the same
@@ -87,8 +89,8 @@ MAX_SEQ=1024
 IFS=',' read -r -a SIDE_LIST <<<"$SIDES"
 for s in "${SIDE_LIST[@]}"; do
   case "$s" in
-    ort|cpu|aotcpu|aotcpu_pinned) ;;
-    *) echo "run_generate_bench: unknown side '$s' (ort, cpu, aotcpu, aotcpu_pinned)" >&2; exit 2 ;;
+    ort|cpu|aotcpu|aotcpu_pinned|aotcpu_dynamic) ;;
+    *) echo "run_generate_bench: unknown side '$s' (ort, cpu, aotcpu, aotcpu_pinned, aotcpu_dynamic)" >&2; exit 2 ;;
   esac
 done
 IFS=',' read -r -a PLENS <<<"$PREFILL_LENS"
@@ -137,6 +139,8 @@ run_side() {  # side rep kind prompt_len tokens
               || rc=$? ;;
     aotcpu_pinned) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report \
                           --prefill-dim "seq:$len" 2>"$ERR" </dev/null) || rc=$? ;;
+    aotcpu_dynamic) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report \
+                           -C ep.aotcpuexecutionprovider.dynamic_shapes=1 2>"$ERR" </dev/null) || rc=$? ;;
   esac
   line=$(grep '^{' <<<"$line" | tail -n 1 || true)
   if [ "$rc" = 0 ] && [ -n "$line" ]; then
@@ -186,7 +190,8 @@ raw = [json.loads(line) for line in open(E["RAW"]) if line.strip()]
 sides = E["SIDES"].split(",")
 bucket = int(E["BUCKET"])
 names = {"ort": "ORT 1.30", "cpu": "epctx CPU EP", "aotcpu": "epctx AotCpu (JIT)",
-         "aotcpu_pinned": "epctx AotCpu (JIT, prefill seq pinned)"}
+         "aotcpu_pinned": "epctx AotCpu (JIT, prefill seq pinned)",
+         "aotcpu_dynamic": "epctx AotCpu (JIT, dynamic_shapes=1)"}
 
 
 def med(xs):
