@@ -294,6 +294,9 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   std::string probe_error;
   if (ep->options.dynamic_shapes && ep->options.mode() == Mode::kJit)
     ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error);
+  else if (ep->options.dynamic_shapes)
+    probe_error = "dynamic_shapes applies to JIT sessions only so far: a context model cannot hold a graph with free "
+                  "dims yet";
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
