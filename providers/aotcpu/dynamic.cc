@@ -7,14 +7,6 @@
 namespace epctx {
 namespace aotcpu {
 
-namespace {
-std::string DimsText(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-}  // namespace
-
 CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
                                  Options options, std::shared_ptr<const void> keep,
                                  std::unique_ptr<DynamicGraph>* out) {

@@ -29,11 +29,6 @@ size_t ElemSize(uint32_t dtype) {
   }
 }
 
-std::string DimsStr(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 // Product of dims, -1 on a negative dim or overflow past 2^62.
 int64_t Numel(const std::vector<int64_t>& dims) {
@@ -342,7 +337,7 @@ R FoldConstantOfShape(Fold& f) {
   if (r != R::kDone) return r;
   if (f.in[0].dims.size() != 1) return f.Bad("input must be a 1-D tensor");
   for (int64_t d : dims)
-    if (d < 0) return f.Bad("shape " + DimsStr(dims) + " has a negative dim");
+    if (d < 0) return f.Bad("shape " + DimsText(dims) + " has a negative dim");
   uint32_t dt = kF32;
   std::string zero(4, '\0');
   const std::string* value = &zero;
@@ -366,7 +361,7 @@ R FoldRange(Fold& f) {
   for (int i = 0; i < 3; ++i) {
     if (!f.Has(i)) return f.Bad("start, limit and delta are required");
     if (f.in[i].dtype != dt) return f.Bad("start, limit and delta must have one type");
-    if (f.in[i].numel != 1) return f.Bad("start, limit and delta must be scalars, got " + DimsStr(f.in[i].dims));
+    if (f.in[i].numel != 1) return f.Bad("start, limit and delta must be scalars, got " + DimsText(f.in[i].dims));
     if (!f.in[i].p) return R::kSkip;
   }
   return DispatchNumeric(dt, [&](auto tag) -> R {
@@ -455,7 +450,7 @@ R Broadcast2(Fold& f, uint32_t out_dtype, Op op) {
   const View &a = f.in[0], &b = f.in[1];
   std::vector<int64_t> dims;
   if (!BroadcastDims({&a.dims, &b.dims}, &dims))
-    return f.Bad("shapes " + DimsStr(a.dims) + " and " + DimsStr(b.dims) + " do not broadcast");
+    return f.Bad("shapes " + DimsText(a.dims) + " and " + DimsText(b.dims) + " do not broadcast");
   char* p;
   R r = f.Alloc(out_dtype, dims, &p);
   if (r != R::kDone) return r;
@@ -541,7 +536,7 @@ R FoldWhere(Fold& f) {
   if (es == 0) return R::kSkip;
   std::vector<int64_t> dims;
   if (!BroadcastDims({&c.dims, &x.dims, &y.dims}, &dims))
-    return f.Bad("shapes " + DimsStr(c.dims) + ", " + DimsStr(x.dims) + " and " + DimsStr(y.dims) +
+    return f.Bad("shapes " + DimsText(c.dims) + ", " + DimsText(x.dims) + " and " + DimsText(y.dims) +
                  " do not broadcast");
   char* p;
   R r = f.Alloc(x.dtype, dims, &p);
@@ -637,7 +632,7 @@ R ReshapeDims(Fold& f, std::vector<int64_t>* out) {
         int64_t ax;
         if (!NormAxis(a, rank, &ax)) return f.Bad("axis " + std::to_string(a) + " out of range");
         if (x.dims[static_cast<size_t>(ax)] != 1)
-          return f.Bad("cannot squeeze axis " + std::to_string(a) + " of shape " + DimsStr(x.dims));
+          return f.Bad("cannot squeeze axis " + std::to_string(a) + " of shape " + DimsText(x.dims));
         drop[static_cast<size_t>(ax)] = true;
       }
     }
@@ -676,24 +671,24 @@ R ReshapeDims(Fold& f, std::vector<int64_t>* out) {
   for (size_t i = 0; i < shape.size(); ++i) {
     int64_t& d = shape[i];
     if (d == 0 && !allowzero) {
-      if (i >= x.dims.size()) return f.Bad("shape " + DimsStr(shape) + " copies a dim the input lacks");
+      if (i >= x.dims.size()) return f.Bad("shape " + DimsText(shape) + " copies a dim the input lacks");
       d = x.dims[i];
     }
     if (d == -1) {
-      if (infer >= 0) return f.Bad("shape " + DimsStr(shape) + " has more than one -1");
+      if (infer >= 0) return f.Bad("shape " + DimsText(shape) + " has more than one -1");
       infer = static_cast<int64_t>(i);
       continue;
     }
-    if (d < 0) return f.Bad("shape " + DimsStr(shape) + " has invalid dim " + std::to_string(d));
+    if (d < 0) return f.Bad("shape " + DimsText(shape) + " has invalid dim " + std::to_string(d));
     known *= d;
   }
   const int64_t numel = x.numel;
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
-      return f.Bad("cannot reshape " + DimsStr(x.dims) + " to " + DimsStr(shape));
+      return f.Bad("cannot reshape " + DimsText(x.dims) + " to " + DimsText(shape));
     shape[static_cast<size_t>(infer)] = numel / known;
   } else if (known != numel) {
-    return f.Bad("cannot reshape " + DimsStr(x.dims) + " to " + DimsStr(shape));
+    return f.Bad("cannot reshape " + DimsText(x.dims) + " to " + DimsText(shape));
   }
   *out = std::move(shape);
   return R::kDone;
@@ -728,7 +723,7 @@ R FoldConcat(Fold& f) {
     if (v->dims.size() != d0.size()) return f.Bad("inputs have different ranks");
     for (int64_t i = 0; i < rank; ++i)
       if (i != axis && v->dims[static_cast<size_t>(i)] != d0[static_cast<size_t>(i)])
-        return f.Bad("input shapes " + DimsStr(d0) + " and " + DimsStr(v->dims) + " differ off the axis");
+        return f.Bad("input shapes " + DimsText(d0) + " and " + DimsText(v->dims) + " differ off the axis");
     dims[static_cast<size_t>(axis)] += v->dims[static_cast<size_t>(axis)];
   }
   char* p;
@@ -853,11 +848,11 @@ R FoldTranspose(Fold& f) {
   std::vector<int64_t> perm = f.n.Ints("perm");
   if (!f.n.Has("perm"))
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
-  if (perm.size() != rank) return f.Bad("perm " + DimsStr(perm) + " does not match rank " + std::to_string(rank));
+  if (perm.size() != rank) return f.Bad("perm " + DimsText(perm) + " does not match rank " + std::to_string(rank));
   std::vector<bool> seen(rank, false);
   for (int64_t a : perm) {
     if (a < 0 || a >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(a)])
-      return f.Bad("perm " + DimsStr(perm) + " is not a permutation");
+      return f.Bad("perm " + DimsText(perm) + " is not a permutation");
     seen[static_cast<size_t>(a)] = true;
   }
   const std::vector<int64_t> rs = RowMajorStrides(x.dims);
@@ -881,10 +876,10 @@ R FoldExpand(Fold& f) {
   if (r != R::kDone) return r;
   if (f.in[1].dims.size() != 1) return f.Bad("shape must be a 1-D tensor");
   for (int64_t d : shape)
-    if (d < 0) return f.Bad("shape " + DimsStr(shape) + " has a negative dim");
+    if (d < 0) return f.Bad("shape " + DimsText(shape) + " has a negative dim");
   std::vector<int64_t> dims;
   if (!BroadcastDims({&x.dims, &shape}, &dims))
-    return f.Bad("cannot expand " + DimsStr(x.dims) + " to " + DimsStr(shape));
+    return f.Bad("cannot expand " + DimsText(x.dims) + " to " + DimsText(shape));
   char* p;
   r = f.Alloc(x.dtype, dims, &p);
   if (r != R::kDone) return r;
@@ -1037,7 +1032,7 @@ CheckResult FoldConstants(Graph* g, std::vector<bool>* folded) {
       if (r == R::kDone) {
         if (out.has_shape && out.dims != f.out.dims)
           return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): folded result has shape " +
-                                   DimsStr(f.out.dims) + " but the graph says " + DimsStr(out.dims));
+                                   DimsText(f.out.dims) + " but the graph says " + DimsText(out.dims));
         if (out.dtype != 0 && out.dtype != f.out.dtype)
           return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): folded result has type " +
                                    std::to_string(f.out.dtype) + " but the graph says " +

@@ -278,6 +278,12 @@ bool Graph::ConstScalar(int value, float* out) const {
   return true;
 }
 
+std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
 CheckResult BuildGraph(const EpctxApi* api, const EpctxGraph* graph, Graph* out) {
   *out = Graph();
   Builder b(api, out);

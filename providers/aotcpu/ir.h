@@ -91,6 +91,9 @@ struct Graph {
   bool ConstScalar(int value, float* out) const;
 };
 
+// "[1,3,224,224]": dims for messages.
+std::string DimsText(const std::vector<int64_t>& dims);
+
 // Copies `graph` (borrowed) into `*out`. Fails on ABI errors only; unknown shapes and types are recorded, not refused.
 CheckResult BuildGraph(const EpctxApi* api, const EpctxGraph* graph, Graph* out);
 

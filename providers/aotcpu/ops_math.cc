@@ -41,11 +41,6 @@ bool Reject(std::string* why, const std::string& reason) {
   return false;
 }
 
-std::string DimsStr(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 int64_t Numel(const Dims& d) {
   int64_t n = 1;
@@ -684,11 +679,11 @@ bool MatMulShapes(const Dims& ad, const Dims& bd, MatMulShape* s, std::string* w
   if (r > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
   a = PadLeft(a, r);
   b = PadLeft(b, r);
-  if (a[r - 1] != b[r - 2]) return Reject(why, "inner dims differ: " + DimsStr(ad) + " x " + DimsStr(bd));
+  if (a[r - 1] != b[r - 2]) return Reject(why, "inner dims differ: " + DimsText(ad) + " x " + DimsText(bd));
   Dims c(r);
   for (size_t i = 0; i + 2 < r; ++i) {
     if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
-      return Reject(why, "batch dims do not broadcast: " + DimsStr(ad) + " x " + DimsStr(bd));
+      return Reject(why, "batch dims do not broadcast: " + DimsText(ad) + " x " + DimsText(bd));
     c[i] = std::max(a[i], b[i]);
   }
   c[r - 2] = a[r - 2];
@@ -1158,7 +1153,7 @@ CheckResult LowerMatMul(LowerContext& ctx, int node) {
     std::vector<Operand> ops = base;
     ChainPrefix(g, chain, k, map, &post_ops, &ops);
     if (make_pd(post_ops, ops) == 0)
-      return ctx.Fail(node, "oneDNN has no matmul for " + DimsStr(s.a) + " x " + DimsStr(s.b));
+      return ctx.Fail(node, "oneDNN has no matmul for " + DimsText(s.a) + " x " + DimsText(s.b));
   }
 
   // The fused bias Add, when there is one: its operand viewed with `dims`, the node absorbed into `step`.

@@ -303,11 +303,6 @@ TEST(OpsMath, AttentionScaleMaskFusion) {
   ExpectNear(Execute(c, {q, kt, v})[0], RefMatMul(p, {1, H, S, S}, v, {1, H, S, D}));
 }
 
-std::string DimsStr(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 // Reference softmax(x + mask) over the last dim, mask broadcast per numpy rules (mask padded to x's rank).
 std::vector<double> RefMaskedSoftmax(const std::vector<float>& x, const Dims& xd, const std::vector<float>& m, Dims md) {
@@ -355,12 +350,12 @@ TEST(OpsMath, MaskedSoftmaxMatchesUnfusedReference) {
     b.Output("p");
     Compiled c;
     ASSERT_TRUE(Compile(b, &c));
-    EXPECT_EQ(Kinds(c.parsed), "MaskedSoftmax") << DimsStr(k.x);
+    EXPECT_EQ(Kinds(c.parsed), "MaskedSoftmax") << DimsText(k.x);
     std::vector<double> want = RefMaskedSoftmax(x, k.x, mask, k.mask);
     std::vector<float> got = Execute(c, {x})[0];
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-6 + 1e-5 * want[i]) << DimsStr(k.x) << " element " << i;
+      ASSERT_NEAR(got[i], want[i], 1e-6 + 1e-5 * want[i]) << DimsText(k.x) << " element " << i;
   }
 }
 

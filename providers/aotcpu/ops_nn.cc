@@ -49,11 +49,6 @@ bool Reject(std::string* why, std::string msg) {
   return false;
 }
 
-std::string DimsStr(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 int In(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
 int Out(const Node& n, size_t i) { return i < n.outputs.size() ? n.outputs[i] : -1; }
@@ -367,7 +362,7 @@ bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::s
   }
   for (size_t i = 0; i < r; ++i)
     if (yd[2 + i] != w.out[i])
-      return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
+      return Reject(why, "output shape " + DimsText(yd) + kSizeDiffers);
   s->src_dims = xd;
   s->dst_dims = yd;
   s->wdims.clear();
@@ -1040,7 +1035,7 @@ bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
     if (!ResolveForward(ap, ceil_mode && (ap == AutoPad::kNotSet || ap == AutoPad::kValid), &w, why)) return false;
     // The size first: DistrustContradictedShapes looks for this reason.
     for (size_t i = 0; i < r; ++i)
-      if (yd[2 + i] != w.out[i]) return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
+      if (yd[2 + i] != w.out[i]) return Reject(why, "output shape " + DimsText(yd) + kSizeDiffers);
     const bool include_pad = !is_max && n.opset >= 7 && n.Int("count_include_pad", 0) != 0;
     s->alg = is_max        ? dnnl_pooling_max
              : include_pad ? dnnl_pooling_avg_include_padding
@@ -1055,7 +1050,7 @@ bool ResolvePool(const Graph& g, const Node& n, PoolSpec* s, std::string* why) {
   }
   for (size_t i = 0; i < r; ++i)
     if (yd[2 + i] != w.out[i])
-      return Reject(why, "output shape " + DimsStr(yd) + kSizeDiffers);
+      return Reject(why, "output shape " + DimsText(yd) + kSizeDiffers);
   s->src_dims = xd;
   s->dst_dims = yd;
   return true;

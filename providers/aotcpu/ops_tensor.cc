@@ -15,11 +15,6 @@ namespace epctx {
 namespace aotcpu {
 namespace {
 
-std::string DimsStr(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 bool Why(std::string* why, const std::string& reason) {
   if (why) *why = reason;
@@ -353,7 +348,7 @@ bool SupportReshape(const Graph& g, const Node& n, std::string* why) {
   if (!ViewableType(x.dtype) || x.dtype != y.dtype) return Why(why, "unsupported element type");
   std::vector<int64_t> dims;
   if (!ReshapeDims(g, n, &dims, why)) return false;
-  if (dims != y.dims) return Why(why, "computed shape " + DimsStr(dims) + " differs from the graph's " + DimsStr(y.dims));
+  if (dims != y.dims) return Why(why, "computed shape " + DimsText(dims) + " differs from the graph's " + DimsText(y.dims));
   if (Numel(dims) != Numel(x.dims)) return Why(why, "element count changes");
   if (Numel(dims) == 0) return Why(why, "empty tensor");
   return true;
@@ -463,7 +458,7 @@ bool SupportSlice(const Graph& g, const Node& n, std::string* why) {
   if (x.dims.empty()) return Why(why, "scalar input");
   SliceParams p;
   if (!SliceOf(g, n, &p, why)) return false;
-  if (p.dims != y.dims) return Why(why, "computed shape " + DimsStr(p.dims) + " differs from the graph's " + DimsStr(y.dims));
+  if (p.dims != y.dims) return Why(why, "computed shape " + DimsText(p.dims) + " differs from the graph's " + DimsText(y.dims));
   if (Numel(p.dims) == 0) return Why(why, "empty result");
   return true;
 }
@@ -792,8 +787,8 @@ CheckResult BuildGather(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   dims.insert(dims.end(), ind.dims.begin(), ind.dims.end());
   dims.insert(dims.end(), data.dims.begin() + axis + 1, data.dims.end());
   if (dims != dst.dims)
-    return bc.Fail("dst dims " + DimsStr(dst.dims) + " are not data dims " + DimsStr(data.dims) + " with axis " +
-                   std::to_string(axis) + " replaced by indices dims " + DimsStr(ind.dims));
+    return bc.Fail("dst dims " + DimsText(dst.dims) + " are not data dims " + DimsText(data.dims) + " with axis " +
+                   std::to_string(axis) + " replaced by indices dims " + DimsText(ind.dims));
   for (const Operand* o : {&data, &ind, &dst})
     for (int64_t d : o->dims)
       if (d < 0) return bc.Fail("negative dim");
@@ -870,7 +865,7 @@ bool SupportSplit(const Graph& g, const Node& n, std::string* why) {
     std::vector<int64_t> dims = x.dims;
     dims[static_cast<size_t>(axis)] = lengths[i];
     if (!y.has_shape || y.dtype != x.dtype || y.dims != dims)
-      return Why(why, "output " + std::to_string(i) + " is not " + DimsStr(dims) + " of the input's type");
+      return Why(why, "output " + std::to_string(i) + " is not " + DimsText(dims) + " of the input's type");
     if (Numel(dims) == 0) return Why(why, "empty output");
   }
   return true;
@@ -1114,7 +1109,7 @@ bool SupportPad(const Graph& g, const Node& n, std::string* why) {
   if (!PadOf(g, n, &p, why)) return false;
   std::vector<int64_t> dims = x.dims;
   for (size_t k = 0; k < dims.size(); ++k) dims[k] += p.begin[k] + p.end[k];
-  if (dims != y.dims) return Why(why, "computed shape " + DimsStr(dims) + " differs from the graph's " + DimsStr(y.dims));
+  if (dims != y.dims) return Why(why, "computed shape " + DimsText(dims) + " differs from the graph's " + DimsText(y.dims));
   return true;
 }
 

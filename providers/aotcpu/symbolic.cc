@@ -169,27 +169,19 @@ DimId DimTable::Mul(DimId a, DimId b) {
   return Comm(DimOp::kMul, a, b);
 }
 
-DimId DimTable::FloorDiv(DimId a, DimId b) {
-  int64_t x = 0, y = 0, r = 0;
-  std::string why;
-  const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
-  if (ca && cb && Apply(DimOp::kFloorDiv, x, y, &r, &why)) return Const(r);
-  if (cb && y == 1) return a;
-  // (u * c1) // c2 -> u * (c1 / c2) when c2 divides c1 (c2 > 0).
-  if (cb && y > 0 && node(a).op == DimOp::kMul && IsConst(node(a).b, &x) && x % y == 0)
-    return Mul(node(a).a, Const(x / y));
-  return Make(DimOp::kFloorDiv, 0, a, b);
-}
+DimId DimTable::FloorDiv(DimId a, DimId b) { return Div(DimOp::kFloorDiv, a, b); }
+DimId DimTable::CeilDiv(DimId a, DimId b) { return Div(DimOp::kCeilDiv, a, b); }
 
-DimId DimTable::CeilDiv(DimId a, DimId b) {
+DimId DimTable::Div(DimOp op, DimId a, DimId b) {
   int64_t x = 0, y = 0, r = 0;
   std::string why;
   const bool ca = IsConst(a, &x), cb = IsConst(b, &y);
-  if (ca && cb && Apply(DimOp::kCeilDiv, x, y, &r, &why)) return Const(r);
+  if (ca && cb && Apply(op, x, y, &r, &why)) return Const(r);
   if (cb && y == 1) return a;
+  // (u * c1) // c2 -> u * (c1 / c2) when c2 divides c1 (c2 > 0); the same for the ceiling.
   if (cb && y > 0 && node(a).op == DimOp::kMul && IsConst(node(a).b, &x) && x % y == 0)
     return Mul(node(a).a, Const(x / y));
-  return Make(DimOp::kCeilDiv, 0, a, b);
+  return Make(op, 0, a, b);
 }
 
 DimId DimTable::Min(DimId a, DimId b) {
@@ -1470,11 +1462,6 @@ bool Infer::Resize(const Node& n) {
   return SetDims(n, 0, out);
 }
 
-std::string DimsStr(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
 
 }  // namespace
 
@@ -1538,11 +1525,11 @@ bool Bind(const Graph& g, const SymbolicShapes& s, const std::map<std::string, i
     int64_t numel = 1;
     for (int64_t d : dims)
       if (MulOv(numel, d, &numel)) {
-        *why = producer(vi) + ": element count overflows with dims " + DimsStr(dims);
+        *why = producer(vi) + ": element count overflows with dims " + DimsText(dims);
         return false;
       }
     if (g.values[vi].is_const() && g.values[vi].dims != dims) {
-      *why = producer(vi) + ": constant with dims " + DimsStr(g.values[vi].dims) + " bound to " + DimsStr(dims);
+      *why = producer(vi) + ": constant with dims " + DimsText(g.values[vi].dims) + " bound to " + DimsText(dims);
       return false;
     }
     v.dims = dims;

@@ -76,6 +76,7 @@ class DimTable {
  private:
   DimId Make(DimOp op, int64_t c, DimId a, DimId b);
   DimId Comm(DimOp op, DimId a, DimId b);  // commutative: operands ordered, constant second
+  DimId Div(DimOp op, DimId a, DimId b);   // kFloorDiv or kCeilDiv
   std::vector<DimNode> nodes_;
   std::vector<std::string> symbols_;
   std::map<std::tuple<int, int64_t, DimId, DimId>, DimId> interned_;
