@@ -152,7 +152,8 @@ CheckResult DynamicGraph::Bind(const std::map<std::string, int64_t>& binding, st
       weights_.emplace(cg.weights[i].name, CompileOptions::EarlierWeight{layouts[i], bytes});
   }
   std::unique_ptr<Executor> e;
-  r = Executor::Create(std::move(cg.program), std::move(refs), options_.threads, &e);
+  // After the first shape the weights are resident (the same bytes): no helper thread to fault them in again.
+  r = Executor::Create(std::move(cg.program), std::move(refs), options_.threads, &e, 0, /*warm_up=*/stats_.binds == 0);
   if (!r.ok) return r;
   *exec = std::shared_ptr<Executor>(e.release(), [holders](Executor* p) { delete p; });
   ++stats_.binds;

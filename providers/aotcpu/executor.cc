@@ -594,7 +594,7 @@ int BuildThreadsFromEnv() {
 std::string Executor::step_impl(size_t i) const { return i < execs_.size() ? execs_[i]->Impl() : std::string(); }
 
 CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, int threads,
-                             std::unique_ptr<Executor>* out, int build_threads) {
+                             std::unique_ptr<Executor>* out, int build_threads, bool warm_up) {
   std::unique_ptr<Executor> e(new Executor());
   e->program_ = std::move(program);
   e->weights_ = std::move(weights);
@@ -625,7 +625,7 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
   // trusted for that (a damaged one may declare any size; a run maps it lazily, and the builders refuse operands
   // beyond it). Not during the build: faulting in holds the process's mmap lock, which every JIT kernel's mprotect
   // waits for (measured on the detector: creation 15 -> 19 ms with its 18 MB arena faulted in concurrently).
-  e->warm_ = std::thread([ex] {
+  if (warm_up) e->warm_ = std::thread([ex] {
     const auto t0 = Clock::now();
     const long page = sysconf(_SC_PAGESIZE);
     for (const WeightRef& w : ex->weights_) {

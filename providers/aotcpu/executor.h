@@ -163,8 +163,11 @@ class Executor {
   // thread count it runs with, on whichever thread, so the executor is the same for any count; on failure the
   // error is the first failing step's in step order, as a serial build reports it (the steps after it may or may
   // not have been tried). Thread-safe: creating executors on several threads at once is fine.
+  // `warm_up` false skips the helper thread that faults in the weights and the first arena (below): for weights
+  // already resident, such as the ones a dynamic partition's earlier shapes use (dynamic.h), its page-table walk
+  // only delays the first run.
   static CheckResult Create(Program program, std::vector<WeightRef> weights, int threads,
-                            std::unique_ptr<Executor>* out, int build_threads = 0);
+                            std::unique_ptr<Executor>* out, int build_threads = 0, bool warm_up = true);
   static constexpr int kMaxBuildThreads = 8;
   ~Executor();
 
