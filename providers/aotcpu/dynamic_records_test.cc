@@ -417,20 +417,21 @@ TEST(AotCpuDynamicRecords, HostileGraphStructure) {
     ExpectRefused(RawRecords(m.b.g), refs_of(m.b.g), "node 0 ('Add_0', Add) has opset -3");
   }
   {
-    Small m;  // attribute type out of range, and a subgraph attribute (refused by the writer and by the parser)
-    m.b.g.nodes[1].attrs["note"].type = static_cast<EpctxOpAttrType>(42);
-    ExpectRefused(RawRecords(m.b.g), refs_of(m.b.g), "attribute 0 ('note') has unknown type 42");
+    Small m;  // a subgraph attribute (refused by the writer and by the parser), an attribute type out of range
     m.b.g.nodes[1].attrs["note"].type = EPCTX_ATTR_GRAPH;
     DynamicRecords d;
     CheckResult r = SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, {}, &d);
     EXPECT_NE(r.reason.find("attribute 'note' is a subgraph"), std::string::npos) << r.reason;
-    // Forge one: write type STRING (5), then patch it to GRAPH (7) in the records.
+    // Forge them: write type STRING (5), then patch it to GRAPH (7) or 42 in the records.
     m.b.g.nodes[1].attrs["note"].type = EPCTX_ATTR_STRING;
     std::string s = RawRecords(m.b.g);
     const size_t at = s.find(std::string("\x04\0\0\0note", 8));
     ASSERT_NE(at, std::string::npos);
+    ASSERT_EQ(s[at + 8], 5);
     s[at + 8] = 7;
     ExpectRefused(s, refs_of(m.b.g), "attribute 0 ('note') is a subgraph");
+    s[at + 8] = 42;
+    ExpectRefused(s, refs_of(m.b.g), "attribute 0 ('note') has unknown type 42");
   }
   {
     Small m;  // a node with subgraphs is not written
