@@ -36,6 +36,7 @@
 
 #include "core/mapped_file.h"
 #include "providers/aotcpu/context_binary.h"
+#include "providers/aotcpu/dynamic_records.h"
 #include "providers/aotcpu/program.h"
 #include "tools/tool_common.h"
 
@@ -345,6 +346,49 @@ json DescribeAotBinary(const uint8_t* data, uint64_t size, bool with_steps, std:
     for (uint32_t t : gv.tensor_indices) weight_bytes += reader.tensors()[t].length;
     g["weights"] = {{"count", gv.tensor_indices.size()}, {"bytes", weight_bytes}};
     g["records_bytes"] = gv.records.size();
+    if (gv.records.size() >= 8 && gv.records.substr(0, 7) == "AOTDYN1") {  // a partition for every input shape
+      std::vector<aotcpu::WeightRef> tensors;
+      for (uint32_t t : gv.tensor_indices) tensors.push_back({reader.tensors()[t].data, reader.tensors()[t].length});
+      aotcpu::ParsedDynamicGraph parsed;
+      const aotcpu::CheckResult dr = aotcpu::ParseDynamicGraph(gv.records, tensors, &parsed);
+      if (!dr.ok) {
+        g["error"] = dr.reason;
+        if (failure->empty()) *failure = "graph '" + Printable(std::string(gv.name), 256) + "': " + dr.reason;
+        graphs.push_back(g);
+        continue;
+      }
+      json ios = json::array();
+      std::set<std::string> symbols;
+      for (const std::string& name : parsed.inputs) {
+        const int v = parsed.graph.Find(name);
+        json io = {{"name", name}};
+        if (v >= 0) {
+          const aotcpu::Value& val = parsed.graph.v(v);
+          json dims = json::array();
+          for (size_t k = 0; k < val.dims.size(); ++k) {
+            const std::string sym = k < val.dim_symbols.size() ? val.dim_symbols[k] : std::string();
+            if (val.dims[k] >= 0) {
+              dims.push_back(val.dims[k]);
+            } else {
+              const std::string named = sym.empty() ? name + ":" + std::to_string(k) : sym;
+              dims.push_back(named);
+              symbols.insert(named);
+            }
+          }
+          io["dims"] = dims;
+          io["dtype"] = DtypeName(val.dtype);
+        }
+        ios.push_back(io);
+      }
+      g["dynamic"] = true;
+      g["inputs"] = ios;
+      g["outputs"] = parsed.outputs;
+      g["symbols"] = symbols;
+      g["node_count"] = parsed.graph.nodes.size();
+      g["packed_weights"] = parsed.packed.size();
+      graphs.push_back(g);
+      continue;
+    }
     aotcpu::Program p;
     const aotcpu::CheckResult pr =
         aotcpu::ParseProgram(gv.records, static_cast<uint32_t>(gv.tensor_indices.size()), &p);
@@ -415,6 +459,23 @@ void PrintAotBinary(const json& b, const std::string& in) {
                 Bytes(g["weights"]["bytes"].get<uint64_t>()).c_str());
     if (g.contains("error")) {
       std::printf("%s    invalid program: %s\n", in.c_str(), Printable(g["error"].get<std::string>()).c_str());
+      continue;
+    }
+    if (g.value("dynamic", false)) {  // compiled per input shape at run time (docs/aotcpu.md "Dynamic shapes")
+      std::string syms;
+      for (const auto& sym : g["symbols"]) syms += (syms.empty() ? "" : ", ") + Printable(sym.get<std::string>());
+      std::printf("%s    dynamic: every input shape (free dims: %s); %llu nodes, %llu packed weights\n", in.c_str(),
+                  syms.c_str(), u(g["node_count"]), u(g["packed_weights"]));
+      std::printf("%s    inputs: %zu\n", in.c_str(), g["inputs"].size());
+      for (const auto& io : g["inputs"]) {
+        std::string dims = "[";
+        for (size_t k = 0; io.contains("dims") && k < io["dims"].size(); ++k)
+          dims += (k ? "," : "") + (io["dims"][k].is_string() ? Printable(io["dims"][k].get<std::string>())
+                                                              : std::to_string(io["dims"][k].get<int64_t>()));
+        std::printf("%s      %s: %s%s]\n", in.c_str(), Printable(io["name"].get<std::string>()).c_str(),
+                    io.value("dtype", std::string("?")).c_str(), dims.c_str());
+      }
+      std::printf("%s    outputs: %zu\n", in.c_str(), g["outputs"].size());
       continue;
     }
     for (const char* side : {"inputs", "outputs"}) {

@@ -24,6 +24,7 @@
 #include "common/context_util.h"
 #include "compiler.h"
 #include "dynamic.h"
+#include "dynamic_records.h"
 #include "context_binary.h"
 #include "executor.h"
 #include "ir.h"
@@ -287,11 +288,10 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   // expressions of the free dims stay on the CPU EP.
   std::vector<std::string> symbolic_why;
   std::string probe_error;
-  if (ep->options.dynamic_shapes && ep->options.mode() == Mode::kJit)
+  if (ep->options.dynamic_shapes && !ep->options.share_ep_contexts)
     ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error);
   else if (ep->options.dynamic_shapes)
-    probe_error = "dynamic_shapes applies to JIT sessions only so far: a context model cannot hold a graph with free "
-                  "dims yet";
+    probe_error = "dynamic_shapes does not apply to weight-sharing groups (ep.share_ep_contexts) yet";
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
@@ -460,13 +460,44 @@ CheckResult OpenBinary(const void* data, size_t size, std::shared_ptr<ContextBin
 }
 
 // Builds executors for the named graphs of an opened binary. `keep` owns the bytes the reader views.
-CheckResult LoadPartitions(const ContextBinaryReader& reader, std::shared_ptr<const void> keep, int threads,
+// What a dynamic partition needs from the EP: its compile options, threads, cache size and ranges.
+DynamicGraph::Options DynamicOptionsOf(const AotCpuEp* ep) {
+  DynamicGraph::Options o;
+  o.compile.isa = ep->isa;
+  o.compile.portable_layouts = ep->portable;
+  o.threads = ep->threads;
+  o.cache_size = ep->options.shape_cache_size;
+  for (const auto& [sym, range] : ep->options.shape_ranges) o.ranges[sym] = {range.lo, range.hi};
+  return o;
+}
+
+// `run`: threads for every partition, and the options of dynamic ones (DynamicOptionsOf).
+CheckResult LoadPartitions(const ContextBinaryReader& reader, std::shared_ptr<const void> keep,
+                           const DynamicGraph::Options& run,
                            const std::vector<std::string>& names, std::vector<std::shared_ptr<Partition>>* out) {
   for (const std::string& name : names) {
     const GraphView* gv = nullptr;
     for (const GraphView& v : reader.graphs())
       if (v.name == name) gv = &v;
     if (!gv) return CheckResult::Fail("the context binary holds no graph named '" + name + "'");
+    if (gv->records.size() >= 8 && gv->records.substr(0, 7) == "AOTDYN1") {  // a dynamic partition
+      std::vector<WeightRef> tensors;
+      for (uint32_t t : gv->tensor_indices) tensors.push_back({reader.tensors()[t].data, reader.tensors()[t].length});
+      ParsedDynamicGraph parsed;
+      CheckResult r = ParseDynamicGraph(gv->records, tensors, &parsed);
+      if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
+      std::map<std::string, CompileOptions::EarlierWeight> packed;
+      for (const auto& [wname, w] : parsed.packed) packed[wname] = {w.layout, nullptr, w.data, w.size, keep};
+      auto part = std::make_shared<Partition>();
+      part->keep = keep;
+      const size_t n = parsed.inputs.size();
+      r = DynamicGraph::Create(std::move(parsed.graph), std::move(parsed.inputs), std::move(parsed.outputs), run, keep,
+                               &part->dynamic, packed);
+      if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
+      for (size_t k = 0; k < n; ++k) part->input_map.push_back(k);
+      out->push_back(std::move(part));
+      continue;
+    }
     Program p;
     CheckResult r = ParseProgram(gv->records, static_cast<uint32_t>(gv->tensor_indices.size()), &p);
     if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
@@ -474,19 +505,20 @@ CheckResult LoadPartitions(const ContextBinaryReader& reader, std::shared_ptr<co
     for (uint32_t t : gv->tensor_indices) weights.push_back({reader.tensors()[t].data, reader.tensors()[t].length});
     auto part = std::make_shared<Partition>();
     part->keep = keep;
-    r = Executor::Create(std::move(p), std::move(weights), threads, &part->exec);
+    r = Executor::Create(std::move(p), std::move(weights), run.threads, &part->exec);
     if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
     out->push_back(std::move(part));
   }
   return CheckResult::Ok();
 }
 
-CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const void> keep, int threads,
+CheckResult LoadPartitions(const void* data, size_t size, std::shared_ptr<const void> keep,
+                           const DynamicGraph::Options& run,
                            const std::vector<std::string>& names, std::vector<std::shared_ptr<Partition>>* out) {
   std::shared_ptr<ContextBinaryReader> reader;
   CheckResult r = OpenBinary(data, size, &reader);
   if (!r.ok) return r;
-  return LoadPartitions(*reader, std::move(keep), threads, names, out);
+  return LoadPartitions(*reader, std::move(keep), run, names, out);
 }
 
 // The inputs a compiled graph reads at run time: the fused node's inputs minus the constant initializers the
@@ -497,15 +529,70 @@ struct GraphIo {
   std::vector<size_t> input_map;  // index of each input among the fused node's inputs
 };
 
-// Compiles the graphs (fused node names in *names).
+EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode* fused, std::shared_ptr<Partition>* out);
+
+// A dynamic partition for a context binary: the shape_profiles bound first (so their weights are packed now and
+// stored), then the symbolic graph, its constants and the packed weights as AOTDYN1 records (dynamic_records.h).
+EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Partition* part, DynamicRecords* out) {
+  DynamicGraph& d = *part->dynamic;
+  const auto& profiles = ep->options.shape_profiles;
+  const size_t count = profiles.empty() ? 0 : profiles.begin()->second.size();
+  for (size_t k = 0; k < count; ++k) {
+    std::vector<std::vector<int64_t>> dims;
+    for (const std::string& input : d.inputs()) {
+      auto it = profiles.find(input);
+      const int v = d.graph().Find(input);
+      if (it == profiles.end()) {
+        if (v >= 0 && d.graph().v(v).has_shape) {
+          dims.push_back(d.graph().v(v).dims);
+          continue;
+        }
+        return Error(EPCTX_INVALID_ARGUMENT, std::string(kShapeProfilesKey) + " gives no shape for input '" + input +
+                                                 "' of partition '" + graph_name + "', whose dims are free");
+      }
+      dims.push_back(it->second[k]);
+    }
+    std::shared_ptr<Executor> exec;
+    bool invalid = false;
+    CheckResult r = d.Get(dims, &exec, &invalid);
+    if (!r.ok)
+      return Error(invalid ? EPCTX_INVALID_ARGUMENT : EPCTX_EP_FAIL,
+                   std::string(kShapeProfilesKey) + " profile " + std::to_string(k + 1) + " of partition '" +
+                       graph_name + "': " + r.reason);
+  }
+  std::vector<StoredWeight> packed;
+  for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
+  CheckResult r = SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/");
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "storing dynamic partition '" + graph_name + "': " + r.reason);
+  return nullptr;
+}
+
+// Compiles the graphs (fused node names in *names). With `dynamic` (context binaries), a graph with free input dims
+// (dynamic_shapes=1) becomes AOTDYN1 records in (*dynamic)[i] and an empty CompiledGraph.
 EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                            std::vector<std::string>* names, std::vector<CompiledGraph>* compiled,
-                           std::vector<GraphIo>* io) {
+                           std::vector<GraphIo>* io, std::vector<DynamicRecords>* dynamic = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   size_t packed = 0;
   uint64_t packed_bytes = 0;
   for (size_t i = 0; i < count; ++i) {
     const std::string name = g_api->Node_GetName(fused_nodes[i]);
+    if (dynamic) {
+      dynamic->resize(compiled->size() + 1);
+      std::shared_ptr<Partition> part;
+      AOT_RETURN_IF_ERROR(MaybeDynamic(ep, graphs[i], fused_nodes[i], &part));
+      if (part) {
+        GraphIo gio;
+        gio.inputs = part->dynamic->inputs();
+        gio.outputs = part->dynamic->outputs();
+        gio.input_map = part->input_map;
+        AOT_RETURN_IF_ERROR(SerializeDynamic(ep, ep->context.prefix + name, part.get(), &dynamic->back()));
+        compiled->emplace_back();
+        names->push_back(ep->context.prefix + name);
+        io->push_back(std::move(gio));
+        continue;
+      }
+    }
     Graph g;
     CheckResult r = BuildGraph(g_api, graphs[i], &g);
     if (!r.ok) return Error(EPCTX_EP_FAIL, "graph '" + name + "': " + r.reason);
@@ -546,7 +633,7 @@ EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
 
 // Serializes compiled graphs into one context binary; the weights move out of `compiled`.
 EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const std::vector<std::string>& names,
-                      std::string* binary) {
+                      std::string* binary, std::vector<DynamicRecords>* dynamic = nullptr) {
   ContextBinaryContents contents;
   contents.compat.epctx_version = kVersion;
   contents.compat.onednn_version = OneDnnVersion();
@@ -556,6 +643,17 @@ EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const 
     CompiledGraph& cg = (*compiled)[i];
     GraphInput gi;
     gi.name = names[i];
+    if (dynamic && i < dynamic->size() && !(*dynamic)[i].records.empty()) {
+      DynamicRecords& dr = (*dynamic)[i];
+      gi.records = std::move(dr.records);
+      for (TensorInput& t : dr.tensors) {
+        gi.tensor_names.push_back(t.name);
+        contents.tensors.push_back(std::move(t));
+      }
+      dr.tensors.clear();
+      contents.graphs.push_back(std::move(gi));
+      continue;
+    }
     gi.records = SerializeProgram(cg.program);
     for (TensorInput& t : cg.weights) {
       t.name = names[i] + "/" + t.name;  // unique per graph; equal bytes are still stored once
@@ -573,8 +671,9 @@ EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const 
 EpctxStatus* CompileToBinary(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                              std::vector<std::string>* names, std::string* binary, std::vector<GraphIo>* io) {
   std::vector<CompiledGraph> compiled;
-  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, names, &compiled, io));
-  return BinaryOf(ep, &compiled, *names, binary);
+  std::vector<DynamicRecords> dynamic;
+  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, names, &compiled, io, &dynamic));
+  return BinaryOf(ep, &compiled, *names, binary, &dynamic);
 }
 
 // JIT: executors straight over the compiled graphs' weights (no serialization).
@@ -812,8 +911,8 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
   return GenerateContext(ep, count, names, io, std::string(), {}, ep_context_nodes, reference);
 }
 
-// A fused graph with free input dims (only claimed with dynamic_shapes=1, JIT): a DynamicGraph partition that binds
-// each new input shape at run time; *out stays null for a static graph.
+// A fused graph with free input dims (only claimed with dynamic_shapes=1): a DynamicGraph partition that binds each
+// new input shape at run time; *out stays null for a static graph.
 EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode* fused, std::shared_ptr<Partition>* out) {
   if (!ep->options.dynamic_shapes) return nullptr;
   const std::string name = g_api->Node_GetName(fused);
@@ -832,12 +931,7 @@ EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode
   }
   if (!free) return nullptr;
   gio.outputs = IoNames(fused, false);
-  DynamicGraph::Options o;
-  o.compile.isa = ep->isa;
-  o.compile.portable_layouts = ep->portable;
-  o.threads = ep->threads;
-  o.cache_size = ep->options.shape_cache_size;
-  for (const auto& [sym, range] : ep->options.shape_ranges) o.ranges[sym] = {range.lo, range.hi};
+  DynamicGraph::Options o = DynamicOptionsOf(ep);
   // The runtime keeps the graph's initializers alive until the compute infos are released, and the partition lives
   // in its compute info: the owner is a token, not a reference count.
   static const char kRuntimeOwned = 0;
@@ -887,7 +981,7 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
       auto bytes = std::make_shared<std::string>();
       AOT_RETURN_IF_ERROR(CompileToBinary(ep, graphs + i, fused_nodes + i, 1, &one, bytes.get(), &io));
       if (mode != Mode::kPrepareOnly) {
-        CheckResult r = LoadPartitions(bytes->data(), bytes->size(), bytes, ep->threads, one, parts);
+        CheckResult r = LoadPartitions(bytes->data(), bytes->size(), bytes, DynamicOptionsOf(ep), one, parts);
         if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
       }
       names.push_back(one[0]);
@@ -911,7 +1005,7 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
     if (!plugin::MapFile(path, map.get(), &why)) return Error(EPCTX_EP_FAIL, "reloading the context binary: " + why);
     std::shared_ptr<ContextBinaryReader> reader;
     AOT_RETURN_IF_ERROR(OpenChecked(ep, path, map->data(), map->size(), &reader));
-    CheckResult r = LoadPartitions(*reader, map, ep->threads, names, parts);
+    CheckResult r = LoadPartitions(*reader, map, DynamicOptionsOf(ep), names, parts);
     if (!r.ok) return LoadError(path + ": " + r.reason);
     attach_maps(0);
     return nullptr;
@@ -919,7 +1013,7 @@ EpctxStatus* CompileFresh(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNo
   // kGenerate and Path A (prepare_and_load without a file): load from the bytes as from a file.
   std::shared_ptr<ContextBinaryReader> reader;
   AOT_RETURN_IF_ERROR(OpenChecked(ep, "the compiled binary", binary->data(), binary->size(), &reader));
-  CheckResult r = LoadPartitions(*reader, binary, ep->threads, names, parts);
+  CheckResult r = LoadPartitions(*reader, binary, DynamicOptionsOf(ep), names, parts);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "loading the just-compiled binary: " + r.reason);
   attach_maps(0);
   return nullptr;
@@ -1000,7 +1094,7 @@ EpctxStatus* LoadContextNodesUnverified(AotCpuEp* ep, const EpctxGraph** graphs,
     if (InferenceWorkspace::Instance().TakeAll(wanted, &shared)) {
       for (size_t k = 0; k < loaded.size(); ++k) {
         const auto t0 = std::chrono::steady_clock::now();
-        CheckResult r = LoadPartitions(*shared[k]->reader, shared[k]->keep, ep->threads, {wanted[k]}, parts);
+        CheckResult r = LoadPartitions(*shared[k]->reader, shared[k]->keep, DynamicOptionsOf(ep), {wanted[k]}, parts);
         if (!r.ok) return LoadError(shared[k]->from + ": " + r.reason);
         if (g_api->ReportEpContextLoad)  // nothing mapped or read: the graph came from the shared workspace
           AOT_RETURN_IF_ERROR(g_api->ReportEpContextLoad(fused_nodes[loaded[k]], shared[k]->from.c_str(), 0, 0,
@@ -1088,7 +1182,7 @@ EpctxStatus* LoadContextNodesUnverified(AotCpuEp* ep, const EpctxGraph** graphs,
       return LoadError("node '" + n.name + "' refers to partition '" + n.partition +
                        "', which no context binary loaded by a main_context=1 node holds");
     std::vector<std::shared_ptr<Partition>> one;
-    CheckResult r = LoadPartitions(*found->reader, found->keep, ep->threads, {graph_name}, &one);
+    CheckResult r = LoadPartitions(*found->reader, found->keep, DynamicOptionsOf(ep), {graph_name}, &one);
     if (!r.ok) return LoadError(found->from + ": " + r.reason);
     parts->push_back(std::move(one[0]));
   }

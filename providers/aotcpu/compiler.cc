@@ -362,9 +362,12 @@ void LowerContext::AddBorrowed(const CompiledGraph::Borrowed& b) {
 bool LowerContext::AddEarlierWeight(const std::string& name, const dnnl::memory::desc& desc, Operand* out) {
   if (!options_.earlier_weight) return false;
   const CompileOptions::EarlierWeight* e = options_.earlier_weight(name);
-  if (!e || !e->bytes || !(e->layout == desc) || e->bytes->size() != desc.get_size()) return false;
-  AddBorrowed({e->bytes->data(), e->bytes->size(), e->bytes});
-  CheckResult r = AddWeight(name, std::string(), desc, out, e->bytes->size());
+  if (!e || !(e->layout == desc)) return false;
+  const void* data = e->bytes ? static_cast<const void*>(e->bytes->data()) : e->data;
+  const size_t size = e->bytes ? e->bytes->size() : e->size;
+  if (!data || size != desc.get_size()) return false;
+  AddBorrowed({data, size, e->bytes ? std::shared_ptr<const void>(e->bytes) : e->keep});
+  CheckResult r = AddWeight(name, std::string(), desc, out, size);
   return r.ok;
 }
 

@@ -45,7 +45,10 @@ struct CompileOptions {
   // (CompiledGraph::borrowed), and a MatMul offers oneDNN that layout first, as for a weight-sharing group.
   struct EarlierWeight {
     dnnl::memory::desc layout;
-    std::shared_ptr<const std::string> bytes;
+    std::shared_ptr<const std::string> bytes;  // owned bytes; or, when null, `data`/`size` kept alive by `keep`
+    const void* data = nullptr;                //   (weights mapped from a context binary)
+    size_t size = 0;
+    std::shared_ptr<const void> keep;
   };
   std::function<const EarlierWeight*(const std::string& name)> earlier_weight;
   // Constant initializers of the graph (data owned by the runtime, alive as long as `initializer_owner`) are read in

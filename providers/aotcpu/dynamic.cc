@@ -8,8 +8,8 @@ namespace epctx {
 namespace aotcpu {
 
 CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                                 Options options, std::shared_ptr<const void> keep,
-                                 std::unique_ptr<DynamicGraph>* out) {
+                                 Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out,
+                                 const std::map<std::string, CompileOptions::EarlierWeight>& packed) {
   std::unique_ptr<DynamicGraph> d(new DynamicGraph());
   d->graph_ = std::move(g);
   if (!InferSymbolic(d->graph_, &d->sym_)) {
@@ -37,8 +37,18 @@ CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::
   d->outputs_ = std::move(outputs);
   d->options_ = std::move(options);
   d->keep_ = std::move(keep);
+  d->weights_ = packed;
   *out = std::move(d);
   return CheckResult::Ok();
+}
+
+std::vector<DynamicGraph::Packed> DynamicGraph::PackedWeights() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Packed> out;
+  for (const auto& [name, w] : weights_)
+    out.push_back({name, w.layout, w.bytes ? static_cast<const void*>(w.bytes->data()) : w.data,
+                   w.bytes ? w.bytes->size() : w.size});
+  return out;
 }
 
 DynamicGraph::Stats DynamicGraph::stats() const {

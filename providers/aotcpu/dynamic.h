@@ -43,8 +43,23 @@ class DynamicGraph {
   // `g` is the fused graph as BuildGraph read it (initializer data borrowed from the runtime, alive as long as
   // `keep`); `inputs`/`outputs` name the fused node's non-constant inputs and its outputs, in order. Fails when the
   // graph's shapes cannot be inferred symbolically or an input dim is an expression rather than a symbol or constant.
+  // `packed`: weights an earlier compile packed (name -> layout and bytes, e.g. mapped from a context binary and
+  // alive as long as `keep`), reused by every shape instead of packing from the graph's initializers.
   static CheckResult Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                            Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out);
+                            Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out,
+                            const std::map<std::string, CompileOptions::EarlierWeight>& packed = {});
+
+  const Graph& graph() const { return graph_; }
+  const std::vector<std::string>& inputs() const { return inputs_; }
+  const std::vector<std::string>& outputs() const { return outputs_; }
+  // The weights the shapes bound so far packed (name, layout, bytes), to store beside the graph in a binary.
+  struct Packed {
+    std::string name;
+    dnnl::memory::desc layout;
+    const void* data = nullptr;
+    size_t size = 0;
+  };
+  std::vector<Packed> PackedWeights() const;
 
   // The executor for inputs of these dims (fused-input order): cached, or bound, lowered and built now. Errors:
   // `*invalid_argument` true for shapes the graph cannot take (wrong rank, a dim fixed to another size, a symbol

@@ -136,6 +136,48 @@ bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* erro
     }
     o.shape_ranges[item.substr(0, colon)] = r;
   }
+  const std::string profiles = ReadString(get, kShapeProfilesKey);
+  size_t count = 0;
+  for (size_t start = 0; start < profiles.size();) {
+    size_t end = profiles.find(';', start);
+    if (end == std::string::npos) end = profiles.size();
+    const std::string item = profiles.substr(start, end - start);
+    start = end + 1;
+    const size_t colon = item.rfind(':');
+    auto bad = [&](const std::string& why) {
+      *error = Invalid(std::string(kShapeProfilesKey) + " entries are 'input:AxBxC[,AxBxC...]' separated by ';', the "
+                       "same number of shapes for every input; " + why + " in '" + profiles + "'");
+      return false;
+    };
+    if (colon == std::string::npos || colon == 0) return bad("'" + item + "' names no input");
+    const std::string name = item.substr(0, colon);
+    if (o.shape_profiles.count(name)) return bad("input '" + name + "' appears twice");
+    std::vector<std::vector<int64_t>> shapes;
+    const std::string list = item.substr(colon + 1);
+    for (size_t s0 = 0; s0 <= list.size();) {
+      size_t e0 = list.find(',', s0);
+      if (e0 == std::string::npos) e0 = list.size();
+      const std::string shape = list.substr(s0, e0 - s0);
+      s0 = e0 + 1;
+      std::vector<int64_t> dims;
+      for (size_t d0 = 0; d0 <= shape.size();) {
+        size_t d1 = shape.find('x', d0);
+        if (d1 == std::string::npos) d1 = shape.size();
+        const std::string dim = shape.substr(d0, d1 - d0);
+        d0 = d1 + 1;
+        if (dim.empty() || dim.size() > 12 || dim.find_first_not_of("0123456789") != std::string::npos)
+          return bad("shape '" + shape + "' of input '" + name + "' is not AxBxC with sizes >= 0");
+        dims.push_back(std::stoll(dim));
+        if (dims.size() > 12) return bad("shape '" + shape + "' has more than 12 dims");
+      }
+      shapes.push_back(std::move(dims));
+      if (e0 == list.size()) break;
+    }
+    if (count && shapes.size() != count) return bad("input '" + name + "' has " + std::to_string(shapes.size()) +
+                                                    " shapes, another " + std::to_string(count));
+    count = shapes.size();
+    o.shape_profiles[name] = std::move(shapes);
+  }
   *out = std::move(o);
   return true;
 }

@@ -18,6 +18,7 @@
 //   ep.aotcpuexecutionprovider.dynamic_shapes           0/1  compile nodes whose shapes depend on free dims per shape
 //   ep.aotcpuexecutionprovider.shape_cache_size         1..4096 (default 8): shapes a dynamic partition keeps
 //   ep.aotcpuexecutionprovider.shape_ranges             "sym:lo..hi,..." bounds of free dims (checked per run)
+//   ep.aotcpuexecutionprovider.shape_profiles           "x:1x3x48x320,1x3x48x640;..." shapes compiled ahead
 //   session.intra_op_num_threads                         integer >= 0 (0 = oneDNN's default)
 // Flags accept exactly "0" or "1"; an absent or empty entry means the default (0). Anything else is an error naming
 // the key, so a typo ("true", "yes") never silently changes nothing.
@@ -71,6 +72,9 @@ inline constexpr const char* kDynamicShapesKey = "ep.aotcpuexecutionprovider.dyn
 inline constexpr const char* kShapeCacheSizeKey = "ep.aotcpuexecutionprovider.shape_cache_size";
 // Per-symbol bounds, "seq:1..1024,past:0..4096": a run with a dim outside them is INVALID_ARGUMENT naming the dim.
 inline constexpr const char* kShapeRangesKey = "ep.aotcpuexecutionprovider.shape_ranges";
+// Input shapes compiled ahead with dynamic_shapes (their weights packed into the context binary, so a loaded session
+// packs nothing): "x:1x3x48x320,1x3x48x640;mask:1x320,1x640" - profile i takes the i-th shape of every input named.
+inline constexpr const char* kShapeProfilesKey = "ep.aotcpuexecutionprovider.shape_profiles";
 // Not set by the runtime today (SessionConfig::intra_op_num_threads is not a config entry); read when present.
 inline constexpr const char* kIntraOpThreadsKey = "session.intra_op_num_threads";
 
@@ -108,6 +112,7 @@ struct AotCpuOptions {
     int64_t lo = 0, hi = 0;
   };
   std::map<std::string, Range> shape_ranges;  // kShapeRangesKey
+  std::map<std::string, std::vector<std::vector<int64_t>>> shape_profiles;  // kShapeProfilesKey: input -> shapes
 
   // Mode of these options (meaningful once CheckPrepareAndLoad accepted them).
   Mode mode() const;

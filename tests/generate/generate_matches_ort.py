@@ -3,7 +3,7 @@
 (tests/ort/generate.js), step by step.
 
     /usr/bin/python3 tests/generate/generate_matches_ort.py --generate build/bin/epctx_generate --work DIR
-        --case cpu|aotcpu|aotcpu_static_prefill|aotcpu_dynamic|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
+        --case cpu|aotcpu|aotcpu_static_prefill|aotcpu_dynamic|aotcpu_dynamic_ctx|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
     /usr/bin/python3 tests/generate/generate_matches_ort.py --compare A.dump B.dump     # compare two dumps only
 
 cpu:    epctx's CPU EP vs ORT (graphOptimizationLevel 'disabled': the graph's literal semantics), both 1 thread.
@@ -19,6 +19,11 @@ aotcpu_static_prefill: AotCpu appended and the prefill session's "seq" pinned to
 aotcpu_dynamic: AotCpu appended with ep.aotcpuexecutionprovider.dynamic_shapes=1: both graphs keep "seq"/"past"
         free, AotCpu takes every node of both sessions (the case fails otherwise) and compiles each new input shape
         at run time (every decode step is one). Same checks.
+aotcpu_dynamic_ctx: prefill and decode each compiled ONCE with their dims free (`epctx compile -e aotcpu -i
+        "dynamic_shapes|1 shape_profiles|..."`, the profile packing the weights into the binary), then the generation
+        runs from the two _ctx.onnx with session.disable_model_compile=1: every partition must come from an EPContext
+        node, none on the CPU EP, `epctx inspect` must call the graphs dynamic, and no new shape may pack weights.
+        Same checks.
 errors: bad input exits 2 with "epctx_generate: <message>" and no signal: a missing model, models swapped, a model that
         is not a decoder, a file that is not ONNX, --vocab that disagrees with the logits, a prompt id outside the
         vocab, a prompt longer than the model's positions, a bad option.
@@ -125,14 +130,40 @@ def case_match(args, name):
                          "--dump", ort_dump], cwd=ORT_DIR), "tests/ort/generate.js")
     ep_dump = os.path.join(args.work, f"epctx_{name}.dump")
     cmd = [args.generate, *common, "--dump", ep_dump]
+    errs = []
+    if name == "aotcpu_dynamic_ctx":  # compile each graph once with its dims free, then run from the _ctx.onnx
+        epctx = os.path.join(os.path.dirname(args.generate), "epctx")
+        past = ";".join(f"past_{kv}_{i}:1x4x{args.prompt_len}x32" for i in range(2) for kv in ("key", "value"))
+        profiles = {"prefill": f"input_ids:1x{args.prompt_len}", "decode": past}
+        ctx = {}
+        for which, model in (("prefill", prefill), ("decode", decode)):
+            out = os.path.join(args.work, f"{which}_dyn_ctx.onnx")
+            p = run([epctx, "compile", "-e", "aotcpu", "-i", f"dynamic_shapes|1 shape_profiles|{profiles[which]}",
+                     model, "-o", out])
+            if p.returncode != 0:
+                raise RuntimeError(f"epctx compile of {which} failed: {p.stderr.strip()}")
+            inspect = run([epctx, "inspect", out]).stdout
+            if "dynamic: every input shape" not in inspect:
+                errs.append(f"epctx inspect does not call the {which} graph dynamic:\n{inspect[-800:]}")
+            ctx[which] = out
+        cmd = [args.generate, "--prefill", ctx["prefill"], "--decode", ctx["decode"], *common[4:], "--dump", ep_dump,
+               "-C", "session.disable_model_compile=1"]
     if name != "cpu":
         cmd += ["--ep-lib", args.ep_lib, "--ep", "AotCpuExecutionProvider", "--report"]
     if name == "aotcpu_static_prefill":
         cmd += ["--prefill-dim", f"seq:{args.prompt_len}"]
     if name == "aotcpu_dynamic":
         cmd += ["-C", "ep.aotcpuexecutionprovider.dynamic_shapes=1"]
-    ep = json_line(run(cmd), "epctx_generate")
-    errs = []
+    env = dict(os.environ, EPCTX_AOTCPU_PROFILE="1") if name == "aotcpu_dynamic_ctx" else None
+    p = run(cmd, env=env) if env else run(cmd)
+    ep = json_line(p, "epctx_generate")
+    if name == "aotcpu_dynamic_ctx":
+        shapes = [l for l in p.stderr.splitlines() if "new shape" in l]
+        if not shapes:
+            errs.append("no new shape was bound (EPCTX_AOTCPU_PROFILE printed none)")
+        packed = [l for l in shapes if "0.0 MB of weights made" not in l]
+        if packed:
+            errs.append(f"a shape packed weights although the binary holds them: {packed[0]}")
     for side, j, dump in (("ORT", ort, ort_dump), ("epctx", ep, ep_dump)):
         _, recs = read_dump(dump)
         if j["tokens"] != [int(t) for t in recs["token"]]:
@@ -168,10 +199,12 @@ def case_match(args, name):
         print(f"  {which} session: AotCpu took {took} nodes, {rep.get('cpu_nodes')} on the CPU EP")
         if name == "aotcpu_static_prefill" and which == "prefill" and took == 0:
             errs.append("AotCpu took no node of the prefill session with seq pinned: the case tests nothing")
-        if name == "aotcpu_dynamic" and (took == 0 or rep.get("cpu_nodes") != 0):
+        if name == "aotcpu_dynamic_ctx" and not all(q.get("from_ep_context") for q in rep.get("partitions", [])):
+            errs.append(f"the {which} session compiled a partition instead of loading its EPContext node")
+        if name in ("aotcpu_dynamic", "aotcpu_dynamic_ctx") and (took == 0 or rep.get("cpu_nodes") != 0):
             errs.append(f"dynamic shapes: AotCpu took {took} nodes of the {which} session and "
                         f"{rep.get('cpu_nodes')} stayed on the CPU EP; it must take them all")
-    if name in ("aotcpu_static_prefill", "aotcpu_dynamic") and "session_reports" not in ep:
+    if name in ("aotcpu_static_prefill", "aotcpu_dynamic", "aotcpu_dynamic_ctx") and "session_reports" not in ep:
         errs.append("epctx_generate --report gave no session reports")
     print(f"generate_matches_ort ({name}): {args.tokens} steps, prompt {args.prompt_len}; "
           f"tokens {ep['tokens'][:8]}...; epctx prefill {ep['prefill_ms']:.2f} ms, ORT {ort['prefill_ms']:.2f} ms")
@@ -224,7 +257,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--generate")
     ap.add_argument("--work")
-    ap.add_argument("--case", choices=("cpu", "aotcpu", "aotcpu_static_prefill", "aotcpu_dynamic", "errors"))
+    ap.add_argument("--case", choices=("cpu", "aotcpu", "aotcpu_static_prefill", "aotcpu_dynamic", "aotcpu_dynamic_ctx",
+                                       "errors"))
     ap.add_argument("--ep-lib")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=32)
