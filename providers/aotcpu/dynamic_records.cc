@@ -311,7 +311,11 @@ CheckResult ParseDynamicGraph(std::string_view records, const std::vector<Weight
       Attr a;
       uint32_t type = 0, nf = 0;
       const std::string at = where + " attribute " + std::to_string(k);
-      if (!r.Str(&name, kMaxDynName) || !r.U32(&type) || !r.I64(&a.i) || !r.F32(&a.f) || !r.Str(&a.s, kMaxDynName) ||
+      // A tensor attribute (a Constant node's value) keeps its bytes in `s`: bounded by the records, not by a name's
+      // limit.
+      if (!r.Str(&name, kMaxDynName) || !r.U32(&type) || !r.I64(&a.i) || !r.F32(&a.f) ||
+          !r.Str(&a.s, type == EPCTX_ATTR_TENSOR ? static_cast<uint32_t>(std::min<size_t>(records.size(), UINT32_MAX))
+                                                 : kMaxDynName) ||
           !r.I64s(&a.ints, kMaxDynAttrElems) || !r.U32(&nf))
         return CheckResult::Fail(at + " is truncated or too long");
       if (type > EPCTX_ATTR_TENSORS) return CheckResult::Fail(at + " ('" + name + "') has unknown type " + std::to_string(type));

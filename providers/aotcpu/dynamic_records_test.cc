@@ -282,6 +282,37 @@ struct Small {
   }
 };
 
+// A Constant node's tensor attribute keeps its bytes in Attr::s (ir.cc): larger than any name, it must round-trip
+// (the zoo's PaddleOCR models have such Constants inside their partitions), and a truncated one is still refused.
+TEST(AotCpuDynamicRecords, LargeTensorAttributeRoundTrips) {
+  GraphBuilder b;
+  b.Input("x", {4, 25000});
+  b.Out("c", {4, 25000});
+  b.Out("y", {4, 25000});
+  Node& c = b.N("Constant", {}, {"c"});
+  Attr value;
+  value.type = EPCTX_ATTR_TENSOR;
+  value.i = kF32;
+  value.ints = {4, 25000};
+  const std::vector<float> data = UniformFloats(4 * 25000, 3);
+  value.s.assign(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));  // 400 KB
+  c.attrs["value"] = value;
+  b.N("Add", {"x", "c"}, {"y"});
+  b.Output("y");
+  const DynamicRecords d = Serialize(b.g, {"x"}, {"y"});
+  ParsedDynamicGraph p;
+  CheckResult r = ParseDynamicGraph(d.records, Refs(d), &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  ASSERT_EQ(p.graph.nodes.size(), 2u);
+  const Attr& back = p.graph.nodes[0].attrs.at("value");
+  EXPECT_EQ(back.type, EPCTX_ATTR_TENSOR);
+  EXPECT_EQ(back.ints, value.ints);
+  EXPECT_EQ(back.s, value.s);
+  const size_t cut = d.records.find(value.s.substr(0, 64)) + 1000;  // inside the tensor's bytes
+  ASSERT_LT(cut, d.records.size());
+  EXPECT_FALSE(ParseDynamicGraph(std::string_view(d.records.data(), cut), Refs(d), &p).ok);
+}
+
 TEST(AotCpuDynamicRecords, EveryTruncationIsRefused) {
   Small m;
   const DynamicRecords d = Serialize(m.b.g, {"x"}, {"y"}, m.packed);

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """The zoo's models with free dims, run by AotCpu with those dims left free (ep.aotcpuexecutionprovider.dynamic_shapes=1,
-one session per model, no -f pins) at three input shapes each, against the CPU EP on the same inputs (issue 16).
+no -f pins) at three input shapes each, against the CPU EP on the same inputs (issue 16): once just in time, and once
+from a _ctx.onnx compiled ONCE with the dims free (the compile API, `ModelCompiler`), loaded with
+session.disable_model_compile=1 (every partition must come from its EPContext node).
 
     /usr/bin/python3 tests/zoo/dynamic_shapes.py --zoo build/zoo [--only name,...]
 
@@ -14,7 +16,9 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -86,6 +90,24 @@ def main():
         t0 = time.perf_counter()
         dyn = ort.InferenceSession(model, so)
         created = (time.perf_counter() - t0) * 1e3
+        # The same, compiled once into a _ctx.onnx with the dims free, then loaded without compiling.
+        tmp = tempfile.mkdtemp(prefix="epctx-dyn-")
+        ctx_path = os.path.join(tmp, name + "_ctx.onnx")
+        try:
+            ort.ModelCompiler(so, model).compile_to_file(ctx_path)
+            lso = ort.SessionOptions()
+            lso.intra_op_num_threads = 2
+            lso.add_session_config_entry("session.disable_model_compile", "1")
+            lso.add_provider("AotCpuExecutionProvider", {})
+            t0 = time.perf_counter()
+            from_ctx = ort.InferenceSession(ctx_path, lso)
+            ctx_created = (time.perf_counter() - t0) * 1e3
+            report = from_ctx.get_session_report()
+            if not report["partitions"] or not all(p["from_ep_context"] for p in report["partitions"]):
+                errors.append(f"{name}: the _ctx.onnx session's partitions do not all come from EPContext nodes")
+        except Exception as e:  # noqa: BLE001 - reported as a failure of this model
+            errors.append(f"{name}: compiling or loading the dynamic _ctx.onnx: {e}")
+            from_ctx, ctx_created = None, 0.0
         cpu_so = ort.SessionOptions()
         cpu_so.intra_op_num_threads = 2
         cpu = ort.InferenceSession(model, cpu_so)
@@ -95,7 +117,8 @@ def main():
         rtol, atol = tol[name]
         feed_name, shapes = SHAPES[name]
         base = load_case(case)
-        print(f"{name}: session {created:.0f} ms, partitions {sorted(eps)}, rtol {rtol:g} atol {atol:g}")
+        print(f"{name}: JIT session {created:.0f} ms, _ctx.onnx session {ctx_created:.0f} ms, partitions {sorted(eps)}, "
+              f"rtol {rtol:g} atol {atol:g}")
         for shape in shapes:
             feeds = dict(base)
             feeds[feed_name] = fit(base[feed_name], shape)
@@ -116,8 +139,19 @@ def main():
                 if not np.allclose(a, b, rtol=rtol, atol=atol):
                     errors.append(f"{name} {shape}: output '{o.name}' differs from the CPU EP's by up to "
                                   f"{float(np.max(np.abs(a.astype(np.float64) - b))):.3g}")
+            ctx_note = ""
+            if from_ctx is not None:
+                t0 = time.perf_counter()
+                got_ctx = from_ctx.run(None, feeds)
+                ctx_first = (time.perf_counter() - t0) * 1e3
+                for (o, a, b) in zip(dyn.get_outputs(), got_ctx, want):
+                    if a.shape != b.shape or not np.allclose(a, b, rtol=rtol, atol=atol):
+                        errors.append(f"{name} {shape}: the _ctx.onnx session's output '{o.name}' differs from the "
+                                      f"CPU EP's")
+                ctx_note = f"; from _ctx.onnx: first run {ctx_first:.1f} ms"
             print(f"  {'x'.join(map(str, shape)):>14}: max |diff| {worst:.2e}; first run {first:7.1f} ms (new shape), "
-                  f"second {second:7.2f} ms; outputs {[tuple(a.shape) for a in got]}")
+                  f"second {second:7.2f} ms{ctx_note}; outputs {[tuple(a.shape) for a in got]}")
+        shutil.rmtree(tmp, ignore_errors=True)
     for e in errors:
         print("FAIL", e)
     print("dynamic_shapes: " + ("OK" if not errors else f"{len(errors)} failure(s)"))
