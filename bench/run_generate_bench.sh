@@ -16,6 +16,8 @@
 #              prefill for that length; decode stays free
 #        aotcpu_dynamic (not in the default --sides) AotCpu with ep.aotcpuexecutionprovider.dynamic_shapes=1: both
 #              graphs with seq/past free, every new shape (each decode step) bound and compiled at run time
+#        aotcpu_dynamic_ctx (not in the default --sides) the same from one _ctx.onnx per graph, compiled once before the
+#              repetitions with the dims free and a profile at the prompt length (weights packed into the binary)
 # Per repetition (R, default 3), each side in turn as fresh processes (the order rotates every repetition):
 #   one generation (prompt L, default 128, seeded LCG prompt shared by both tools; T tokens, default 256: prefill +
 #   T-1 decode steps with past L..L+T-2), then a prefill-only run (--tokens 1) at each of --prefill-lens, the same
@@ -89,8 +91,9 @@ MAX_SEQ=1024
 IFS=',' read -r -a SIDE_LIST <<<"$SIDES"
 for s in "${SIDE_LIST[@]}"; do
   case "$s" in
-    ort|cpu|aotcpu|aotcpu_pinned|aotcpu_dynamic) ;;
-    *) echo "run_generate_bench: unknown side '$s' (ort, cpu, aotcpu, aotcpu_pinned, aotcpu_dynamic)" >&2; exit 2 ;;
+    ort|cpu|aotcpu|aotcpu_pinned|aotcpu_dynamic|aotcpu_dynamic_ctx) ;;
+    *) echo "run_generate_bench: unknown side '$s' (ort, cpu, aotcpu, aotcpu_pinned, aotcpu_dynamic, aotcpu_dynamic_ctx)" >&2
+       exit 2 ;;
   esac
 done
 IFS=',' read -r -a PLENS <<<"$PREFILL_LENS"
@@ -121,6 +124,16 @@ if [ "$REGEN" = 1 ] || [ ! -f "$MODELS/decode.onnx" ] || [ ! -f "$MODELS/prefill
 fi
 PREFILL="$MODELS/prefill.onnx"
 DECODE="$MODELS/decode.onnx"
+# aotcpu_dynamic_ctx: each graph compiled once with its dims free (a profile at the prompt length packs the weights
+# into the binary), beside the models; the timed processes load the two _ctx.onnx.
+if [[ ",$SIDES," == *",aotcpu_dynamic_ctx,"* ]]; then
+  EPCTX_CLI="$(dirname "$GEN")/epctx"
+  past=""
+  for i in 0 1 2 3 4 5; do past+="${past:+;}past_key_$i:1x8x${PROMPT_LEN}x64;past_value_$i:1x8x${PROMPT_LEN}x64"; done
+  "$EPCTX_CLI" compile -e aotcpu -i "dynamic_shapes|1 shape_profiles|input_ids:1x$PROMPT_LEN" "$PREFILL" \
+    -o "$MODELS/prefill_dyn_ctx.onnx" >&2
+  "$EPCTX_CLI" compile -e aotcpu -i "dynamic_shapes|1 shape_profiles|$past" "$DECODE" -o "$MODELS/decode_dyn_ctx.onnx" >&2
+fi
 
 LOAD_START="$(cut -d" " -f1-3 /proc/loadavg)"
 RAW="$(mktemp)"
@@ -141,6 +154,11 @@ run_side() {  # side rep kind prompt_len tokens
                           --prefill-dim "seq:$len" 2>"$ERR" </dev/null) || rc=$? ;;
     aotcpu_dynamic) line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report \
                            -C ep.aotcpuexecutionprovider.dynamic_shapes=1 2>"$ERR" </dev/null) || rc=$? ;;
+    aotcpu_dynamic_ctx)
+      args[1]="$MODELS/prefill_dyn_ctx.onnx"
+      args[3]="$MODELS/decode_dyn_ctx.onnx"
+      line=$("$GEN" "${args[@]}" --ep-lib "$AOT_LIB" --ep AotCpuExecutionProvider --report \
+             -C session.disable_model_compile=1 2>"$ERR" </dev/null) || rc=$? ;;
   esac
   line=$(grep '^{' <<<"$line" | tail -n 1 || true)
   if [ "$rc" = 0 ] && [ -n "$line" ]; then
@@ -191,7 +209,8 @@ sides = E["SIDES"].split(",")
 bucket = int(E["BUCKET"])
 names = {"ort": "ORT 1.30", "cpu": "epctx CPU EP", "aotcpu": "epctx AotCpu (JIT)",
          "aotcpu_pinned": "epctx AotCpu (JIT, prefill seq pinned)",
-         "aotcpu_dynamic": "epctx AotCpu (JIT, dynamic_shapes=1)"}
+         "aotcpu_dynamic": "epctx AotCpu (JIT, dynamic_shapes=1)",
+         "aotcpu_dynamic_ctx": "epctx AotCpu (one dynamic _ctx.onnx per graph)"}
 
 
 def med(xs):
