@@ -22,21 +22,6 @@ using namespace test_graph;  // GraphBuilder, Dims, UniformFloats, IntA, IntsA
 
 constexpr int64_t kD = 8;
 
-int SymInput(GraphBuilder& b, const std::string& name, Dims dims, std::vector<std::string> symbols) {
-  const int i = b.Input(name, dims);
-  Value& v = b.g.v(i);
-  v.dim_symbols = std::move(symbols);
-  for (int64_t d : dims)
-    if (d < 0) v.has_shape = false;
-  return i;
-}
-
-int FreeOut(GraphBuilder& b, const std::string& name, Dims dims) {
-  const int i = b.Out(name, dims);
-  b.g.v(i).has_shape = false;
-  return i;
-}
-
 // One attention block of a decoder: x [B, S, 8], past_k/past_v [B, P, 8];
 //   q = x Wq, k = concat(past_k, x Wk), v = concat(past_v, x Wv), a = softmax(q k^T * scale) v, y = a Wo + x + half,
 // with `scale` an initializer and `half` a folded constant (Value::folded, not an initializer).
@@ -44,9 +29,9 @@ struct Decoder {
   GraphBuilder b;
   std::shared_ptr<std::string> half = std::make_shared<std::string>(sizeof(float), '\0');
   Decoder() {
-    SymInput(b, "x", {-1, -1, kD}, {"B", "S", ""});
-    SymInput(b, "past_k", {-1, -1, kD}, {"B", "P", ""});
-    SymInput(b, "past_v", {-1, -1, kD}, {"B", "P", ""});
+    b.SymInput("x", {-1, -1, kD}, {"B", "S", ""});
+    b.SymInput("past_k", {-1, -1, kD}, {"B", "P", ""});
+    b.SymInput("past_v", {-1, -1, kD}, {"B", "P", ""});
     uint32_t seed = 1;
     for (const char* w : {"Wq", "Wk", "Wv", "Wo"}) b.F32(w, {kD, kD}, UniformFloats(kD * kD, seed++));
     b.F32("scale", {}, {0.35f});
@@ -55,11 +40,11 @@ struct Decoder {
     const int hv = b.Out("half", {1});
     b.g.v(hv).folded = half;
     b.g.v(hv).data = half->data();
-    for (const char* v : {"q", "xk", "xv", "a0"}) FreeOut(b, v, {-1, -1, kD});
-    for (const char* v : {"k", "v"}) FreeOut(b, v, {-1, -1, kD});
-    FreeOut(b, "kt", {-1, kD, -1});
-    for (const char* v : {"s", "ss", "p"}) FreeOut(b, v, {-1, -1, -1});
-    for (const char* v : {"a", "o", "r", "y"}) FreeOut(b, v, {-1, -1, kD});
+    for (const char* v : {"q", "xk", "xv", "a0"}) b.FreeOut(v, {-1, -1, kD});
+    for (const char* v : {"k", "v"}) b.FreeOut(v, {-1, -1, kD});
+    b.FreeOut("kt", {-1, kD, -1});
+    for (const char* v : {"s", "ss", "p"}) b.FreeOut(v, {-1, -1, -1});
+    for (const char* v : {"a", "o", "r", "y"}) b.FreeOut(v, {-1, -1, kD});
     b.N("MatMul", {"x", "Wq"}, {"q"});
     b.N("MatMul", {"x", "Wk"}, {"xk"});
     b.N("MatMul", {"x", "Wv"}, {"xv"});
@@ -270,10 +255,10 @@ struct Small {
   std::string wbytes = std::string(4 * 4 * sizeof(float), '\x11');
   std::vector<StoredWeight> packed;
   Small() {
-    SymInput(b, "x", {-1, 4}, {"N", ""});
+    b.SymInput("x", {-1, 4}, {"N", ""});
     b.F32("c", {4}, {1, 2, 3, 4});
-    FreeOut(b, "s", {-1, 4});
-    FreeOut(b, "y", {-1, 4});
+    b.FreeOut("s", {-1, 4});
+    b.FreeOut("y", {-1, 4});
     b.N("Add", {"x", "c"}, {"s"});
     b.N("Relu", {"s"}, {"y"}).attrs["note"] = StrA("n");
     b.Output("y");

@@ -22,41 +22,25 @@ using namespace test_graph;  // GraphBuilder, Dims, UniformFloats
 
 constexpr int64_t kK = 8, kN = 4;
 
-int SymInput(GraphBuilder& b, const std::string& name, Dims dims, std::vector<std::string> symbols) {
-  const int i = b.Input(name, dims);
-  Value& v = b.g.v(i);
-  v.dim_symbols = std::move(symbols);
-  for (int64_t d : dims)
-    if (d < 0) v.has_shape = false;
-  return i;
-}
-
-// A node output as the runtime gives it with free dims: rank known, the free dim -1.
-int FreeOut(GraphBuilder& b, const std::string& name, Dims dims) {
-  const int i = b.Out(name, dims);
-  b.g.v(i).has_shape = false;
-  return i;
-}
-
 // y = Relu(x @ W + B) (+ z when `two_inputs`: z [N, 4] shares x's symbol).
 struct Model {
   GraphBuilder b;
   std::vector<float> w = UniformFloats(kK * kN, 11), bias = UniformFloats(kN, 12);
   std::vector<std::string> inputs;
   explicit Model(bool two_inputs = false) {
-    SymInput(b, "x", {-1, kK}, {"N", ""});
+    b.SymInput("x", {-1, kK}, {"N", ""});
     inputs.push_back("x");
     b.F32("W", {kK, kN}, w);
     b.F32("B", {kN}, bias);
-    FreeOut(b, "xw", {-1, kN});
-    FreeOut(b, "s", {-1, kN});
-    FreeOut(b, "y", {-1, kN});
+    b.FreeOut("xw", {-1, kN});
+    b.FreeOut("s", {-1, kN});
+    b.FreeOut("y", {-1, kN});
     b.N("MatMul", {"x", "W"}, {"xw"});
     b.N("Add", {"xw", "B"}, {"s"});
     if (two_inputs) {
-      SymInput(b, "z", {-1, kN}, {"N", ""});
+      b.SymInput("z", {-1, kN}, {"N", ""});
       inputs.push_back("z");
-      FreeOut(b, "r", {-1, kN});
+      b.FreeOut("r", {-1, kN});
       b.N("Relu", {"s"}, {"r"});
       b.N("Add", {"r", "z"}, {"y"});
     } else {
@@ -204,8 +188,8 @@ TEST(AotCpuDynamic, ConcurrentRunsWithDifferentShapes) {
 
 TEST(AotCpuDynamic, AGraphWhoseShapesCannotBeInferredIsRefused) {
   GraphBuilder b;
-  SymInput(b, "x", {-1, 4}, {"N", ""});
-  FreeOut(b, "y", {-1});
+  b.SymInput("x", {-1, 4}, {"N", ""});
+  b.FreeOut("y", {-1});
   b.N("NonZero", {"x"}, {"y"});  // no symbolic rule: its output size depends on the data
   b.Output("y");
   DynamicGraph::Options o;
@@ -215,18 +199,11 @@ TEST(AotCpuDynamic, AGraphWhoseShapesCannotBeInferredIsRefused) {
   EXPECT_NE(r.reason.find("NonZero"), std::string::npos) << r.reason;
 }
 
-ConfigGetter Config(const std::map<std::string, std::string>& entries) {
-  auto owned = std::make_shared<std::map<std::string, std::string>>(entries);
-  return [owned](const char* key) -> const char* {
-    auto it = owned->find(key);
-    return it == owned->end() ? nullptr : it->second.c_str();
-  };
-}
 
 std::string OptionError(const std::map<std::string, std::string>& entries) {
   AotCpuOptions o;
   OptionsError e;
-  if (ReadOptions(Config(entries), &o, &e)) return "accepted";
+  if (ReadOptions(ConfigFromMap(entries), &o, &e)) return "accepted";
   EXPECT_EQ(e.code, EPCTX_INVALID_ARGUMENT);
   return e.message;
 }
@@ -234,11 +211,11 @@ std::string OptionError(const std::map<std::string, std::string>& entries) {
 TEST(AotCpuDynamic, Options) {
   AotCpuOptions o;
   OptionsError e;
-  ASSERT_TRUE(ReadOptions(Config({}), &o, &e));
+  ASSERT_TRUE(ReadOptions(ConfigFromMap({}), &o, &e));
   EXPECT_FALSE(o.dynamic_shapes);
   EXPECT_EQ(o.shape_cache_size, 8u);
   EXPECT_TRUE(o.shape_ranges.empty());
-  ASSERT_TRUE(ReadOptions(Config({{kDynamicShapesKey, "1"},
+  ASSERT_TRUE(ReadOptions(ConfigFromMap({{kDynamicShapesKey, "1"},
                                   {kShapeCacheSizeKey, "64"},
                                   {kShapeRangesKey, "seq:1..1024,past:0..4096"}}),
                           &o, &e))
@@ -251,7 +228,7 @@ TEST(AotCpuDynamic, Options) {
   EXPECT_EQ(o.shape_ranges["past"].lo, 0);
   EXPECT_EQ(o.shape_ranges["past"].hi, 4096);
   // A dim_param with ':' or '.' in its name (p2o.DynamicDimension.1) is split at the last ':'.
-  ASSERT_TRUE(ReadOptions(Config({{kShapeRangesKey, "p2o.DynamicDimension.1:32..1280"}}), &o, &e)) << e.message;
+  ASSERT_TRUE(ReadOptions(ConfigFromMap({{kShapeRangesKey, "p2o.DynamicDimension.1:32..1280"}}), &o, &e)) << e.message;
   EXPECT_EQ(o.shape_ranges["p2o.DynamicDimension.1"].hi, 1280);
 
   EXPECT_NE(OptionError({{kDynamicShapesKey, "yes"}}).find(kDynamicShapesKey), std::string::npos);

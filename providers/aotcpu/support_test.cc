@@ -21,6 +21,7 @@
 #include "isa.h"
 #include "options.h"
 #include "plugin/ep_objects.h"
+#include "test_graph.h"  // ConfigFromMap
 #include "tests/test_util.h"
 
 namespace epctx {
@@ -618,26 +619,18 @@ TEST(AotCpuSupportIsa, LoadErrorTexts) {
 
 // ---- options ----
 
-// A session config as a map; the getter returns NULL for absent keys.
-ConfigGetter Config(const std::map<std::string, std::string>& entries) {
-  auto owned = std::make_shared<std::map<std::string, std::string>>(entries);
-  return [owned](const char* key) -> const char* {
-    auto it = owned->find(key);
-    return it == owned->end() ? nullptr : it->second.c_str();
-  };
-}
 
 AotCpuOptions Read(const std::map<std::string, std::string>& entries) {
   AotCpuOptions o;
   OptionsError e;
-  EXPECT_TRUE(ReadOptions(Config(entries), &o, &e)) << e.message;
+  EXPECT_TRUE(ReadOptions(test_graph::ConfigFromMap(entries), &o, &e)) << e.message;
   return o;
 }
 
 std::string ReadError(const std::map<std::string, std::string>& entries) {
   AotCpuOptions o;
   OptionsError e;
-  if (ReadOptions(Config(entries), &o, &e)) return "accepted";
+  if (ReadOptions(test_graph::ConfigFromMap(entries), &o, &e)) return "accepted";
   EXPECT_EQ(e.code, EPCTX_INVALID_ARGUMENT);
   return e.message;
 }

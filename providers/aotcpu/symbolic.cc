@@ -472,6 +472,16 @@ class Infer {
   }
   SymValue& Out(const Node& n, size_t i) { return s_.values[static_cast<size_t>(n.outputs[i])]; }
   bool HasOut(const Node& n, size_t i) const { return i < n.outputs.size() && n.outputs[i] >= 0; }
+  // Output 0 of a Squeeze/Reshape with dims `out`: a shape value (rank <= 1) keeps its elements.
+  bool SetReshaped(const Node& n, const Dims& out) {
+    const SymValue* x = In(n, 0);
+    if (x->has_elems && out.size() <= 1) {
+      SetElems(n, 0, x->elems, out.empty());
+      Out(n, 0).dims = out;
+      return true;
+    }
+    return SetDims(n, 0, out);
+  }
   bool SetDims(const Node& n, size_t i, Dims d) {
     if (!HasOut(n, i)) return true;
     if (d.size() > kMaxRank) return Fail("rank above " + std::to_string(kMaxRank));
@@ -1049,13 +1059,7 @@ bool Infer::SqueezeOp(const Node& n, bool unsqueeze) {
     for (size_t i = 0; i < d.size(); ++i)
       if (!drop[i]) out.push_back(d[i]);
   }
-  const SymValue* x = In(n, 0);
-  if (x->has_elems && out.size() <= 1) {
-    SetElems(n, 0, x->elems, out.empty());
-    Out(n, 0).dims = out;
-    return true;
-  }
-  return SetDims(n, 0, out);
+  return SetReshaped(n, out);
 }
 
 bool Infer::Reshape(const Node& n) {
@@ -1102,13 +1106,7 @@ bool Infer::Reshape(const Node& n) {
   const DimId count = Prod(out, 0, out.size());
   if (ConstMismatch(count, total)) return Fail("Reshape changes the element count");
   Check(count, total, "Reshape element count (" + t_.Str(total) + " elements into " + t_.Str(count) + ")");
-  const SymValue* x = In(n, 0);
-  if (x->has_elems && out.size() <= 1) {
-    SetElems(n, 0, x->elems, out.empty());
-    Out(n, 0).dims = out;
-    return true;
-  }
-  return SetDims(n, 0, out);
+  return SetReshaped(n, out);
 }
 
 bool Infer::Flatten(const Node& n) {

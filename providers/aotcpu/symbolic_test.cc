@@ -26,17 +26,6 @@ namespace {
 using namespace test_graph;  // GraphBuilder, Dims, IntA, IntsA, StrA, FloatA
 using Binding = std::map<std::string, int64_t>;
 
-// A graph input with free dims (-1) named by `symbols` ("" = unnamed).
-int SymInput(GraphBuilder& b, const std::string& name, Dims dims, std::vector<std::string> symbols,
-             uint32_t dtype = kF32) {
-  const int i = b.Input(name, dims);
-  Value& v = b.g.v(i);
-  v.dtype = dtype;
-  v.dim_symbols = std::move(symbols);
-  for (int64_t d : dims)
-    if (d < 0) v.has_shape = false;
-  return i;
-}
 // A node output whose shape the runtime does not know.
 int Unknown(GraphBuilder& b, const std::string& name, uint32_t dtype = kF32) {
   const int i = b.Out(name, {});
@@ -203,7 +192,7 @@ TEST(Symbolic, DimExprEvaluation) {
 
 TEST(Symbolic, ShapeGatherConcatReshape) {
   GraphBuilder b;
-  SymInput(b, "x", {-1, -1, 64}, {"batch", "seq", ""});
+  b.SymInput("x", {-1, -1, 64}, {"batch", "seq", ""});
   b.I64("idx0", {}, {0});
   b.I64("idx1", {1}, {-2});
   b.I64("tail", {2, 16});
@@ -249,7 +238,7 @@ TEST(Symbolic, ShapeGatherConcatReshape) {
 
 TEST(Symbolic, ReshapeZeroMinusOne) {
   GraphBuilder b;
-  SymInput(b, "x", {1, -1, 128}, {"", "seq", ""});
+  b.SymInput("x", {1, -1, 128}, {"", "seq", ""});
   b.I64("t1", {0, -1, 4, 32});
   b.I64("t2", {0, -1, 128});
   b.I64("t3", {-1});
@@ -277,7 +266,7 @@ TEST(Symbolic, SliceMatchesOnnxAlgorithm) {
                                    {5, 0, -2},    {0, 3, 3},  {-100, 2, 1},  {3, 3, 1},   {4, 1, 1}};
   for (const Case& c : cases) {
     GraphBuilder b;
-    SymInput(b, "x", {-1, 6}, {"n", ""});
+    b.SymInput("x", {-1, 6}, {"n", ""});
     b.I64("st", {c.start, 1});
     b.I64("en", {c.end, 5});
     b.I64("ax", {0, 1});
@@ -315,8 +304,8 @@ TEST(Symbolic, SliceMatchesOnnxAlgorithm) {
 TEST(Symbolic, SliceWithComputedStartsAndShapeValues) {
   // The decoder's mask: rows past..past+seq-1, columns 0..past+seq-1 of a [32, 32] constant.
   GraphBuilder b;
-  SymInput(b, "ids", {1, -1}, {"", "seq"}, kI64);
-  SymInput(b, "pk", {1, 2, -1, 8}, {"", "", "past", ""});
+  b.SymInput("ids", {1, -1}, {"", "seq"}, kI64);
+  b.SymInput("pk", {1, 2, -1, 8}, {"", "", "past", ""});
   b.F32("mask", {32, 32}, std::vector<float>(32 * 32, 0.f));
   b.I64("axes0", {0});
   b.I64("axes1", {1});
@@ -349,9 +338,9 @@ TEST(Symbolic, SliceWithComputedStartsAndShapeValues) {
 
 TEST(Symbolic, BroadcastMatMulGemmAndElementwise) {
   GraphBuilder b;
-  SymInput(b, "a", {-1, 1, -1, 8}, {"n", "", "m", ""});
-  SymInput(b, "bb", {4, -1, 8, 5}, {"", "m", "", ""});
-  SymInput(b, "c", {-1, 8}, {"k", ""});
+  b.SymInput("a", {-1, 1, -1, 8}, {"n", "", "m", ""});
+  b.SymInput("bb", {4, -1, 8, 5}, {"", "m", "", ""});
+  b.SymInput("c", {-1, 8}, {"k", ""});
   b.F32("w", {8, 3}, std::vector<float>(24, 0.f));
   b.F32("bias", {3}, std::vector<float>(3, 0.f));
   for (const char* v : {"mm", "add", "sm", "ln", "erf", "gemm", "where", "cast", "vec"}) Unknown(b, v);
@@ -392,7 +381,7 @@ TEST(Symbolic, BroadcastMatMulGemmAndElementwise) {
 TEST(Symbolic, RangeLengths) {
   for (int64_t delta : {1, 2, 3, -1, -2}) {
     GraphBuilder b;
-    SymInput(b, "x", {-1, -1}, {"p", "q"});
+    b.SymInput("x", {-1, -1}, {"p", "q"});
     b.I64("i0", {}, {0});
     b.I64("i1", {}, {1});
     b.I64("d", {}, {delta});
@@ -414,7 +403,7 @@ TEST(Symbolic, RangeLengths) {
 
 TEST(Symbolic, ConvPoolChain) {
   GraphBuilder b;
-  SymInput(b, "x", {-1, 3, -1, -1}, {"N", "", "H", "W"});
+  b.SymInput("x", {-1, 3, -1, -1}, {"N", "", "H", "W"});
   b.F32("w1", {8, 3, 3, 3}, std::vector<float>(8 * 27, 0.01f));
   b.F32("w2", {8, 1, 3, 3}, std::vector<float>(8 * 9, 0.01f));
   b.F32("wt", {8, 4, 2, 2}, std::vector<float>(8 * 16, 0.01f));
@@ -470,7 +459,7 @@ TEST(Symbolic, ConvPoolChain) {
 
 TEST(Symbolic, SqueezeUnsqueezeTransposeExpandTileFlattenReduce) {
   GraphBuilder b;
-  SymInput(b, "x", {-1, 1, -1}, {"a", "", "b"});
+  b.SymInput("x", {-1, 1, -1}, {"a", "", "b"});
   b.I64("ax", {1});
   b.I64("ax2", {0, -1});
   b.I64("reps", {2, 1, 3, 1});
@@ -512,7 +501,7 @@ TEST(Symbolic, SqueezeUnsqueezeTransposeExpandTileFlattenReduce) {
 
 TEST(Symbolic, UnknownWithReasonsAndRuntimeDisagreement) {
   GraphBuilder b;
-  SymInput(b, "x", {-1, 4}, {"n", ""});
+  b.SymInput("x", {-1, 4}, {"n", ""});
   b.Out("top", {});  // TopK: no rule
   b.g.v(b.g.Find("top")).has_shape = false;
   Unknown(b, "after");
@@ -541,9 +530,9 @@ TEST(Symbolic, UnknownWithReasonsAndRuntimeDisagreement) {
 
 TEST(Symbolic, BindErrors) {
   GraphBuilder b;
-  SymInput(b, "p", {1, 2, -1, 4}, {"", "", "past", ""});
-  SymInput(b, "k", {1, -1, -1, 4}, {"", "heads", "seq", ""});
-  SymInput(b, "z", {-1}, {""});
+  b.SymInput("p", {1, 2, -1, 4}, {"", "", "past", ""});
+  b.SymInput("k", {1, -1, -1, 4}, {"", "heads", "seq", ""});
+  b.SymInput("z", {-1}, {""});
   Unknown(b, "cat");
   Unknown(b, "r");
   Unknown(b, "zz");
@@ -579,7 +568,7 @@ TEST(Symbolic, BindErrors) {
   ASSERT_TRUE(Bind(b.g, s, odd, &out, &why)) << why;
   // A Reshape target that does not divide: [3, -1] of 40 elements.
   GraphBuilder c;
-  SymInput(c, "x", {-1, 4}, {"n", ""});
+  c.SymInput("x", {-1, 4}, {"n", ""});
   c.I64("t", {3, -1});
   Unknown(c, "y");
   c.N("Reshape", {"x", "t"}, {"y"});
@@ -596,7 +585,7 @@ TEST(Symbolic, BindErrors) {
 
 TEST(Symbolic, HostileGraphsDoNotCrash) {
   GraphBuilder b;
-  SymInput(b, "x", Dims(12, -1), std::vector<std::string>(12, "d"));
+  b.SymInput("x", Dims(12, -1), std::vector<std::string>(12, "d"));
   b.I64("huge", {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), -1, 0});
   b.I64("bad_axes", {40});
   b.I64("zero", {}, {0});
@@ -626,7 +615,7 @@ TEST(Symbolic, HostileGraphsDoNotCrash) {
   EXPECT_TRUE(Bind(b.g, s, {{"d", 2}}, &out, &why)) << why;
   // A long chain of shape arithmetic stays cheap and exact.
   GraphBuilder c;
-  SymInput(c, "x", {-1}, {"n"});
+  c.SymInput("x", {-1}, {"n"});
   Unknown(c, "s0", kI64);
   c.N("Shape", {"x"}, {"s0"});
   c.I64("one", {1});
@@ -650,10 +639,10 @@ GraphBuilder Decoder(bool decode) {
   GraphBuilder b;
   uint32_t seed = 1;
   auto w = [&](const std::string& name, Dims d) { b.F32(name, d, UniformFloats(Numel(d), seed++, -0.3f, 0.3f)); };
-  SymInput(b, "input_ids", {1, decode ? 1 : -1}, {"", decode ? "" : "seq"}, kI64);
+  b.SymInput("input_ids", {1, decode ? 1 : -1}, {"", decode ? "" : "seq"}, kI64);
   if (decode) {
-    SymInput(b, "past_key", {1, kH, -1, kHd}, {"", "", "past", ""});
-    SymInput(b, "past_value", {1, kH, -1, kHd}, {"", "", "past", ""});
+    b.SymInput("past_key", {1, kH, -1, kHd}, {"", "", "past", ""});
+    b.SymInput("past_value", {1, kH, -1, kHd}, {"", "", "past", ""});
   }
   w("wte", {kV, kD});
   w("wpe", {kS, kD});

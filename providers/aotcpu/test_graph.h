@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "compiler.h"
+#include "options.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -31,6 +34,15 @@ inline std::vector<float> UniformFloats(int64_t n, uint32_t seed, float lo = -1.
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = d(rng);
   return v;
+}
+
+// A session config as a map, for ReadOptions: the getter returns NULL for absent keys.
+inline ConfigGetter ConfigFromMap(const std::map<std::string, std::string>& entries) {
+  auto owned = std::make_shared<std::map<std::string, std::string>>(entries);
+  return [owned](const char* key) -> const char* {
+    auto it = owned->find(key);
+    return it == owned->end() ? nullptr : it->second.c_str();
+  };
 }
 
 class GraphBuilder {
@@ -83,6 +95,22 @@ class GraphBuilder {
     }
     g.nodes.push_back(std::move(n));
     return g.nodes.back();
+  }
+  // A graph input with free dims (-1) named by `symbols` ("" = unnamed), as the runtime gives it.
+  int SymInput(const std::string& name, Dims dims, std::vector<std::string> symbols, uint32_t dtype = kF32) {
+    const int i = Input(name, dims);
+    Value& v = g.v(i);
+    v.dtype = dtype;
+    v.dim_symbols = std::move(symbols);
+    for (int64_t d : dims)
+      if (d < 0) v.has_shape = false;
+    return i;
+  }
+  // A node output as the runtime gives it with free dims: rank known, free dims -1.
+  int FreeOut(const std::string& name, Dims dims) {
+    const int i = Out(name, dims);
+    g.v(i).has_shape = false;
+    return i;
   }
   void Output(const std::string& name) {
     const int v = g.Find(name);

@@ -1,4 +1,4 @@
-# Type stubs for the epctx package (`import epctx as ort`). tests/python/test_stubs.py checks that every public name
+# Type stubs for the epctx package (`import epctx as ort`). tests/python/test_api_parity.py checks that every public name
 # of the package is declared here and vice versa.
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union

@@ -1,5 +1,5 @@
 # Type stubs for epctx.capi._epctx, the pybind11 module (python/src/module.cc, python/src/compile.cc).
-# tests/python/test_stubs.py checks that every public name of the module is declared here and vice versa.
+# tests/python/test_api_parity.py checks that every public name of the module is declared here and vice versa.
 import enum
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
