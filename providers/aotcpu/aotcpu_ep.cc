@@ -710,26 +710,22 @@ EpctxStatus* ComputeDynamic(Partition* part, EpctxKernelContext* kc) {
     types[i] = static_cast<uint32_t>(g_api->Value_GetElementType(v));
     inputs[i] = g_api->Value_GetData(v);
   }
-  std::shared_ptr<Executor> exec;
   bool invalid = false;
-  CheckResult r = part->dynamic->Get(dims, &exec, &invalid);
-  if (!r.ok) return Error(invalid ? EPCTX_INVALID_ARGUMENT : EPCTX_EP_FAIL, r.reason);
-  const Program& p = exec->program();
-  if (p.inputs.size() != n || g_api->KernelContext_GetOutputCount(kc) != p.outputs.size())
-    return Error(EPCTX_INVALID_ARGUMENT, "the fused node's input/output count does not match its compiled graph");
-  for (size_t i = 0; i < n; ++i)
-    if (types[i] != p.inputs[i].dtype)
-      return Error(EPCTX_INVALID_ARGUMENT, "input '" + p.inputs[i].name + "' has element type " +
-                                               std::to_string(types[i]) + ", the graph " +
-                                               std::to_string(p.inputs[i].dtype));
-  std::vector<void*> outputs(p.outputs.size());
-  for (size_t i = 0; i < p.outputs.size(); ++i) {
+  const size_t outputs = g_api->KernelContext_GetOutputCount(kc);
+  if (outputs != part->dynamic->outputs().size())
+    return Error(EPCTX_INVALID_ARGUMENT, "the fused node's output count does not match its compiled graph");
+  auto alloc = [&](size_t i, const std::vector<int64_t>& d, void** data) -> CheckResult {
     EpctxValue* v = nullptr;
-    AOT_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(kc, i, p.outputs[i].dims.data(), p.outputs[i].dims.size(), &v));
-    outputs[i] = g_api->Value_GetMutableData(v);
-  }
-  r = exec->Run(inputs, outputs);
-  if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+    if (EpctxStatus* st = g_api->KernelContext_GetOutput(kc, i, d.data(), d.size(), &v)) {
+      std::string msg = g_api->GetErrorMessage(st);
+      g_api->ReleaseStatus(st);
+      return CheckResult::Fail("output '" + part->dynamic->outputs()[i] + "': " + msg);
+    }
+    *data = g_api->Value_GetMutableData(v);
+    return CheckResult::Ok();
+  };
+  CheckResult r = part->dynamic->Run(inputs, dims, types, alloc, &invalid);
+  if (!r.ok) return Error(invalid ? EPCTX_INVALID_ARGUMENT : EPCTX_EP_FAIL, r.reason);
   return nullptr;
 }
 

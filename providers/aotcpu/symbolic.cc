@@ -330,6 +330,41 @@ void DimTable::EvalAll(const std::map<std::string, int64_t>& binding, std::vecto
   }
 }
 
+std::vector<DimId> DimTable::Plan(const std::vector<DimId>& ids) const {
+  std::vector<char> need(nodes_.size(), 0);
+  for (DimId id : ids)
+    if (id >= 0 && static_cast<size_t>(id) < nodes_.size()) need[static_cast<size_t>(id)] = 1;
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    if (!need[i]) continue;
+    const DimNode& n = nodes_[i];
+    if (n.op != DimOp::kConst && n.op != DimOp::kSym) need[static_cast<size_t>(n.a)] = need[static_cast<size_t>(n.b)] = 1;
+  }
+  std::vector<DimId> plan;
+  for (size_t i = 0; i < need.size(); ++i)
+    if (need[i]) plan.push_back(static_cast<DimId>(i));
+  return plan;
+}
+
+bool DimTable::EvalPlan(const std::vector<DimId>& plan, const std::vector<int64_t>& symbol_values, int64_t* values,
+                        std::string* why) const {
+  for (DimId id : plan) {
+    const DimNode& n = nodes_[static_cast<size_t>(id)];
+    int64_t& r = values[id];
+    if (n.op == DimOp::kConst) {
+      r = n.c;
+    } else if (n.op == DimOp::kSym) {
+      const size_t k = static_cast<size_t>(n.c);
+      if (k >= symbol_values.size()) return *why = "symbol '" + symbols_[k] + "' is not bound", false;
+      r = symbol_values[k];
+      if (r < 0) return *why = "symbol '" + symbols_[k] + "' is bound to " + std::to_string(r) + " (a dim must be >= 0)", false;
+    } else if (!Apply(n.op, values[n.a], values[n.b], &r, why)) {
+      *why += " in " + Str(id);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool DimTable::Eval(DimId id, const std::map<std::string, int64_t>& binding, int64_t* out, std::string* why) const {
   if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) return *why = "no expression", false;
   // Only the sub-DAG below id: mark it, then evaluate marked ids in increasing order.

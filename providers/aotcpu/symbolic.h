@@ -72,6 +72,13 @@ class DimTable {
   // Evaluates every id at once (ids in increasing order; O(size)); ok[i] false with err[i] where it fails.
   void EvalAll(const std::map<std::string, int64_t>& binding, std::vector<int64_t>* values, std::vector<bool>* ok,
                std::vector<std::string>* err) const;
+  // For evaluating the same few ids at every run (dynamic.h's shape-generic graphs): Plan lists `ids` and everything
+  // below them in increasing order, once; EvalPlan fills values[id] for those ids (values has size() entries) with the
+  // symbols given by index (symbol_names() order). False with `why` as Eval.
+  std::vector<DimId> Plan(const std::vector<DimId>& ids) const;
+  bool EvalPlan(const std::vector<DimId>& plan, const std::vector<int64_t>& symbol_values, int64_t* values,
+                std::string* why) const;
+  const std::vector<std::string>& symbol_names() const { return symbols_; }
 
  private:
   DimId Make(DimOp op, int64_t c, DimId a, DimId b);
