@@ -386,6 +386,16 @@ json DescribeAotBinary(const uint8_t* data, uint64_t size, bool with_steps, std:
       g["symbols"] = symbols;
       g["node_count"] = parsed.graph.nodes.size();
       g["packed_weights"] = parsed.packed.size();
+      json profiles = json::array();
+      for (const auto& profile : parsed.shapes.profiles) {
+        json p = json::object();
+        for (size_t i = 0; i < profile.size() && i < parsed.inputs.size(); ++i) p[parsed.inputs[i]] = profile[i];
+        profiles.push_back(p);
+      }
+      g["shape_profiles"] = profiles;
+      json ranges = json::object();
+      for (const auto& [sym, range] : parsed.shapes.ranges) ranges[sym] = {range.first, range.second};
+      g["shape_ranges"] = ranges;
       graphs.push_back(g);
       continue;
     }
@@ -476,6 +486,23 @@ void PrintAotBinary(const json& b, const std::string& in) {
                     io.value("dtype", std::string("?")).c_str(), dims.c_str());
       }
       std::printf("%s    outputs: %zu\n", in.c_str(), g["outputs"].size());
+      if (g.contains("shape_ranges") && !g["shape_ranges"].empty()) {
+        std::string ranges;
+        for (const auto& [sym, range] : g["shape_ranges"].items())
+          ranges += (ranges.empty() ? "" : ", ") + Printable(sym) + " " + std::to_string(range[0].get<int64_t>()) +
+                    ".." + std::to_string(range[1].get<int64_t>());
+        std::printf("%s    shape ranges: %s\n", in.c_str(), ranges.c_str());
+      }
+      if (g.contains("shape_profiles"))
+        for (const auto& p : g["shape_profiles"]) {
+          std::string text;
+          for (const auto& [input, dims] : p.items()) {
+            std::string d;
+            for (const auto& x : dims) d += (d.empty() ? "" : "x") + std::to_string(x.get<int64_t>());
+            text += (text.empty() ? "" : ", ") + Printable(input) + ":" + d;
+          }
+          std::printf("%s    shape profile (built at load): %s\n", in.c_str(), text.c_str());
+        }
       continue;
     }
     for (const char* side : {"inputs", "outputs"}) {

@@ -221,7 +221,8 @@ void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::strin
 // the CPU EP, since its partition is compiled per shape from the symbolic shapes). Leaves `g` alone (and `why`
 // empty) when it has no free input dim or does not bind (`probe_error` says why): the nodes then stay on the CPU EP
 // as without the option.
-void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why, std::string* probe_error) {
+void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why, std::string* probe_error,
+                  Graph* unbound) {
   bool free = false;
   for (int v : g->inputs) free |= !g->v(v).has_shape;
   if (!free) return;
@@ -259,6 +260,7 @@ void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::strin
         if (v >= 0 && (*why)[i].empty() && !sym.values[static_cast<size_t>(v)].known)
           (*why)[i] = "value '" + g->v(v).name + "' has no shape known as an expression of the free dims";
   }
+  *unbound = std::move(*g);
   *g = std::move(bound);
 }
 
@@ -288,8 +290,9 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   // expressions of the free dims stay on the CPU EP.
   std::vector<std::string> symbolic_why;
   std::string probe_error;
+  Graph unbound;  // with dynamic shapes: the graph before binding, to judge each partition's symbolic shapes alone
   if (ep->options.dynamic_shapes && !ep->options.share_ep_contexts)
-    ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error);
+    ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound);
   else if (ep->options.dynamic_shapes)
     probe_error = "dynamic_shapes does not apply to weight-sharing groups (ep.share_ep_contexts) yet";
   const Graph original = g;
@@ -350,6 +353,38 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
         reasons[static_cast<size_t>(group[k])] =
             "in its partition, without the values folding computed outside it: " +
             (ok ? ShapeReason(sub, sub.nodes[k], why, pinnable) : std::string("constant folding failed"));
+        changed = true;
+      }
+      if (unbound.nodes.empty()) continue;
+      // With dynamic shapes the partition is compiled from its own symbolic shapes: a value made outside it arrives
+      // with only the rank and dims the runtime knows (difftest --dynamic, seed 20261209: a BatchNormalization on
+      // the CPU EP whose output had no rank for the runtime failed the session's compile).
+      Graph usub = Restrict(unbound, group);
+      std::set<int> inside_outputs;
+      for (const Node& n : usub.nodes)
+        for (int o : n.outputs)
+          if (o >= 0) inside_outputs.insert(o);
+      usub.inputs.clear();
+      for (const Node& n : usub.nodes)
+        for (int in : n.inputs)
+          if (in >= 0 && !inside_outputs.count(in) && !usub.v(in).is_const() && !usub.v(in).is_graph_input) {
+            usub.v(in).is_graph_input = true;
+            usub.inputs.push_back(in);
+          }
+      for (int in : unbound.inputs) usub.inputs.push_back(in);
+      SymbolicShapes us;
+      InferSymbolic(usub, &us);
+      for (size_t k = 0; k < group.size(); ++k) {
+        const size_t node = static_cast<size_t>(group[k]);
+        if (!supported[node]) continue;
+        std::string why = k < us.why.size() ? us.why[k] : std::string();
+        for (const std::vector<int>* list : {&usub.nodes[k].inputs, &usub.nodes[k].outputs})
+          for (int v : *list)
+            if (v >= 0 && why.empty() && !us.values[static_cast<size_t>(v)].known)
+              why = "value '" + usub.v(v).name + "' has no shape known as an expression of the free dims";
+        if (why.empty()) continue;
+        supported[node] = false;
+        reasons[node] = "in its partition, its shapes are not known for every size of the free dims: " + why;
         changed = true;
       }
     }
@@ -491,9 +526,22 @@ CheckResult LoadPartitions(const ContextBinaryReader& reader, std::shared_ptr<co
       auto part = std::make_shared<Partition>();
       part->keep = keep;
       const size_t n = parsed.inputs.size();
-      r = DynamicGraph::Create(std::move(parsed.graph), std::move(parsed.inputs), std::move(parsed.outputs), run, keep,
+      // The ranges the compile was given hold unless this session names its own for a symbol.
+      DynamicGraph::Options o = run;
+      for (const auto& [sym, range] : parsed.shapes.ranges) o.ranges.emplace(sym, SymbolRange{range.first, range.second});
+      r = DynamicGraph::Create(std::move(parsed.graph), std::move(parsed.inputs), std::move(parsed.outputs), o, keep,
                                &part->dynamic, packed);
       if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
+      // The shape profiles are built now (their weights are in the binary), so their first run builds nothing. A
+      // shape-generic graph needs none: no shape is built.
+      if (!part->dynamic->generic())
+        for (size_t k = 0; k < parsed.shapes.profiles.size(); ++k) {
+          std::shared_ptr<Executor> exec;
+          bool invalid = false;
+          r = part->dynamic->Get(parsed.shapes.profiles[k], &exec, &invalid);
+          if (!r.ok)
+            return CheckResult::Fail("graph '" + name + "': shape profile " + std::to_string(k + 1) + ": " + r.reason);
+        }
       for (size_t k = 0; k < n; ++k) part->input_map.push_back(k);
       out->push_back(std::move(part));
       continue;
@@ -529,6 +577,28 @@ struct GraphIo {
   std::vector<size_t> input_map;  // index of each input among the fused node's inputs
 };
 
+// The dynamic-shape options of a compile, as the binary's compatibility block records them (`epctx inspect` shows
+// them; loading does not compare them): dynamic_shapes, and shape_ranges / shape_profiles in their option syntax.
+void AddDynamicCompat(const AotCpuOptions& o, CompatInfo* c) {
+  if (!o.dynamic_shapes) return;
+  c->options.push_back({"dynamic_shapes", "1"});
+  std::string ranges;
+  for (const auto& [sym, r] : o.shape_ranges)
+    ranges += (ranges.empty() ? "" : ",") + sym + ":" + std::to_string(r.lo) + ".." + std::to_string(r.hi);
+  if (!ranges.empty()) c->options.push_back({"shape_ranges", ranges});
+  std::string profiles;
+  for (const auto& [input, shapes] : o.shape_profiles) {
+    std::string list;
+    for (const auto& dims : shapes) {
+      std::string d;
+      for (int64_t x : dims) d += (d.empty() ? "" : "x") + std::to_string(x);
+      list += (list.empty() ? "" : ",") + d;
+    }
+    profiles += (profiles.empty() ? "" : ";") + input + ":" + list;
+  }
+  if (!profiles.empty()) c->options.push_back({"shape_profiles", profiles});
+}
+
 EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode* fused, std::shared_ptr<Partition>* out);
 
 // A dynamic partition for a context binary: the shape_profiles bound first (so their weights are packed now and
@@ -537,6 +607,10 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
   DynamicGraph& d = *part->dynamic;
   const auto& profiles = ep->options.shape_profiles;
   const size_t count = profiles.empty() ? 0 : profiles.begin()->second.size();
+  DynamicShapeInfo shapes;
+  for (const std::string& sym : d.symbols())
+    if (auto it = ep->options.shape_ranges.find(sym); it != ep->options.shape_ranges.end())
+      shapes.ranges[sym] = {it->second.lo, it->second.hi};
   for (size_t k = 0; k < count; ++k) {
     std::vector<std::vector<int64_t>> dims;
     for (const std::string& input : d.inputs()) {
@@ -552,9 +626,12 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
       }
       dims.push_back(it->second[k]);
     }
+    shapes.profiles.push_back(dims);
+    // A shape-generic graph builds nothing per shape: the profile is only checked (and stored).
     std::shared_ptr<Executor> exec;
     bool invalid = false;
-    CheckResult r = d.Get(dims, &exec, &invalid);
+    CheckResult r = d.generic() ? d.CheckShape(dims) : d.Get(dims, &exec, &invalid);
+    if (d.generic()) invalid = true;
     if (!r.ok)
       return Error(invalid ? EPCTX_INVALID_ARGUMENT : EPCTX_EP_FAIL,
                    std::string(kShapeProfilesKey) + " profile " + std::to_string(k + 1) + " of partition '" +
@@ -562,7 +639,7 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
   }
   std::vector<StoredWeight> packed;
   for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
-  CheckResult r = SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/");
+  CheckResult r = SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/", shapes);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "storing dynamic partition '" + graph_name + "': " + r.reason);
   return nullptr;
 }
@@ -639,6 +716,7 @@ EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const 
   contents.compat.onednn_version = OneDnnVersion();
   contents.compat.isa = ep->isa;
   if (ep->portable) contents.compat.options.push_back({"layouts", "plain"});
+  AddDynamicCompat(ep->options, &contents.compat);
   for (size_t i = 0; i < compiled->size(); ++i) {
     CompiledGraph& cg = (*compiled)[i];
     GraphInput gi;
@@ -898,6 +976,7 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
     contents.compat.onednn_version = OneDnnVersion();
     contents.compat.isa = ep->isa;
     if (ep->portable) contents.compat.options.push_back({"layouts", "plain"});
+    AddDynamicCompat(ep->options, &contents.compat);
     std::string bytes;
     r = WriteContextBinary(contents, &bytes);
     if (!r.ok) return Error(EPCTX_EP_FAIL, "writing the group's context binary: " + r.reason);
@@ -926,6 +1005,15 @@ EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode
     gio.input_map.push_back(k);
   }
   if (!free) return nullptr;
+  // Every fused input is an input of the partition's graph, also a value another partition or the CPU EP makes (the
+  // runtime's view marks only the model's inputs): symbolic inference starts from them (difftest --dynamic, seed
+  // 20261209: a Gather after a BatchNormalization left on the CPU EP failed the session as "shape unknown").
+  for (const std::string& in : gio.inputs) {
+    const int v = g.Find(in);
+    if (v < 0 || g.v(v).is_graph_input) continue;
+    g.v(v).is_graph_input = true;
+    if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
+  }
   gio.outputs = IoNames(fused, false);
   DynamicGraph::Options o = DynamicOptionsOf(ep);
   // The runtime keeps the graph's initializers alive until the compute infos are released, and the partition lives

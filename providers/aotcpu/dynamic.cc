@@ -112,6 +112,16 @@ CheckResult DynamicGraph::Binding(const std::vector<std::vector<int64_t>>& input
   return CheckResult::Ok();
 }
 
+CheckResult DynamicGraph::CheckShape(const std::vector<std::vector<int64_t>>& input_dims) {
+  std::map<std::string, int64_t> binding;
+  CheckResult r = Binding(input_dims, &binding);
+  if (!r.ok) return r;
+  Graph bound;
+  std::string why;
+  if (!aotcpu::Bind(graph_, sym_, binding, &bound, &why)) return CheckResult::Fail(why);
+  return CheckResult::Ok();
+}
+
 CheckResult DynamicGraph::Get(const std::vector<std::vector<int64_t>>& input_dims, std::shared_ptr<Executor>* exec,
                               bool* invalid_argument) {
   *invalid_argument = true;

@@ -83,6 +83,9 @@ class DynamicGraph {
   using OutputAlloc = std::function<CheckResult(size_t index, const std::vector<int64_t>& dims, void** data)>;
   CheckResult Run(const std::vector<const void*>& inputs, const std::vector<std::vector<int64_t>>& input_dims,
                   const std::vector<uint32_t>& input_types, const OutputAlloc& alloc, bool* invalid_argument);
+  // Whether inputs of these dims are a shape the graph takes (ranks, fixed dims, ranges, one size per symbol, the
+  // graph's own checks), without building anything.
+  CheckResult CheckShape(const std::vector<std::vector<int64_t>>& input_dims);
   // True when the graph runs in the shape-generic form; `why_not_generic` says why not otherwise.
   bool generic() const { return generic_ != nullptr; }
   const std::string& why_not_generic() const { return why_not_generic_; }

@@ -67,8 +67,13 @@ CheckResult ReadNames(Reader& r, const char* what, std::vector<std::string>* nam
 
 CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>& inputs,
                                   const std::vector<std::string>& outputs, const std::vector<StoredWeight>& packed,
-                                  DynamicRecords* out, const std::string& tensor_name_prefix) {
+                                  DynamicRecords* out, const std::string& tensor_name_prefix,
+                                  const DynamicShapeInfo& shapes) {
   *out = DynamicRecords();
+  if (shapes.profiles.size() > kMaxDynProfiles || shapes.ranges.size() > kMaxDynIo)
+    return CheckResult::Fail("more shape profiles or ranges than the format holds");
+  for (const auto& profile : shapes.profiles)
+    if (profile.size() != inputs.size()) return CheckResult::Fail("a shape profile does not give every input's dims");
   if (g.values.size() > kMaxDynValues || g.nodes.size() > kMaxDynNodes || packed.size() > kMaxDynWeights ||
       g.inputs.size() > kMaxDynIo || g.outputs.size() > kMaxDynIo || inputs.size() > kMaxDynIo ||
       outputs.size() > kMaxDynIo)
@@ -168,6 +173,20 @@ CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>
     t.bytes.assign(static_cast<const char*>(p.data), p.size);
     out->tensors.push_back(std::move(t));
   }
+  // Version 2: profiles (u32 count; per profile one i64s per fused input) and ranges (u32 count; str, i64 lo, hi).
+  w.U32(static_cast<uint32_t>(shapes.profiles.size()));
+  for (const auto& profile : shapes.profiles)
+    for (const std::vector<int64_t>& dims : profile) {
+      if (dims.size() > kMaxRank) return CheckResult::Fail("a shape profile has rank " + std::to_string(dims.size()));
+      w.I64s(dims);
+    }
+  w.U32(static_cast<uint32_t>(shapes.ranges.size()));
+  for (const auto& [name, range] : shapes.ranges) {
+    if (name.size() > kMaxDynName) return CheckResult::Fail("a range's symbol name is too long");
+    w.Str(name);
+    w.I64(range.first);
+    w.I64(range.second);
+  }
   out->records = std::move(w.out);
   return CheckResult::Ok();
 }
@@ -182,9 +201,9 @@ CheckResult ParseDynamicGraph(std::string_view records, const std::vector<Weight
     return CheckResult::Fail("dynamic graph records do not start with the magic AOTDYN1");
   uint32_t version = 0;
   if (!r.U32(&version)) return CheckResult::Fail("dynamic graph records are truncated in the version");
-  if (version != kDynamicRecordsVersion)
+  if (version != 1 && version != 2)
     return CheckResult::Fail("dynamic graph records version " + std::to_string(version) +
-                             " is not supported (this build reads 1)");
+                             " is not supported (this build reads 1 and 2)");
   if (!r.Str(&g.name, kMaxDynName)) return CheckResult::Fail("the graph name is truncated or too long");
   static const char kEmpty = 0;  // the data of a zero-byte constant (Value::data must not be null)
   auto tensor = [&](uint32_t t, uint64_t bytes, const std::string& where, const void** data) -> CheckResult {
@@ -406,6 +425,37 @@ CheckResult ParseDynamicGraph(std::string_view records, const std::vector<Weight
     if (b.size == 0) return CheckResult::Fail(where + " has a layout of no bytes");
     if (!(c = tensor(t, b.size, where, &b.data)).ok) return c;
     if (!out->packed.emplace(name, b).second) return CheckResult::Fail(where + " is given twice");
+  }
+  if (version >= 2) {
+    uint32_t nprof = 0;
+    if (!r.U32(&nprof)) return CheckResult::Fail("the shape profile count is truncated");
+    if (nprof > kMaxDynProfiles) return CheckResult::Fail("shape profile count " + std::to_string(nprof) + " exceeds 256");
+    for (uint32_t k = 0; k < nprof; ++k) {
+      std::vector<std::vector<int64_t>> profile(out->inputs.size());
+      for (size_t i = 0; i < profile.size(); ++i) {
+        if (!r.I64s(&profile[i], kMaxRank))
+          return CheckResult::Fail("shape profile " + std::to_string(k) + " input " + std::to_string(i) +
+                                   " is truncated or has a rank beyond 12");
+        for (int64_t d : profile[i])
+          if (d < 0 || d > kMaxDim)
+            return CheckResult::Fail("shape profile " + std::to_string(k) + " input '" + out->inputs[i] +
+                                     "' has dim " + std::to_string(d));
+      }
+      out->shapes.profiles.push_back(std::move(profile));
+    }
+    uint32_t nranges = 0;
+    if (!r.U32(&nranges)) return CheckResult::Fail("the shape range count is truncated");
+    if (nranges > kMaxDynIo) return CheckResult::Fail("shape range count " + std::to_string(nranges) + " exceeds 4096");
+    for (uint32_t k = 0; k < nranges; ++k) {
+      std::string name;
+      int64_t lo = 0, hi = 0;
+      if (!r.Str(&name, kMaxDynName) || !r.I64(&lo) || !r.I64(&hi))
+        return CheckResult::Fail("shape range " + std::to_string(k) + " is truncated");
+      if (lo < 0 || hi < lo)
+        return CheckResult::Fail("shape range '" + name + "' is " + std::to_string(lo) + ".." + std::to_string(hi));
+      if (!out->shapes.ranges.emplace(name, std::make_pair(lo, hi)).second)
+        return CheckResult::Fail("shape range '" + name + "' is given twice");
+    }
   }
   if (!r.done())
     return CheckResult::Fail("dynamic graph records have " + std::to_string(records.size() - r.pos()) +

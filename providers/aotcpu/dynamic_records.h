@@ -28,7 +28,16 @@
 namespace epctx {
 namespace aotcpu {
 
-inline constexpr uint32_t kDynamicRecordsVersion = 1;
+// Version 2 appends the shape profiles and ranges (ShapeInfo); readers take 1 (none) and 2.
+inline constexpr uint32_t kDynamicRecordsVersion = 2;
+
+// What the compile was told about the shapes: profiles (each the dims of every fused input, in order) that a loaded
+// session builds before its first run, and per-symbol ranges (lo <= hi) every run is checked against.
+struct DynamicShapeInfo {
+  std::vector<std::vector<std::vector<int64_t>>> profiles;
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+};
+inline constexpr uint32_t kMaxDynProfiles = 256;
 
 // A weight an earlier shape's lowering packed (DynamicGraph's table, CompileOptions::EarlierWeight): the lowering's
 // weight name ("h0_q.weight:packed"), its layout and its bytes (layout.get_size() bytes, borrowed for the call).
@@ -55,7 +64,8 @@ struct DynamicRecords {
 // can describe, a count beyond the parser's limits.
 CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>& inputs,
                                   const std::vector<std::string>& outputs, const std::vector<StoredWeight>& packed,
-                                  DynamicRecords* out, const std::string& tensor_name_prefix = "");
+                                  DynamicRecords* out, const std::string& tensor_name_prefix = "",
+                                  const DynamicShapeInfo& shapes = {});
 
 // A packed weight read back: its layout and bytes pointing into the mapped tensor (borrowed: valid while the binary
 // stays mapped).
@@ -69,6 +79,7 @@ struct ParsedDynamicGraph {
   Graph graph;  // constants: Value::data into the mapped tensors (folded is null); producer/consumers/by_name rebuilt
   std::vector<std::string> inputs, outputs;  // the fused node's
   std::map<std::string, BorrowedWeight> packed;  // by weight name
+  DynamicShapeInfo shapes;                       // empty for version 1 records
 };
 
 // Limits the parser enforces.

@@ -321,9 +321,9 @@ TEST(AotCpuDynamicRecords, HostileHeadersCountsAndTensors) {
   ExpectRefused(bad, refs, "magic AOTDYN1");
   ExpectRefused(std::string("AOTPRG1\0", 8) + d.records.substr(8), refs, "magic");
   bad = d.records;
-  const uint32_t v2 = 2;
-  std::memcpy(&bad[8], &v2, 4);
-  ExpectRefused(bad, refs, "records version 2 is not supported");
+  const uint32_t v3 = 3;
+  std::memcpy(&bad[8], &v3, 4);
+  ExpectRefused(bad, refs, "records version 3 is not supported");
 
   // Offsets: magic 8, version 4, graph name (u32 + bytes), value count, then value 0 ("x"): name, dtype, flags, dims.
   const size_t count_at = 12 + 4 + m.b.g.name.size();
@@ -461,12 +461,13 @@ TEST(AotCpuDynamicRecords, HostilePackedWeights) {
   Small m;
   const DynamicRecords d = Serialize(m.b.g, {"x"}, {"y"}, m.packed);
   const std::vector<WeightRef> refs = Refs(d);
-  // The packed table is last: name "c:packed", dtype, tag, dims (2 x i64), strides (2 x i64), tensor index.
+  // The packed table comes last but for version 2's shape info (two empty counts, 8 bytes): name "c:packed", dtype,
+  // tag, dims (2 x i64), strides (2 x i64), tensor index.
   const size_t name_at = d.records.rfind("c:packed");
   ASSERT_NE(name_at, std::string::npos);
   const size_t dtype_at = name_at + 8, tag_at = dtype_at + 4, dims_at = tag_at + 4, strides_at = dims_at + 4 + 16,
                tensor_at = strides_at + 4 + 16;
-  ASSERT_EQ(tensor_at + 4, d.records.size());
+  ASSERT_EQ(tensor_at + 4 + 8, d.records.size());
   auto patched = [&](size_t at, const void* v, size_t n) {
     std::string s = d.records;
     std::memcpy(&s[at], v, n);
@@ -490,7 +491,7 @@ TEST(AotCpuDynamicRecords, HostilePackedWeights) {
   blocked.append(d.records, dims_at, 4 + 16);
   const uint32_t no_strides = 0;
   blocked.append(reinterpret_cast<const char*>(&no_strides), 4);
-  blocked.append(d.records, tensor_at, 4);
+  blocked.append(d.records, tensor_at, 4 + 8);
   ExpectRefused(blocked, refs, "packed weight 0 ('c:packed') has a bad layout");
   // A count of weights beyond the bytes left.
   const size_t count_at = name_at - 4 - 4;
@@ -501,6 +502,49 @@ TEST(AotCpuDynamicRecords, HostilePackedWeights) {
   m2.packed.push_back(m2.packed[0]);
   const DynamicRecords d2 = Serialize(m2.b.g, {"x"}, {"y"}, m2.packed);
   ExpectRefused(d2.records, Refs(d2), "packed weight 1 ('c:packed') is given twice");
+}
+
+// Version 2's shape info: profiles (built at load) and ranges round-trip; version 1 records (none) still parse; forged
+// counts, dims and ranges are refused.
+TEST(AotCpuDynamicRecords, ShapeProfilesAndRanges) {
+  Small m;
+  DynamicShapeInfo shapes;
+  shapes.profiles = {{{2, 4}}, {{7, 4}}};
+  shapes.ranges["N"] = {1, 64};
+  DynamicRecords d;
+  ASSERT_TRUE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, m.packed, &d, "", shapes).ok);
+  const std::vector<WeightRef> refs = Refs(d);
+  ParsedDynamicGraph p;
+  CheckResult r = ParseDynamicGraph(d.records, refs, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(p.shapes.profiles, shapes.profiles);
+  EXPECT_EQ(p.shapes.ranges, shapes.ranges);
+  // The shape info is the tail: u32 2, two profiles of one input (u32 rank 2 + 2 x i64 each), u32 1, "N", lo, hi.
+  const size_t info_at = d.records.size() - (4 + 2 * (4 + 16) + 4 + (4 + 1) + 16);
+  uint32_t count = 0;
+  std::memcpy(&count, &d.records[info_at], 4);
+  ASSERT_EQ(count, 2u);
+  // Version 1: the same records without the tail.
+  std::string v1 = d.records.substr(0, info_at);
+  const uint32_t one = 1;
+  std::memcpy(&v1[8], &one, 4);
+  ASSERT_TRUE(ParseDynamicGraph(v1, refs, &p).ok);
+  EXPECT_TRUE(p.shapes.profiles.empty() && p.shapes.ranges.empty());
+  auto patched = [&](size_t at, const void* v, size_t n) {
+    std::string s = d.records;
+    std::memcpy(&s[at], v, n);
+    return s;
+  };
+  const uint32_t many = 300;
+  ExpectRefused(patched(info_at, &many, 4), refs, "shape profile count 300 exceeds 256");
+  const int64_t neg = -5, lo_big = 100;
+  ExpectRefused(patched(info_at + 4 + 4, &neg, 8), refs, "shape profile 0 input 'x' has dim -5");
+  const size_t range_at = info_at + 4 + 2 * 20 + 4 + 5;
+  ExpectRefused(patched(range_at, &lo_big, 8), refs, "shape range 'N' is 100..64");
+  ExpectRefused(std::string_view(d.records).substr(0, d.records.size() - 3), refs, "shape range 0 is truncated");
+  // A profile must give every input's dims.
+  shapes.profiles = {{}};
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, m.packed, &d, "", shapes).ok);
 }
 
 }  // namespace

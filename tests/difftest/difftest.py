@@ -4,7 +4,7 @@ compiled just in time, and AotCpu loaded from a compiled _ctx.onnx with embed mo
 tolerance, or any AotCpu session that errors or crashes where the CPU EP ran, is a failure, shrunk by deleting nodes
 to the smallest model that still fails and saved as .onnx.
 
-  difftest.py [--seed S] [--count N | --minutes M] [--out DIR] [--threads T] [--no-shrink]
+  difftest.py [--seed S] [--count N | --minutes M] [--out DIR] [--threads T] [--no-shrink] [--dynamic]
   difftest.py --regress DIR_OR_FILES...     every model must pass (the committed regression models)
   difftest.py --model FILE.onnx [--shrink]  one model
 
@@ -39,6 +39,10 @@ AOT = "AotCpuExecutionProvider"
 # rule's decisions have their own tests (partition_cost_test.cc, AotCpuIslands).
 AOT_OPTIONS = {"partition_switch_us": "0"}
 MODES = ["jit", "ctx0", "ctx1"]
+# --dynamic adds these: the model with some input dims free, AotCpu with dynamic_shapes=1 (just in time and from a
+# _ctx.onnx), run at the generated sizes and again at other sizes when the CPU EP takes them (free_dims).
+DYN_MODES = ["dyn_jit", "dyn_ctx"]
+ACTIVE_MODES = list(MODES)
 TIMEOUT_S = 300
 
 
@@ -61,6 +65,16 @@ def worker_main():
         try:
             if mode == "cpu":
                 s = ort.InferenceSession(path, options(threads), providers=["CPUExecutionProvider"])
+            elif mode.startswith("dyn"):
+                # dynamic_shapes=1 on the model with free input dims; a second run at other sizes on the same session.
+                so = options(threads)
+                so.add_provider(AOT, dict(AOT_OPTIONS, dynamic_shapes="1"))
+                if mode == "dyn_ctx":
+                    ctx = os.path.join(req["dir"], mode, "model_ctx.onnx")
+                    os.makedirs(os.path.dirname(ctx), exist_ok=True)
+                    ort.ModelCompiler(so, path).compile_to_file(ctx)
+                    path = ctx
+                s = ort.InferenceSession(path, so)
             elif mode == "jit":
                 so = options(threads)
                 so.add_provider(AOT, AOT_OPTIONS)
@@ -80,6 +94,14 @@ def worker_main():
             out_path = os.path.join(req["dir"], mode + "_out.npz")
             np.savez(out_path, **{n: np.asarray(o) for n, o in zip(names, outs)})
             res["outputs"] = out_path
+            if req.get("inputs2"):
+                try:
+                    outs2 = s.run(None, dict(np.load(req["inputs2"])))
+                    out_path = os.path.join(req["dir"], mode + "_out2.npz")
+                    np.savez(out_path, **{n: np.asarray(o) for n, o in zip(names, outs2)})
+                    res["outputs2"] = out_path
+                except Exception as e:  # noqa: BLE001
+                    res["error2"] = "%s: %s" % (type(e).__name__, str(e)[:2000])
         except Exception as e:  # noqa: BLE001 (every session error is a result)
             res["status"] = "error"
             res["error"] = "%s: %s" % (type(e).__name__, str(e)[:2000])
@@ -106,10 +128,11 @@ class Worker:
             self.proc.wait()
         self.proc = None
 
-    def run(self, model_path, inputs_path, mode, workdir):
+    def run(self, model_path, inputs_path, mode, workdir, inputs2=None):
         if self.proc is None or self.proc.poll() is not None:
             self.start()
-        req = {"model": model_path, "inputs": inputs_path, "mode": mode, "dir": workdir, "threads": self.threads}
+        req = {"model": model_path, "inputs": inputs_path, "mode": mode, "dir": workdir, "threads": self.threads,
+               "inputs2": inputs2}
         try:
             self.proc.stdin.write(json.dumps(req) + "\n")
             self.proc.stdin.flush()
@@ -224,10 +247,61 @@ class Result:
         return sorted({(c, m) for c, m, _ in self.failures})
 
 
-def evaluate(worker, model, seed, workdir, modes=MODES):
+def free_dims(model, seed):
+    """The model with some input dims free (dynamic_shapes): a random nonempty subset of the sizes the inputs' dims
+    take becomes symbols ("s<size>", shared by every input dim of that size, so broadcasting partners stay equal);
+    graph outputs' dims become names of their own and value_info is dropped. Also {symbol: other size} for a second run."""
+    import copy
+    rng = np.random.default_rng([seed, 11])
+    m = copy.deepcopy(model)
+    inits = {i.name for i in m.graph.initializer}
+    sizes = sorted({d.dim_value for vi in m.graph.input if vi.name not in inits
+                    for d in vi.type.tensor_type.shape.dim})
+    if not sizes:
+        return None, {}
+    chosen = [x for x in sizes if rng.random() < 0.5] or [sizes[int(rng.integers(len(sizes)))]]
+    other = {}
+    for x in chosen:
+        other[x] = int(rng.choice([x + 1, 2 * x, max(1, x - 1), x + 7]))
+    for vi in m.graph.input:
+        if vi.name in inits:
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_value in chosen:
+                size = d.dim_value
+                d.Clear()
+                d.dim_param = "s%d" % size
+    for k, vi in enumerate(m.graph.output):
+        for a, d in enumerate(vi.type.tensor_type.shape.dim):
+            d.Clear()
+            d.dim_param = "out%d_%d" % (k, a)
+    del m.graph.value_info[:]
+    return m, other
+
+
+def inputs_at(model, feeds, other, seed):
+    """`feeds` regenerated at the sizes `other` gives the free dims (ids below the same bound)."""
+    import gen
+    rng = np.random.default_rng([seed, 13])
+    out = {}
+    for vi in model.graph.input:
+        if vi.name not in feeds:
+            continue
+        shape = [other.get(int(d.dim_param[1:]), 0) if d.dim_param else d.dim_value for d in vi.type.tensor_type.shape.dim]
+        f = feeds[vi.name]
+        if f.dtype == np.float32:
+            out[vi.name] = rng.standard_normal(shape).astype(np.float32)
+        else:
+            bound = int(gen.meta(model, "difftest.int_bound." + vi.name, "1"))
+            out[vi.name] = rng.integers(0, bound, size=shape).astype(f.dtype)
+    return out
+
+
+def evaluate(worker, model, seed, workdir, modes=None):
     import onnx
     import onnx.numpy_helper  # noqa: F401
     import gen
+    modes = modes or ACTIVE_MODES
     res = Result()
     os.makedirs(workdir, exist_ok=True)
     path = os.path.join(workdir, "model.onnx")
@@ -269,8 +343,40 @@ def evaluate(worker, model, seed, workdir, modes=MODES):
         m = max([1.0] + mags)
         amp = amplification(model, anc, everything)
         tols[name] = (1e-5 * f * m * amp, 1e-4 * f * amp)
+    dyn_path = inputs2 = ref2 = None
+    if any(m.startswith("dyn") for m in modes):
+        dm, other = free_dims(model, seed)
+        if dm is not None:
+            dyn_path = os.path.join(workdir, "model_dyn.onnx")
+            onnx.save(dm, dyn_path)
+            feeds2 = inputs_at(dm, feeds, other, seed)
+            inputs2 = os.path.join(workdir, "inputs2.npz")
+            np.savez(inputs2, **feeds2)
+            # The CPU EP at the other sizes: the reference, or nothing to compare when the model cannot take them.
+            c2 = worker.run(dyn_path, inputs2, "cpu", os.path.join(workdir, "cpu2"))
+            if c2["status"] == "ok":
+                ref2 = dict(np.load(c2["outputs"]))
+                if any(v.dtype.kind == "f" and not np.isfinite(v).all() for v in ref2.values()):
+                    ref2 = None
     for mode in modes:
-        r = worker.run(path, inputs, mode, workdir)
+        if mode.startswith("dyn"):
+            if dyn_path is None:
+                continue
+            r = worker.run(dyn_path, inputs, mode, workdir, inputs2=inputs2 if ref2 is not None else None)
+            if r["status"] == "ok" and ref2 is not None:
+                if "outputs2" not in r:
+                    res.failures.append(("error", mode, "second shape: " + r.get("error2", "no outputs")))
+                else:
+                    got2 = dict(np.load(r["outputs2"]))
+                    for name, v in ref2.items():
+                        # Tolerances from the first shape's magnitudes, doubled: the second inputs have the same
+                        # distribution, the reductions may be longer.
+                        atol, rtol = tols[name]
+                        d = compare(v, got2.get(name, np.zeros(0)), 2 * atol, 2 * rtol)
+                        if d:
+                            res.failures.append(("mismatch", mode, "second shape, %s: %s" % (name, d)))
+        else:
+            r = worker.run(path, inputs, mode, workdir)
         if mode == "jit" and r["status"] == "ok":
             res.claimed, res.nodes = r.get("claimed", 0), r.get("nodes", 0)
         if r["status"] != "ok":
@@ -491,7 +597,11 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--bisect", action="store_true",
                     help="with --model: make each value in turn the only output and report which ones differ")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="also run the models with some input dims free under dynamic_shapes=1 (%s)" % ", ".join(DYN_MODES))
     args = ap.parse_args()
+    if args.dynamic:
+        ACTIVE_MODES.extend(DYN_MODES)
     if args.worker:
         worker_main()
         return 0
