@@ -1004,17 +1004,31 @@ EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode
     gio.inputs.push_back(fused_inputs[k]);
     gio.input_map.push_back(k);
   }
+  // Static inputs but a value inside without a static shape (the compile API's level 0 folds nothing, so a shape the
+  // probe binding computed is not the runtime's): the symbolic form computes it (difftest --dynamic, seed 20261210).
+  for (const Value& v : g.values)
+    if (v.producer >= 0 && !v.has_shape) free = true;
   if (!free) return nullptr;
-  // Every fused input is an input of the partition's graph, also a value another partition or the CPU EP makes (the
-  // runtime's view marks only the model's inputs): symbolic inference starts from them (difftest --dynamic, seed
-  // 20261209: a Gather after a BatchNormalization left on the CPU EP failed the session as "shape unknown").
+  gio.outputs = IoNames(fused, false);
+  // The partition's graph has exactly the fused node's inputs and outputs as its own. The runtime's view flags the
+  // model's inputs and outputs instead: a fused input made by the CPU EP was no input of the symbolic graph, and a
+  // model output that only enters the partition was flagged an output (difftest --dynamic, seeds 20261209/10: sessions
+  // that failed to compile as "shape unknown", binaries refused as "4 values are flagged as graph outputs").
+  g.inputs.clear();
+  g.outputs.clear();
+  for (Value& v : g.values) v.is_graph_input = v.is_graph_output = false;
   for (const std::string& in : gio.inputs) {
     const int v = g.Find(in);
-    if (v < 0 || g.v(v).is_graph_input) continue;
+    if (v < 0) continue;
     g.v(v).is_graph_input = true;
-    if (std::find(g.inputs.begin(), g.inputs.end(), v) == g.inputs.end()) g.inputs.push_back(v);
+    g.inputs.push_back(v);
   }
-  gio.outputs = IoNames(fused, false);
+  for (const std::string& out : gio.outputs) {
+    const int v = g.Find(out);
+    if (v < 0) continue;
+    g.v(v).is_graph_output = true;
+    g.outputs.push_back(v);
+  }
   DynamicGraph::Options o = DynamicOptionsOf(ep);
   // The runtime keeps the graph's initializers alive until the compute infos are released, and the partition lives
   // in its compute info: the owner is a token, not a reference count.
