@@ -389,6 +389,8 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
       }
     }
   }
+  bool any_subgraphs = false;
+  for (const Node& n : g.nodes) any_subgraphs |= n.has_subgraphs;
   // Leaving a whole group on the CPU EP never makes another group's fusion cyclic (every path between two nodes of
   // a group stays inside it, GroupNodes), so each group is judged on its own.
   for (const std::vector<int>& group : GroupNodes(g, supported)) {
@@ -397,6 +399,24 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     bool computes = false;
     for (int n : group)
       computes |= !folded[static_cast<size_t>(n)] && !IsZeroCopyView(g.nodes[static_cast<size_t>(n)]);
+    // A group none of whose results is read (dead nodes the runtime did not remove, at the compile API's level 0)
+    // would become a fused node with no outputs, which no context model may hold (difftest --dynamic, seed 20261210
+    // model 9216): it stays on the CPU EP.
+    // (A value read only inside an If/Loop body has no consumer entry: with such nodes the check is skipped.)
+    if (!any_subgraphs) {
+      const std::set<int> in_group(group.begin(), group.end());
+      bool read = false;
+      for (int n : group)
+        for (int o : g.nodes[static_cast<size_t>(n)].outputs) {
+          if (o < 0) continue;
+          read |= g.v(o).is_graph_output;
+          for (int c : g.v(o).consumers) read |= !in_group.count(c);
+        }
+      if (!read) {
+        for (int n : group) reasons[static_cast<size_t>(n)] = "nothing reads the results of its group (no partition made)";
+        continue;
+      }
+    }
     if (!computes) {
       for (int n : group)
         reasons[static_cast<size_t>(n)] =
@@ -1006,6 +1026,7 @@ EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode
   }
   // Static inputs but a value inside without a static shape (the compile API's level 0 folds nothing, so a shape the
   // probe binding computed is not the runtime's): the symbolic form computes it (difftest --dynamic, seed 20261210).
+  const bool free_inputs = free;
   for (const Value& v : g.values)
     if (v.producer >= 0 && !v.has_shape) free = true;
   if (!free) return nullptr;
@@ -1036,6 +1057,9 @@ EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode
   std::shared_ptr<const void> keep(&kRuntimeOwned, [](const void*) {});
   auto part = std::make_shared<Partition>();
   r = DynamicGraph::Create(std::move(g), gio.inputs, gio.outputs, std::move(o), keep, &part->dynamic);
+  // Static inputs: the static compile (with its own constant folding) is the way when the symbolic form is not
+  // (a pooling with ceil_mode, which the shape rules do not model; difftest --dynamic seed 20261210 model 1702).
+  if (!r.ok && !free_inputs) return nullptr;
   if (!r.ok) return Error(EPCTX_EP_FAIL, "compiling '" + name + "' for every input shape: " + r.reason);
   part->input_map = gio.input_map;
   *out = std::move(part);

@@ -27,6 +27,19 @@
 namespace epctx {
 namespace aotcpu {
 
+// Decisions an earlier shape's lowering of the same graph made, by node name (dynamic.h: a graph lowered once per
+// input shape). A later shape tries them first and searches again only when they no longer hold. Not thread-safe:
+// one lowering at a time uses it.
+struct LoweringMemo {
+  struct Conv {
+    size_t fused = 0;        // post-ops fused
+    bool plain_src = false;  // the source taken plain (else in src_tag)
+    uint32_t src_tag = 0, weights_tag = 0, dst_tag = 0;  // dnnl_format_tag_t
+  };
+  std::map<std::string, Conv> conv;
+  size_t hits = 0, misses = 0;
+};
+
 struct CompileOptions {
   // Plain (row-major) layouts everywhere instead of oneDNN's choice: used when compiling for an ISA below the
   // host's (a virtual device), because the blocked layouts oneDNN picks depend on the ISA it runs on.
@@ -54,6 +67,8 @@ struct CompileOptions {
   // Constant initializers of the graph (data owned by the runtime, alive as long as `initializer_owner`) are read in
   // place instead of copied when they are operands as they are (dynamic.h: the graph is lowered once per shape).
   std::shared_ptr<const void> initializer_owner;
+  // A dynamic graph's memo of lowering decisions (null: search every time).
+  std::shared_ptr<LoweringMemo> memo;
 };
 
 struct CompiledGraph {

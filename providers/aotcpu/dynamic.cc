@@ -44,6 +44,7 @@ CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::
   d->options_ = std::move(options);
   d->keep_ = std::move(keep);
   d->weights_ = packed;
+  d->memo_ = std::make_shared<LoweringMemo>();
   if (d->options_.generic) {
     CheckResult g = d->MakeGeneric(&d->generic_);
     if (!g.ok) {
@@ -186,6 +187,7 @@ CheckResult DynamicGraph::Build(const Graph& bound, const std::vector<std::strin
                                 std::shared_ptr<Executor>* exec) {
   CompileOptions options = options_.compile;
   options.initializer_owner = keep_;
+  options.memo = memo_;
   options.earlier_weight = [this](const std::string& name) -> const CompileOptions::EarlierWeight* {
     auto it = weights_.find(name);
     return it == weights_.end() ? nullptr : &it->second;

@@ -125,6 +125,7 @@ class DynamicGraph {
 
   mutable std::mutex mu_;
   std::map<std::string, CompileOptions::EarlierWeight> weights_;  // by weight name: the first shape's choice
+  std::shared_ptr<LoweringMemo> memo_;  // the first shape's lowering decisions, tried first by later shapes
   std::list<std::pair<std::string, std::shared_ptr<Executor>>> lru_;  // most recent first
   Stats stats_;
   std::unique_ptr<Generic> generic_;

@@ -856,6 +856,41 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   };
   Choice best;
   const Md cur_like_dst = SameLayoutAs(cur_src, spec.dst_dims);
+  // A later shape of a dynamic graph (CompileOptions::memo): the layouts and fusion the first shape chose, tried
+  // first; the search below runs only when they no longer give a direct kernel at every thread count.
+  LoweringMemo* memo = ctx.options().memo.get();
+  const std::string& memo_key = ctx.node(node).name;
+  if (memo && !lift && !portable) {
+    auto it = memo->conv.find(memo_key);
+    if (it != memo->conv.end() && it->second.fused <= chain.size()) {
+      const LoweringMemo::Conv& m = it->second;
+      const Md src = m.plain_src ? plain_src : F32Desc(spec.src_dims, m.src_tag);
+      const Md wts_md = F32Desc(spec.wdims, m.weights_tag), dst = F32Desc(spec.dst_dims, m.dst_tag);
+      const dnnl::primitive_attr attr = PostOpAttr(chain, m.fused, post_mds);
+      int score = 2;
+      std::string impl;
+      for (int t : ProbeThreadCounts()) {
+        OmpThreadsScope scope(t);
+        PdDescs again;
+        if (!TryConvPd(spec, src, wts_md, bias_md, dst, attr, &again)) {
+          score = -1;
+          break;
+        }
+        score = std::min(score, ConvImplScore(again.impl));
+        if (impl.empty()) impl = again.impl;
+      }
+      if (score == 2) {
+        best.found = true;
+        best.k = m.fused;
+        best.plain_src = m.plain_src;
+        best.score = score;
+        best.pd = {AsStored(src), AsStored(wts_md), AsStored(dst), impl};
+        ++memo->hits;
+      } else {
+        ++memo->misses;
+      }
+    }
+  }
   // Second attempt, when no layout oneDNN chose for the weights can be named: plain weights.
   for (int attempt = 0; attempt < 2 && !best.found; ++attempt) {
     if (attempt == 1) w_req = PlainDesc(spec.wdims, kF32);
@@ -935,6 +970,11 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
     }
   }
   if (!best.found) return ctx.Fail(node, "oneDNN has no implementation for this convolution");
+  if (memo && !lift && !portable) {
+    LoweringMemo::Conv m{best.k, best.plain_src, FormatTagOf(best.pd.src), FormatTagOf(best.pd.weights),
+                         FormatTagOf(best.pd.dst)};
+    if ((m.plain_src || m.src_tag) && m.weights_tag && m.dst_tag) memo->conv[memo_key] = m;
+  }
   for (size_t i = 0; i < best.k; ++i) absorbed.push_back(chain[i].node);
   const int final_value = best.k == 0 ? cur : chain[best.k - 1].out;
 
