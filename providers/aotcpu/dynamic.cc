@@ -44,7 +44,7 @@ CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::
   d->options_ = std::move(options);
   d->keep_ = std::move(keep);
   d->weights_ = packed;
-  d->memo_ = std::make_shared<LoweringMemo>();
+  if (d->options_.memo) d->memo_ = std::make_shared<LoweringMemo>();
   if (d->options_.generic) {
     CheckResult g = d->MakeGeneric(&d->generic_);
     if (!g.ok) {
@@ -73,7 +73,9 @@ std::vector<DynamicGraph::Packed> DynamicGraph::PackedWeights() const {
 
 DynamicGraph::Stats DynamicGraph::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  Stats s = stats_;
+  if (memo_) s.memo_hits = memo_->hits, s.memo_misses = memo_->misses;
+  return s;
 }
 
 CheckResult DynamicGraph::Binding(const std::vector<std::vector<int64_t>>& input_dims,

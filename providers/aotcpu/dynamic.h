@@ -49,6 +49,7 @@ class DynamicGraph {
     size_t cache_size = 8;      // bound shapes kept (>= 1)
     std::map<std::string, SymbolRange> ranges;
     bool generic = true;        // use the shape-generic form where it applies (false: bind every shape)
+    bool memo = true;           // later shapes try the first shape's lowering decisions first (LoweringMemo)
   };
   // `g` is the fused graph as BuildGraph read it (initializer data borrowed from the runtime, alive as long as
   // `keep`); `inputs`/`outputs` name the fused node's non-constant inputs and its outputs, in order. Fails when the
@@ -99,6 +100,7 @@ class DynamicGraph {
     uint64_t weight_bytes_made = 0;  // weight bytes packed or copied by binds (0 after the first shape when reused)
     size_t generic_runs = 0;         // runs of the shape-generic form
     size_t generic_fallbacks = 0;    // runs it handed to Get: a dim its static segments assume differed
+    size_t memo_hits = 0, memo_misses = 0;  // lowering decisions taken from the first shape / searched again
   };
   Stats stats() const;
 

@@ -241,6 +241,49 @@ TEST(AotCpuDynamic, Options) {
     EXPECT_NE(OptionError({{kShapeRangesKey, bad}}).find("entries are 'name:lo..hi'"), std::string::npos) << bad;
 }
 
+// A convolution over x [1, 8, H, W] with H, W free (then Relu): a later shape takes the first shape's layouts and
+// fusion from the lowering memo, and its outputs equal those of a graph that searches again at every shape.
+TEST(AotCpuDynamic, LaterShapesTakeTheFirstShapesConvolutionChoices) {
+  GraphBuilder b;
+  b.SymInput("x", {1, 8, -1, -1}, {"", "", "H", "W"});
+  b.F32("w", {16, 8, 3, 3}, UniformFloats(16 * 8 * 9, 41));
+  b.F32("bias", {16}, UniformFloats(16, 42));
+  b.FreeOut("c", {1, 16, -1, -1});
+  b.FreeOut("y", {1, 16, -1, -1});
+  b.N("Conv", {"x", "w", "bias"}, {"c"}).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.N("Relu", {"c"}, {"y"});
+  b.Output("y");
+  auto make = [&](bool memo) {
+    DynamicGraph::Options o;
+    o.threads = 1;
+    o.memo = memo;
+    std::unique_ptr<DynamicGraph> d;
+    static const char kOwner = 0;
+    CheckResult r = DynamicGraph::Create(b.g, {"x"}, {"y"}, o, std::shared_ptr<const void>(&kOwner, [](const void*) {}),
+                                         &d);
+    EXPECT_TRUE(r.ok) << r.reason;
+    return d;
+  };
+  auto with = make(true), without = make(false);
+  ASSERT_TRUE(with && without);
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{16, 24}, {9, 31}, {40, 8}}) {
+    std::vector<float> x = UniformFloats(8 * h * w, static_cast<uint32_t>(h * 100 + w));
+    std::vector<std::vector<float>> got;
+    for (DynamicGraph* d : {with.get(), without.get()}) {
+      std::shared_ptr<Executor> exec;
+      bool invalid = false;
+      CheckResult r = d->Get({{1, 8, h, w}}, &exec, &invalid);
+      ASSERT_TRUE(r.ok) << r.reason;
+      got.emplace_back(static_cast<size_t>(16 * h * w));
+      r = exec->Run({x.data()}, {got.back().data()});
+      ASSERT_TRUE(r.ok) << r.reason;
+    }
+    for (size_t i = 0; i < got[0].size(); ++i) ASSERT_NEAR(got[0][i], got[1][i], 1e-5f) << h << "x" << w << " @" << i;
+  }
+  EXPECT_EQ(with->stats().memo_hits, 2u) << "the second and third shapes take the first one's choice";
+  EXPECT_EQ(without->stats().memo_hits, 0u);
+}
+
 }  // namespace
 }  // namespace aotcpu
 }  // namespace epctx
