@@ -291,10 +291,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   std::vector<std::string> symbolic_why;
   std::string probe_error;
   Graph unbound;  // with dynamic shapes: the graph before binding, to judge each partition's symbolic shapes alone
-  if (ep->options.dynamic_shapes && !ep->options.share_ep_contexts)
-    ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound);
-  else if (ep->options.dynamic_shapes)
-    probe_error = "dynamic_shapes does not apply to weight-sharing groups (ep.share_ep_contexts) yet";
+  if (ep->options.dynamic_shapes) ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound);
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
@@ -668,7 +665,8 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
 // (dynamic_shapes=1) becomes AOTDYN1 records in (*dynamic)[i] and an empty CompiledGraph.
 EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNode** fused_nodes, size_t count,
                            std::vector<std::string>* names, std::vector<CompiledGraph>* compiled,
-                           std::vector<GraphIo>* io, std::vector<DynamicRecords>* dynamic = nullptr) {
+                           std::vector<GraphIo>* io, std::vector<DynamicRecords>* dynamic = nullptr,
+                           std::vector<std::shared_ptr<Partition>>* dynamic_parts = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   size_t packed = 0;
   uint64_t packed_bytes = 0;
@@ -676,6 +674,7 @@ EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
     const std::string name = g_api->Node_GetName(fused_nodes[i]);
     if (dynamic) {
       dynamic->resize(compiled->size() + 1);
+      if (dynamic_parts) dynamic_parts->resize(compiled->size() + 1);
       std::shared_ptr<Partition> part;
       AOT_RETURN_IF_ERROR(MaybeDynamic(ep, graphs[i], fused_nodes[i], &part));
       if (part) {
@@ -684,6 +683,7 @@ EpctxStatus* CompileGraphs(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
         gio.outputs = part->dynamic->outputs();
         gio.input_map = part->input_map;
         AOT_RETURN_IF_ERROR(SerializeDynamic(ep, ep->context.prefix + name, part.get(), &dynamic->back()));
+        if (dynamic_parts) dynamic_parts->back() = part;
         compiled->emplace_back();
         names->push_back(ep->context.prefix + name);
         io->push_back(std::move(gio));
@@ -969,13 +969,26 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
   std::vector<std::string> names;
   std::vector<GraphIo> io;
   std::vector<CompiledGraph> compiled;
-  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled, &io));
+  // Dynamic partitions (dynamic_shapes=1) join the group as AOTDYN1 records; equal constants and packed weights of
+  // its graphs are stored once, as for programs.
+  std::vector<DynamicRecords> dynamic;
+  std::vector<std::shared_ptr<Partition>> dynamic_parts;
+  AOT_RETURN_IF_ERROR(CompileGraphs(ep, graphs, fused_nodes, count, &names, &compiled, &io, &dynamic, &dynamic_parts));
   // The group keeps a copy of the graphs and weights until its binary is written; this session runs its own.
   std::vector<GraphInput> group_graphs;
   std::vector<TensorInput> group_tensors;
   for (size_t i = 0; i < compiled.size(); ++i) {
     GraphInput gi;
     gi.name = names[i];
+    if (i < dynamic.size() && !dynamic[i].records.empty()) {
+      gi.records = dynamic[i].records;
+      for (const TensorInput& t : dynamic[i].tensors) {
+        gi.tensor_names.push_back(t.name);
+        group_tensors.push_back(t);
+      }
+      group_graphs.push_back(std::move(gi));
+      continue;
+    }
     gi.records = SerializeProgram(compiled[i].program);
     for (const TensorInput& t : compiled[i].weights) {
       TensorInput copy = t;
@@ -987,8 +1000,17 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
   }
   CheckResult r = group.Stage(ep->session_id, std::move(group_graphs), std::move(group_tensors));
   if (!r.ok) return Error(EPCTX_INVALID_ARGUMENT, r.reason);
-  r = PartitionsFromCompiled(&compiled, ep->threads, parts);
-  if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+  // This session's partitions, in graph order: the dynamic ones as compiled, the others from their programs.
+  for (size_t i = 0; i < compiled.size(); ++i) {
+    if (i < dynamic_parts.size() && dynamic_parts[i]) {
+      parts->push_back(dynamic_parts[i]);
+      continue;
+    }
+    std::vector<CompiledGraph> one;
+    one.push_back(std::move(compiled[i]));
+    r = PartitionsFromCompiled(&one, ep->threads, parts);
+    if (!r.ok) return Error(EPCTX_EP_FAIL, r.reason);
+  }
   for (size_t k = 0; k < parts->size(); ++k) (*parts)[k]->input_map = io[k].input_map;
   if (ep->options.stop_share_ep_contexts) {
     ContextBinaryContents contents = group.Contents(ep->session_id);

@@ -3,7 +3,7 @@
 (tests/ort/generate.js), step by step.
 
     /usr/bin/python3 tests/generate/generate_matches_ort.py --generate build/bin/epctx_generate --work DIR
-        --case cpu|aotcpu|aotcpu_static_prefill|aotcpu_dynamic|aotcpu_dynamic_ctx|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
+        --case cpu|aotcpu|aotcpu_static_prefill|aotcpu_dynamic|aotcpu_dynamic_ctx|aotcpu_dynamic_shared|errors [--ep-lib build/lib/libepctx_aotcpu.so] [--prompt-len 64 --tokens 32]
     /usr/bin/python3 tests/generate/generate_matches_ort.py --compare A.dump B.dump     # compare two dumps only
 
 cpu:    epctx's CPU EP vs ORT (graphOptimizationLevel 'disabled': the graph's literal semantics), both 1 thread.
@@ -24,6 +24,9 @@ aotcpu_dynamic_ctx: prefill and decode each compiled ONCE with their dims free (
         runs from the two _ctx.onnx with session.disable_model_compile=1: every partition must come from an EPContext
         node, none on the CPU EP, `epctx inspect` must call the graphs dynamic, and no new shape may pack weights.
         Same checks.
+aotcpu_dynamic_shared: both graphs with their dims free compiled as ONE weight-sharing group (`epctx share-compile
+        -i "dynamic_shapes|1"`): one binary holding two dynamic graphs; the generation runs with ep.share_ep_contexts=1,
+        the decode session taking its graph from the group (nothing mapped again). Same checks.
 errors: bad input exits 2 with "epctx_generate: <message>" and no signal: a missing model, models swapped, a model that
         is not a decoder, a file that is not ONNX, --vocab that disagrees with the logits, a prompt id outside the
         vocab, a prompt longer than the model's positions, a bad option.
@@ -148,6 +151,27 @@ def case_match(args, name):
             ctx[which] = out
         cmd = [args.generate, "--prefill", ctx["prefill"], "--decode", ctx["decode"], *common[4:], "--dump", ep_dump,
                "-C", "session.disable_model_compile=1"]
+    if name == "aotcpu_dynamic_shared":  # both graphs, dims free, as ONE weight-sharing group: one binary
+        epctx = os.path.join(os.path.dirname(args.generate), "epctx")
+        group = os.path.join(args.work, "shared")
+        shutil.rmtree(group, ignore_errors=True)
+        os.makedirs(group)
+        for f in (prefill, decode, os.path.join(os.path.dirname(prefill), "decoder.weights")):
+            if os.path.exists(f):
+                shutil.copy(f, group)
+        p = run([epctx, "share-compile", "-e", "aotcpu", "-i", "dynamic_shapes|1",
+                 os.path.join(group, "prefill.onnx") + "," + os.path.join(group, "decode.onnx")])
+        if p.returncode != 0:
+            raise RuntimeError(f"epctx share-compile failed: {p.stderr.strip()} {p.stdout.strip()}")
+        bins = [f for f in os.listdir(group) if f.endswith("_aotcpu.bin")]
+        if len(bins) != 1:
+            errs.append(f"the group wrote {len(bins)} binaries, want one: {bins}")
+        inspect = run([epctx, "inspect", os.path.join(group, "decode_ctx.onnx")]).stdout
+        if inspect.count("dynamic: every input shape") != 2:
+            errs.append(f"the group's binary does not hold two dynamic graphs:\n{inspect[-800:]}")
+        cmd = [args.generate, "--prefill", os.path.join(group, "prefill_ctx.onnx"), "--decode",
+               os.path.join(group, "decode_ctx.onnx"), *common[4:], "--dump", ep_dump,
+               "-C", "session.disable_model_compile=1", "-C", "ep.share_ep_contexts=1"]
     if name != "cpu":
         cmd += ["--ep-lib", args.ep_lib, "--ep", "AotCpuExecutionProvider", "--report"]
     if name == "aotcpu_static_prefill":
@@ -199,12 +223,18 @@ def case_match(args, name):
         print(f"  {which} session: AotCpu took {took} nodes, {rep.get('cpu_nodes')} on the CPU EP")
         if name == "aotcpu_static_prefill" and which == "prefill" and took == 0:
             errs.append("AotCpu took no node of the prefill session with seq pinned: the case tests nothing")
-        if name == "aotcpu_dynamic_ctx" and not all(q.get("from_ep_context") for q in rep.get("partitions", [])):
+        if name == "aotcpu_dynamic_shared" and which == "decode" and any(
+                q.get("load", {}).get("bytes_mapped", 1) != 0 for q in rep.get("partitions", [])):
+            errs.append("the decode session mapped the binary again instead of taking its graph from the group")
+        if name in ("aotcpu_dynamic_ctx", "aotcpu_dynamic_shared") and not all(
+                q.get("from_ep_context") for q in rep.get("partitions", [])):
             errs.append(f"the {which} session compiled a partition instead of loading its EPContext node")
-        if name in ("aotcpu_dynamic", "aotcpu_dynamic_ctx") and (took == 0 or rep.get("cpu_nodes") != 0):
+        if name in ("aotcpu_dynamic", "aotcpu_dynamic_ctx", "aotcpu_dynamic_shared") and (
+                took == 0 or rep.get("cpu_nodes") != 0):
             errs.append(f"dynamic shapes: AotCpu took {took} nodes of the {which} session and "
                         f"{rep.get('cpu_nodes')} stayed on the CPU EP; it must take them all")
-    if name in ("aotcpu_static_prefill", "aotcpu_dynamic", "aotcpu_dynamic_ctx") and "session_reports" not in ep:
+    if name in ("aotcpu_static_prefill", "aotcpu_dynamic", "aotcpu_dynamic_ctx", "aotcpu_dynamic_shared") and \
+            "session_reports" not in ep:
         errs.append("epctx_generate --report gave no session reports")
     print(f"generate_matches_ort ({name}): {args.tokens} steps, prompt {args.prompt_len}; "
           f"tokens {ep['tokens'][:8]}...; epctx prefill {ep['prefill_ms']:.2f} ms, ORT {ort['prefill_ms']:.2f} ms")
@@ -258,6 +288,7 @@ def main():
     ap.add_argument("--generate")
     ap.add_argument("--work")
     ap.add_argument("--case", choices=("cpu", "aotcpu", "aotcpu_static_prefill", "aotcpu_dynamic", "aotcpu_dynamic_ctx",
+                                       "aotcpu_dynamic_shared",
                                        "errors"))
     ap.add_argument("--ep-lib")
     ap.add_argument("--prompt-len", type=int, default=64)
