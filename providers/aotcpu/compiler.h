@@ -37,6 +37,15 @@ struct LoweringMemo {
     uint32_t src_tag = 0, weights_tag = 0, dst_tag = 0;  // dnnl_format_tag_t
   };
   std::map<std::string, Conv> conv;
+  // A convolution's folding (BatchNormalizations and affine maps into its weights and bias), the same at every shape:
+  // the nodes absorbed, in order, and the resulting bias and weights (null: the initializer as it is).
+  struct Fold {
+    std::vector<std::string> absorbed;
+    std::shared_ptr<const std::vector<float>> weights;
+    std::vector<float> bias;
+    bool has_bias = false;
+  };
+  std::map<std::string, Fold> fold;
   size_t hits = 0, misses = 0;
 };
 

@@ -766,56 +766,96 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const float* wsrc = ConstF32(g, wv);
   const int64_t ksize = static_cast<int64_t>(g.v(wv).numel()) / (g.v(wv).dims[0] * g.v(wv).dims[1]);
   const int64_t ocg = spec.oc / spec.groups, icg = spec.ic / spec.groups;
-  std::vector<float> wts(static_cast<size_t>(g.v(wv).numel()));
-  if (!deconv) {
-    std::memcpy(wts.data(), wsrc, wts.size() * sizeof(float));
-  } else {
-    for (int64_t gi = 0; gi < spec.groups; ++gi)
-      for (int64_t o = 0; o < ocg; ++o)
-        for (int64_t i = 0; i < icg; ++i)
-          std::memcpy(&wts[static_cast<size_t>(((gi * ocg + o) * icg + i) * ksize)],
-                      wsrc + ((gi * icg + i) * ocg + o) * ksize, static_cast<size_t>(ksize) * sizeof(float));
-  }
-  std::vector<float> bias(static_cast<size_t>(spec.oc), 0.f);
+  // A later shape of a dynamic graph replays the first shape's folding (LoweringMemo::Fold): the same constants give
+  // the same weights and bias, so neither is copied or folded again.
+  LoweringMemo* memo = ctx.options().memo.get();
+  std::shared_ptr<const std::vector<float>> memo_wts;
+  std::vector<float> wts, bias(static_cast<size_t>(spec.oc), 0.f);
   bool has_bias = bv >= 0;
-  if (has_bias) std::memcpy(bias.data(), ConstF32(g, bv), bias.size() * sizeof(float));
-
-  // Fusion chain: BatchNormalizations and per-channel affine maps by constants folded into weights and bias, then
-  // post-ops. PaddlePaddle exports spell batch normalization and "learnable affine blocks" as Mul/Add by constants
-  // (PP-OCRv4's detector: 56 of them, each a step of its own, 28% of the run, issue 14).
-  // Neither into a transposed convolution: oneDNN 2.6 runs a deconvolution's bias and post-ops in slow loops of
-  // their own (PP-OCRv4's upsampling ConvTransposes, 24 and 1 output channels, blocked: 0.8 -> 8.7 ms and 1.8 ->
-  // 11-16 ms with a folded bias, 1.8 -> 106 ms with a linear post-op; the same implementation name).
   std::vector<int> absorbed;
   int cur = Out(n, 0);
-  while (!deconv) {
-    const int next = ctx.SoleConsumer(cur);
-    if (next < 0 || ctx.IsAbsorbed(next)) break;
-    std::vector<double> fold_scale, fold_shift;
-    if (!FoldableBatchNorm(g, ctx.node(next), cur, spec.oc, &fold_scale, &fold_shift) &&
-        !ChannelAffine(g, ctx.node(next), cur, spec.oc, &fold_scale, &fold_shift))
-      break;
-    const int64_t per_oc = icg * ksize;
-    std::vector<float> new_wts = wts, new_bias = bias;
-    bool finite = true;
-    for (int64_t c = 0; c < spec.oc && finite; ++c) {
-      const double s = fold_scale[static_cast<size_t>(c)];
-      float* wp = &new_wts[static_cast<size_t>(c * per_oc)];
-      for (int64_t j = 0; j < per_oc; ++j) {
-        wp[j] = static_cast<float>(static_cast<double>(wp[j]) * s);
-        finite = finite && std::isfinite(wp[j]);
+  bool replayed = false;
+  if (memo) {
+    auto it = memo->fold.find(n.name);
+    if (it != memo->fold.end()) {
+      replayed = true;
+      for (const std::string& name : it->second.absorbed) {
+        const int next = ctx.SoleConsumer(cur);
+        if (next < 0 || ctx.IsAbsorbed(next) || ctx.node(next).name != name) {
+          replayed = false;
+          break;
+        }
+        absorbed.push_back(next);
+        cur = Out(ctx.node(next), 0);
       }
-      float& b = new_bias[static_cast<size_t>(c)];
-      b = static_cast<float>(static_cast<double>(b) * s + fold_shift[static_cast<size_t>(c)]);
-      finite = finite && std::isfinite(b);
+      if (replayed) {
+        memo_wts = it->second.weights;
+        bias = it->second.bias;
+        has_bias = it->second.has_bias;
+      } else {
+        absorbed.clear();
+        cur = Out(n, 0);
+      }
     }
-    if (!finite) break;  // kept as a step of its own: folding would turn an overflow into another value
-    wts.swap(new_wts);
-    bias.swap(new_bias);
-    has_bias = true;
-    absorbed.push_back(next);
-    cur = Out(ctx.node(next), 0);
   }
+  if (!replayed) {
+    wts.resize(static_cast<size_t>(g.v(wv).numel()));
+    if (!deconv) {
+      std::memcpy(wts.data(), wsrc, wts.size() * sizeof(float));
+    } else {
+      for (int64_t gi = 0; gi < spec.groups; ++gi)
+        for (int64_t o = 0; o < ocg; ++o)
+          for (int64_t i = 0; i < icg; ++i)
+            std::memcpy(&wts[static_cast<size_t>(((gi * ocg + o) * icg + i) * ksize)],
+                        wsrc + ((gi * icg + i) * ocg + o) * ksize, static_cast<size_t>(ksize) * sizeof(float));
+    }
+    if (has_bias) std::memcpy(bias.data(), ConstF32(g, bv), bias.size() * sizeof(float));
+
+    // Fusion chain: BatchNormalizations and per-channel affine maps by constants folded into weights and bias, then
+    // post-ops. PaddlePaddle exports spell batch normalization and "learnable affine blocks" as Mul/Add by constants
+    // (PP-OCRv4's detector: 56 of them, each a step of its own, 28% of the run, issue 14).
+    // Neither into a transposed convolution: oneDNN 2.6 runs a deconvolution's bias and post-ops in slow loops of
+    // their own (PP-OCRv4's upsampling ConvTransposes, 24 and 1 output channels, blocked: 0.8 -> 8.7 ms and 1.8 ->
+    // 11-16 ms with a folded bias, 1.8 -> 106 ms with a linear post-op; the same implementation name).
+    while (!deconv) {
+      const int next = ctx.SoleConsumer(cur);
+      if (next < 0 || ctx.IsAbsorbed(next)) break;
+      std::vector<double> fold_scale, fold_shift;
+      if (!FoldableBatchNorm(g, ctx.node(next), cur, spec.oc, &fold_scale, &fold_shift) &&
+          !ChannelAffine(g, ctx.node(next), cur, spec.oc, &fold_scale, &fold_shift))
+        break;
+      const int64_t per_oc = icg * ksize;
+      std::vector<float> new_wts = wts, new_bias = bias;
+      bool finite = true;
+      for (int64_t c = 0; c < spec.oc && finite; ++c) {
+        const double s = fold_scale[static_cast<size_t>(c)];
+        float* wp = &new_wts[static_cast<size_t>(c * per_oc)];
+        for (int64_t j = 0; j < per_oc; ++j) {
+          wp[j] = static_cast<float>(static_cast<double>(wp[j]) * s);
+          finite = finite && std::isfinite(wp[j]);
+        }
+        float& b = new_bias[static_cast<size_t>(c)];
+        b = static_cast<float>(static_cast<double>(b) * s + fold_shift[static_cast<size_t>(c)]);
+        finite = finite && std::isfinite(b);
+      }
+      if (!finite) break;  // kept as a step of its own: folding would turn an overflow into another value
+      wts.swap(new_wts);
+      bias.swap(new_bias);
+      has_bias = true;
+      absorbed.push_back(next);
+      cur = Out(ctx.node(next), 0);
+    }
+    if (memo) {
+      LoweringMemo::Fold f;
+      for (int a : absorbed) f.absorbed.push_back(ctx.node(a).name);
+      if (deconv || !absorbed.empty()) f.weights = std::make_shared<const std::vector<float>>(wts);
+      f.bias = bias;
+      f.has_bias = has_bias;
+      memo->fold[n.name] = std::move(f);
+    }
+  }  // !replayed
+  // The weights to pack: folded or reordered above (or by the first shape), else the initializer as it is.
+  const float* wdata = !wts.empty() ? wts.data() : memo_wts ? memo_wts->data() : wsrc;
   std::vector<FusedOp> chain = deconv ? std::vector<FusedOp>() : CollectPostOps(ctx, cur);
   std::vector<Md> other_mds;
   OtherDescs(ctx, &chain, &other_mds);
@@ -858,7 +898,6 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const Md cur_like_dst = SameLayoutAs(cur_src, spec.dst_dims);
   // A later shape of a dynamic graph (CompileOptions::memo): the layouts and fusion the first shape chose, tried
   // first; the search below runs only when they no longer give a direct kernel at every thread count.
-  LoweringMemo* memo = ctx.options().memo.get();
   const std::string& memo_key = ctx.node(node).name;
   if (memo && !lift && !portable) {
     auto it = memo->conv.find(memo_key);
@@ -989,7 +1028,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   if (!SameLayout(DescOfOperand(src_op), best.pd.src)) return ctx.Fail(node, "source operand layout mismatch");
   st.ops.push_back(src_op);
   Operand wop, bop;
-  CheckResult r = ctx.PackWeight(WeightName(ctx, node, wv, absorbed.empty() ? "packed" : "fused"), wts.data(),
+  CheckResult r = ctx.PackWeight(WeightName(ctx, node, wv, absorbed.empty() ? "packed" : "fused"), wdata,
                                  PlainDesc(spec.wdims, kF32), best.pd.weights, &wop);
   if (!r.ok) return r;
   st.ops.push_back(wop);
