@@ -628,8 +628,13 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
   for (const std::string& sym : d.symbols())
     if (auto it = ep->options.shape_ranges.find(sym); it != ep->options.shape_ranges.end())
       shapes.ranges[sym] = {it->second.lo, it->second.hi};
+  // In a weight-sharing group the profiles are given to every graph of it: one that does not apply to a graph (no
+  // shape for one of its free inputs, or a shape it cannot take: prefill's input_ids 1x128 against decode's [1, 1])
+  // is skipped for that graph. Alone, that is the caller's error.
+  const bool group = ep->options.share_ep_contexts;
   for (size_t k = 0; k < count; ++k) {
     std::vector<std::vector<int64_t>> dims;
+    std::string missing;
     for (const std::string& input : d.inputs()) {
       auto it = profiles.find(input);
       const int v = d.graph().Find(input);
@@ -638,21 +643,27 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
           dims.push_back(d.graph().v(v).dims);
           continue;
         }
-        return Error(EPCTX_INVALID_ARGUMENT, std::string(kShapeProfilesKey) + " gives no shape for input '" + input +
-                                                 "' of partition '" + graph_name + "', whose dims are free");
+        missing = input;
+        break;
       }
       dims.push_back(it->second[k]);
     }
-    shapes.profiles.push_back(dims);
+    if (!missing.empty()) {
+      if (group) continue;
+      return Error(EPCTX_INVALID_ARGUMENT, std::string(kShapeProfilesKey) + " gives no shape for input '" + missing +
+                                               "' of partition '" + graph_name + "', whose dims are free");
+    }
+    CheckResult r = d.CheckShape(dims);
+    if (!r.ok && group) continue;
     // A shape-generic graph builds nothing per shape: the profile is only checked (and stored).
     std::shared_ptr<Executor> exec;
-    bool invalid = false;
-    CheckResult r = d.generic() ? d.CheckShape(dims) : d.Get(dims, &exec, &invalid);
-    if (d.generic()) invalid = true;
+    bool invalid = true;
+    if (r.ok && !d.generic()) r = d.Get(dims, &exec, &invalid);
     if (!r.ok)
       return Error(invalid ? EPCTX_INVALID_ARGUMENT : EPCTX_EP_FAIL,
                    std::string(kShapeProfilesKey) + " profile " + std::to_string(k + 1) + " of partition '" +
                        graph_name + "': " + r.reason);
+    shapes.profiles.push_back(dims);
   }
   std::vector<StoredWeight> packed;
   for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});

@@ -25,7 +25,8 @@ aotcpu_dynamic_ctx: prefill and decode each compiled ONCE with their dims free (
         node, none on the CPU EP, `epctx inspect` must call the graphs dynamic, and no new shape may pack weights.
         Same checks.
 aotcpu_dynamic_shared: both graphs with their dims free compiled as ONE weight-sharing group (`epctx share-compile
-        -i "dynamic_shapes|1"`): one binary holding two dynamic graphs; the generation runs with ep.share_ep_contexts=1,
+        -i "dynamic_shapes|1 shape_profiles|input_ids:1xL"`, the profile kept for prefill only): one binary holding two
+        dynamic graphs; the generation runs with ep.share_ep_contexts=1,
         the decode session taking its graph from the group (nothing mapped again). Same checks.
 errors: bad input exits 2 with "epctx_generate: <message>" and no signal: a missing model, models swapped, a model that
         is not a decoder, a file that is not ONNX, --vocab that disagrees with the logits, a prompt id outside the
@@ -159,7 +160,9 @@ def case_match(args, name):
         for f in (prefill, decode, os.path.join(os.path.dirname(prefill), "decoder.weights")):
             if os.path.exists(f):
                 shutil.copy(f, group)
-        p = run([epctx, "share-compile", "-e", "aotcpu", "-i", "dynamic_shapes|1",
+        # The prompt's profile applies to prefill only (decode's input_ids is [1, 1]): skipped for decode in a group.
+        p = run([epctx, "share-compile", "-e", "aotcpu", "-i",
+                 f"dynamic_shapes|1 shape_profiles|input_ids:1x{args.prompt_len}",
                  os.path.join(group, "prefill.onnx") + "," + os.path.join(group, "decode.onnx")])
         if p.returncode != 0:
             raise RuntimeError(f"epctx share-compile failed: {p.stderr.strip()} {p.stdout.strip()}")
@@ -169,6 +172,8 @@ def case_match(args, name):
         inspect = run([epctx, "inspect", os.path.join(group, "decode_ctx.onnx")]).stdout
         if inspect.count("dynamic: every input shape") != 2:
             errs.append(f"the group's binary does not hold two dynamic graphs:\n{inspect[-800:]}")
+        if inspect.count("shape profile (built at load)") != 1:
+            errs.append(f"the prompt's profile is not stored for prefill alone:\n{inspect[-800:]}")
         cmd = [args.generate, "--prefill", os.path.join(group, "prefill_ctx.onnx"), "--decode",
                os.path.join(group, "decode_ctx.onnx"), *common[4:], "--dump", ep_dump,
                "-C", "session.disable_model_compile=1", "-C", "ep.share_ep_contexts=1"]
