@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <set>
+#include <string>
 #include <unordered_map>
 
 #include <xxhash.h>
@@ -70,10 +72,52 @@ bool LayoutFromDesc(const dnnl::memory::desc& d, Operand* op) {
   return true;
 }
 
+namespace {
+// FormatTagOf scans every oneDNN format tag (about 500 descriptor inits): its answers, by the descriptor's fields.
+// A dynamic graph asks again for every operand of every new shape (a fifth of a new shape's lowering on the PaddleOCR
+// detector). Bounded; shared by the compile threads.
+std::string TagKey(const dnnl_memory_desc_t& md) {
+  std::string k;
+  auto add = [&k](const void* p, size_t n) { k.append(static_cast<const char*>(p), n); };
+  add(&md.ndims, sizeof(md.ndims));
+  add(md.dims, sizeof(md.dims[0]) * static_cast<size_t>(md.ndims));
+  add(md.padded_dims, sizeof(md.padded_dims[0]) * static_cast<size_t>(md.ndims));
+  add(md.padded_offsets, sizeof(md.padded_offsets[0]) * static_cast<size_t>(md.ndims));
+  add(&md.offset0, sizeof(md.offset0));
+  add(&md.data_type, sizeof(md.data_type));
+  const dnnl_blocking_desc_t& b = md.format_desc.blocking;
+  add(b.strides, sizeof(b.strides[0]) * static_cast<size_t>(md.ndims));
+  add(&b.inner_nblks, sizeof(b.inner_nblks));
+  add(b.inner_blks, sizeof(b.inner_blks[0]) * static_cast<size_t>(b.inner_nblks));
+  add(b.inner_idxs, sizeof(b.inner_idxs[0]) * static_cast<size_t>(b.inner_nblks));
+  add(&md.extra.flags, sizeof(md.extra.flags));
+  return k;
+}
+uint32_t FormatTagSearch(const dnnl_memory_desc_t& md);
+}  // namespace
+
 uint32_t FormatTagOf(const dnnl::memory::desc& d) {
   const dnnl_memory_desc_t& md = d.data;
-  if (md.format_kind != dnnl_blocked || md.ndims <= 0) return 0;
-  dnnl::memory::dims dims(md.dims, md.dims + md.ndims);
+  if (md.format_kind != dnnl_blocked || md.ndims <= 0 || md.ndims > DNNL_MAX_NDIMS) return 0;
+  if (md.format_desc.blocking.inner_nblks < 0 || md.format_desc.blocking.inner_nblks > DNNL_MAX_NDIMS) return 0;
+  if (md.extra.flags != 0) return FormatTagSearch(md);  // compensation data the key does not cover
+  static std::mutex mu;
+  static std::unordered_map<std::string, uint32_t> cache;
+  const std::string key = TagKey(md);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  const uint32_t tag = FormatTagSearch(md);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 16384) cache.clear();
+  cache.emplace(key, tag);
+  return tag;
+}
+
+namespace {
+uint32_t FormatTagSearch(const dnnl_memory_desc_t& md) {
   // oneDNN's equality ignores the strides of size-1 dims, but its kernels do not: a first convolution's weights
   // [24, 1, 3, 3] in Acdb8a also "equal" Abcd8a, and a primitive recreated from Abcd8a fell back to the reference
   // kernel (100 ms instead of 0.4 ms on openWakeWord's embedding model, issue 14). A tag whose strides match exactly
@@ -93,6 +137,7 @@ uint32_t FormatTagOf(const dnnl::memory::desc& d) {
   }
   return equal;
 }
+}  // namespace
 
 bool StaticFloatTensors(const Graph& g, const Node& n, std::string* why) {
   for (int v : n.inputs) {

@@ -223,6 +223,14 @@ CheckResult DynamicGraph::Build(const Graph& bound, const std::vector<std::strin
   }
   std::unique_ptr<Executor> e;
   r = Executor::Create(std::move(cg.program), std::move(refs), options_.threads, &e, 0, warm_up);
+  if (!r.ok && options.memo) {
+    // A step built from the first shape's choices (LoweringMemo) that has no kernel at this shape: lowered again
+    // with a full search.
+    std::shared_ptr<LoweringMemo> memo = std::move(memo_);
+    r = Build(bound, inputs, outputs, warm_up, exec);
+    memo_ = std::move(memo);
+    return r;
+  }
   if (!r.ok) return r;
   *exec = std::shared_ptr<Executor>(e.release(), [holders](Executor* p) { delete p; });
   return CheckResult::Ok();
