@@ -12,7 +12,11 @@ milliseconds, shown on a real third-party model and on the project's decoder, be
    as ONE weight-sharing group (`epctx share-compile`): one binary, two context models; both sessions timed as above;
    the resident memory of the two sessions alive in one process, sharing the binary, beside the same two graphs
    compiled separately (two binaries).
-3. A table of those numbers.
+3. The same decoder with its dims free (issue 16): prefill and decode compiled once as a weight-sharing group with
+   `dynamic_shapes=1` (one `_ctx.onnx` per graph for every prompt and past length), then greedy generation of 200
+   tokens from them beside ONNX Runtime 1.30 on the source graphs: creation, prefill, decode per token, and the
+   generated tokens, which must be the same.
+4. A table of those numbers.
 
 Every time is the median of R fresh processes (default 3): creation is a process's first session. Numbers are
 printed, never asserted: the machine is shared and noisy, and a demo must not fail on a slow minute.
@@ -282,7 +286,53 @@ def main():
     list_files(group_files)
     say()
 
-    # ---- 3. The table.
+    # ---- 3. The same decoder with its dims free (issue 16): one _ctx.onnx per graph serves every prompt and past.
+    say("== 3. The same decoder with its dims free (dynamic_shapes=1): one _ctx.onnx per graph for every prompt and "
+        "past length, greedy generation beside ORT")
+    dyn = os.path.join(dec, "dynamic")
+    os.makedirs(dyn)
+    for f in ("prefill.onnx", "decode.onnx"):
+        shutil.copy(os.path.join(dec, f), dyn)
+    os.link(os.path.join(dec, "decoder.weights"), os.path.join(dyn, "decoder.weights"))
+    prompt, tokens = 16, 200  # within the bench decoder's 256 positions
+    say(f'  $ epctx share-compile -e aotcpu -i "dynamic_shapes|1 shape_profiles|input_ids:1x{prompt}" '
+        "prefill.onnx,decode.onnx")
+    run([args.epctx, "share-compile", "-e", "aotcpu", "-i", f"dynamic_shapes|1 shape_profiles|input_ids:1x{prompt}",
+         "prefill.onnx,decode.onnx"], cwd=dyn)
+    say("  files:")
+    list_files(sorted(glob.glob(os.path.join(dyn, "*_ctx.onnx")) + glob.glob(os.path.join(dyn, "*.bin"))))
+    gen_common = ["--threads", str(args.threads), "--prompt-len", str(prompt), "--tokens", str(tokens), "--json"]
+    sides = {
+        "ort": ["node", os.path.join(ROOT, "tests/ort/generate.js"), "--prefill", os.path.join(dyn, "prefill.onnx"),
+                "--decode", os.path.join(dyn, "decode.onnx")] + gen_common,
+        "ctx": [os.path.join(build, "bin", "epctx_generate"), "--prefill", os.path.join(dyn, "prefill_ctx.onnx"),
+                "--decode", os.path.join(dyn, "decode_ctx.onnx"), "--ep-lib",
+                os.path.join(build, "lib", "libepctx_aotcpu.so"), "--ep", "AotCpuExecutionProvider",
+                "-C", "session.disable_model_compile=1", "-C", "ep.share_ep_contexts=1"] + gen_common,
+    }
+    gen = {k: [] for k in sides}
+    for _ in range(args.reps):
+        for k, cmd in sides.items():
+            gen[k].append(last_json(run(cmd, cwd=os.path.join(ROOT, "tests/ort") if k == "ort" else None, quiet=True)))
+    same = all(g["tokens"] == gen["ort"][0]["tokens"] for k in gen for g in gen[k])
+    ok &= same
+    per_token = {k: statistics.median(statistics.median(g["decode_ms"]) for g in v) for k, v in gen.items()}
+    creation = {k: statistics.median(g["session_creation_ms"] for g in v) for k, v in gen.items()}
+    prefill_ms = {k: statistics.median(g["prefill_ms"] for g in v) for k, v in gen.items()}
+    say(f"  {tokens - 1} decode steps after a {prompt}-token prompt (past {prompt} to {prompt + tokens - 2}), medians "
+        f"of {args.reps} fresh processes, {args.threads} threads:")
+    for k, label in (("ort", "ONNX Runtime 1.30 (source graphs)"), ("ctx", "AotCpu, the two dynamic _ctx.onnx")):
+        say(f"  {label:<36} creation {ms(creation[k]):>10}   prefill {ms(prefill_ms[k]):>10}   decode "
+            f"{ms(per_token[k]):>9} per token")
+    say(f"  generated tokens: {'the same on both sides' if same else 'DIFFERENT (see the JSON lines)'}; decode "
+        f"{per_token['ort'] / per_token['ctx']:.2f}x ORT's speed, creation {creation['ort'] / creation['ctx']:.1f}x "
+        "faster")
+    dynamic_summary = (f"dynamic decoder: one _ctx.onnx per graph for every length; {tokens - 1} decode steps at "
+                       f"{per_token['ort'] / per_token['ctx']:.2f}x ORT's speed per token, the same tokens"
+                       if same else "dynamic decoder: tokens differ from ORT's")
+    say()
+
+    # ---- 4. The table.
     say(f"== Summary ({args.threads} threads; medians of {args.reps} fresh processes; ORT = onnxruntime-node 1.30, "
         "same run)")
     hdr = f"{'model':<18}{'side':<22}{'creation':>12}{'first run':>12}{'steady':>12}"
@@ -303,6 +353,7 @@ def main():
     say(f"decoder group: one binary ({os.path.getsize(os.path.join(group, 'prefill_aotcpu.bin')) / 2**20:.0f} MB for "
         f"{weights_mb:.0f} MB of source weights) serves both graphs; two live sessions use {mem['group']:.0f} MB "
         f"resident (after one run each), against {mem['separate']:.0f} MB when compiled separately")
+    say(dynamic_summary)
     say(f"outputs: {'every _ctx.onnx output equals the JIT session and matches ONNX Runtime 1.30' if ok else 'MISMATCH (see above)'}")
     say(f"demo took {time.monotonic() - started:.0f} s after the build")
     return 0 if ok else 1
