@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "slice_params.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -781,7 +782,6 @@ R FoldGather(Fold& f) {
 R FoldSlice(Fold& f) {
   const Node& n = f.n;
   const View& x = f.in[0];
-  const int64_t rank = static_cast<int64_t>(x.dims.size());
   std::vector<int64_t> starts, ends, axes, steps;
   if (n.opset < 10) {
     starts = n.Ints("starts");
@@ -794,51 +794,17 @@ R FoldSlice(Fold& f) {
     if (f.Has(3) && (r = f.Ints(3, &axes, "axes")) != R::kDone) return r;
     if (f.Has(4) && (r = f.Ints(4, &steps, "steps")) != R::kDone) return r;
   }
-  if (starts.size() != ends.size()) return f.Bad("starts and ends have different lengths");
-  if (axes.empty() && !(n.opset < 10 ? n.Has("axes") : f.Has(3)))
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (axes.size() != starts.size()) return f.Bad("axes and starts have different lengths");
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (steps.size() != starts.size()) return f.Bad("steps and starts have different lengths");
-  std::vector<int64_t> dims = x.dims, begin(x.dims.size(), 0), step(x.dims.size(), 1);
-  std::vector<bool> seen(x.dims.size(), false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t ax;
-    if (!NormAxis(axes[i], rank, &ax)) return f.Bad("axis " + std::to_string(axes[i]) + " out of range");
-    if (seen[static_cast<size_t>(ax)]) return f.Bad("axis " + std::to_string(axes[i]) + " repeated");
-    seen[static_cast<size_t>(ax)] = true;
-    const int64_t dim = x.dims[static_cast<size_t>(ax)];
-    const int64_t s = steps[i];
-    if (s == 0) return f.Bad("step 0");
-    int64_t b = starts[i], e = ends[i];
-    if (b < 0) b += dim;
-    if (e < 0) e += dim;
-    int64_t count;
-    if (s > 0) {
-      b = std::clamp<int64_t>(b, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      count = e > b ? (e - b - 1) / s + 1 : 0;
-    } else {
-      b = std::clamp<int64_t>(b, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      const int64_t ms = s == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -s;
-      count = b > e ? (b - e - 1) / ms + 1 : 0;
-    }
-    dims[static_cast<size_t>(ax)] = count;
-    begin[static_cast<size_t>(ax)] = b;
-    step[static_cast<size_t>(ax)] = s;
-  }
+  SliceAxes sa;
+  std::string why;
+  if (!ResolveSlice(x.dims, starts, ends, axes, n.opset < 10 ? n.Has("axes") : f.Has(3), steps, &sa, &why))
+    return f.Bad(why);
   char* p;
-  R r = f.Alloc(x.dtype, dims, &p);
+  R r = f.Alloc(x.dtype, sa.dims, &p);
   if (r != R::kDone) return r;
-  const std::vector<int64_t> rs = RowMajorStrides(x.dims);
-  std::vector<int64_t> strides(dims.size());
+  std::vector<int64_t> strides;
   int64_t base = 0;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    strides[i] = dims[i] > 1 ? rs[i] * step[i] : 0;  // |step| < dim when two elements are taken
-    base += dims[i] > 0 ? rs[i] * begin[i] : 0;
-  }
-  StridedCopy(x.p, ElemSize(x.dtype), dims, strides, base, p);
+  sa.Strided(&strides, &base);
+  StridedCopy(x.p, ElemSize(x.dtype), sa.dims, strides, base, p);
   return R::kDone;
 }
 

@@ -9,6 +9,8 @@
 
 #include <omp.h>
 
+#include "slice_params.h"
+
 namespace epctx {
 namespace aotcpu {
 
@@ -205,56 +207,27 @@ bool ReadInts(const GTensor& t, std::vector<int64_t>* out) {
 }
 
 std::string SliceKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
-                    const std::vector<GTensor>& out, int /*threads*/) {
-  const Dims& id = in[0].dims;
-  const int64_t r = static_cast<int64_t>(id.size());
+                        const std::vector<GTensor>& out, int /*threads*/) {
   std::vector<int64_t> starts, ends, axes, steps;
+  bool axes_given;
   if (n.opset < 10) {
     starts = n.Ints("starts");
     ends = n.Ints("ends");
     axes = n.Ints("axes");
+    axes_given = n.Has("axes");
   } else {
     if (!ReadInts(in[1], &starts) || !ReadInts(in[2], &ends)) return "starts/ends missing";
-    if (in.size() > 3 && in[3].data) ReadInts(in[3], &axes);
+    axes_given = in.size() > 3 && in[3].data;
+    if (axes_given) ReadInts(in[3], &axes);
     if (in.size() > 4 && in[4].data) ReadInts(in[4], &steps);
   }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (starts.size() != ends.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    return "starts, ends, axes and steps differ in length";
-  Dims od = id, begin(id.size(), 0), step(id.size(), 1);
-  std::set<int64_t> seen;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    const int64_t a = Axis(axes[i], id.size());
-    if (a < 0 || a >= r || !seen.insert(a).second) return "axis " + std::to_string(axes[i]) + " out of range or repeated";
-    const int64_t d = id[static_cast<size_t>(a)], st = steps[i];
-    if (st == 0) return "step 0";
-    int64_t s = starts[i], e = ends[i];
-    if (s < 0) s += d;
-    if (e < 0 && e > std::numeric_limits<int64_t>::min() / 2) e += d;
-    int64_t count;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      count = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      count = s > e ? (s - e + (-st) - 1) / (-st) : 0;
-    }
-    od[static_cast<size_t>(a)] = count;
-    begin[static_cast<size_t>(a)] = s;
-    step[static_cast<size_t>(a)] = st;
-  }
-  if (od != out[0].dims) return Mismatch("Slice", od, out[0].dims);
-  const Dims rs = RowStrides(id);
+  SliceAxes sa;
+  std::string why;
+  if (!ResolveSlice(in[0].dims, starts, ends, axes, axes_given, steps, &sa, &why)) return why;
+  if (sa.dims != out[0].dims) return Mismatch("Slice", sa.dims, out[0].dims);
+  Dims strides;
   int64_t base = 0;
-  Dims strides(id.size());
-  for (size_t i = 0; i < id.size(); ++i) {
-    if (od[i] > 0) base += begin[i] * rs[i];
-    strides[i] = step[i] * rs[i];
-  }
+  sa.Strided(&strides, &base);
   return StridedGather(in[0], strides, base, out[0]);
 }
 

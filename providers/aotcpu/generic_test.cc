@@ -21,20 +21,17 @@ namespace {
 
 using namespace test_graph;  // GraphBuilder, Dims, UniformFloats
 
-GTensor T(std::vector<float>& v, Dims d) {
+// A tensor over a test vector: float (T) or int64 (TI).
+template <typename V>
+GTensor Over(std::vector<V>& v, Dims d, uint32_t dtype) {
   GTensor t;
   t.data = v.data();
   t.dims = std::move(d);
-  t.dtype = kF32;
+  t.dtype = dtype;
   return t;
 }
-GTensor TI(std::vector<int64_t>& v, Dims d) {
-  GTensor t;
-  t.data = v.data();
-  t.dims = std::move(d);
-  t.dtype = kI64;
-  return t;
-}
+GTensor T(std::vector<float>& v, Dims d) { return Over(v, std::move(d), kF32); }
+GTensor TI(std::vector<int64_t>& v, Dims d) { return Over(v, std::move(d), kI64); }
 
 // Runs the kernel for a node `op` built over float inputs of the given dims (and int64 constant inputs after them).
 std::string RunKernel(const std::string& op, std::map<std::string, Attr> attrs, std::vector<GTensor> in,
