@@ -339,6 +339,16 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     changed = false;
     for (const std::vector<int>& group : GroupNodes(g, supported)) {
       Graph sub = Restrict(original, group);
+      // A value a node outside the group makes arrives as a runtime input. With dynamic shapes `original` is the
+      // graph bound at probe sizes, where shape values (a Constant's int64, Shape arithmetic) carry the data binding
+      // wrote: dropped here, as the partition will not have it (difftest --dynamic seed 20261211: a Pow whose
+      // exponent came from a Constant node left outside failed to lower at run time).
+      for (size_t v = 0; v < sub.values.size(); ++v)
+        if (original.values[v].producer >= 0 && sub.values[v].producer < 0 && !sub.values[v].is_initializer &&
+            sub.values[v].is_const()) {
+          sub.values[v].data = nullptr;
+          sub.values[v].folded.reset();
+        }
       std::vector<bool> sub_folded;
       const bool ok = FoldConstants(&sub, &sub_folded).ok;
       if (ok) DistrustContradictedShapes(&sub);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -209,6 +210,14 @@ struct LowerContext::Storage {
 
 struct LowerContext::Impl {
   std::vector<Storage> storages;
+  // Weight names given so far, with their uses: a name given twice (one constant packed in two layouts, beside two
+  // differently blocked activations) gets "#2", "#3"..., since the context binary resolves a graph's tensors by name
+  // (difftest seed 20261211 model 4033: a Sub's 64-byte blocked constant read the 4-byte tensor of the same name).
+  std::map<std::string, int> weight_names;
+  std::string UniqueWeightName(const std::string& name) {
+    const int uses = ++weight_names[name];
+    return uses == 1 ? name : name + "#" + std::to_string(uses);
+  }
   std::unordered_map<int, Operand> ops;          // value -> current operand
   std::unordered_map<int, int> plain_copy;       // blocked value -> value-like key of its plain copy (negative ids)
   std::unordered_map<int, Operand> plain_ops;    // plain copies, by value
@@ -337,6 +346,41 @@ Operand LowerContext::ReorderCopy(int value, const Operand& src, Operand dst, ui
   return dst;
 }
 
+Operand LowerContext::BroadcastCopy(int value, const std::vector<int64_t>& dims) {
+  const Value& v = g_.v(value);
+  if (dims.empty() || v.dims.size() > dims.size() || DtypeSize(v.dtype) == 0) return Operand();
+  std::vector<int64_t> in(dims.size() - v.dims.size(), 1);
+  in.insert(in.end(), v.dims.begin(), v.dims.end());
+  const std::vector<int64_t> rs = DenseStrides(in);
+  std::vector<int64_t> strides(dims.size());
+  int64_t numel = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (in[i] != dims[i] && in[i] != 1) return Operand();
+    strides[i] = in[i] == 1 ? 0 : rs[i];
+    numel *= dims[i];
+  }
+  if (numel <= 0) return Operand();
+  Operand src = UsePlain(value);
+  if (!src.present()) return src;
+  Operand dst;
+  dst.buf = Buf::kArena;
+  dst.dtype = v.dtype;
+  dst.dims = dims;
+  dst.strides = DenseStrides(dims);
+  Storage st;
+  st.bytes = static_cast<uint64_t>(numel) * DtypeSize(v.dtype);
+  dst.index = static_cast<uint32_t>(impl_->storages.size());
+  impl_->storages.push_back(st);
+  Step step;
+  step.kind = StepKind::kStridedCopy;
+  step.name = v.name + ":broadcast";
+  step.ops = {src, dst};
+  step.ints.push_back(0);
+  step.ints.insert(step.ints.end(), strides.begin(), strides.end());
+  Emit(std::move(step));
+  return dst;
+}
+
 Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
   Operand op = Use(value);
   if (!op.present()) return op;
@@ -366,8 +410,9 @@ Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
   return dst;
 }
 
-CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc,
+CheckResult LowerContext::AddWeight(const std::string& given, std::string bytes, const dnnl::memory::desc& desc,
                                     Operand* out) {
+  const std::string name = impl_->UniqueWeightName(given);
   if (bytes.size() == desc.get_size() && AddEarlierWeight(name, desc, out)) return CheckResult::Ok();
   return AddWeight(name, std::move(bytes), desc, out, 0);
 }
@@ -438,8 +483,9 @@ bool LowerContext::PreferredLayout(const std::string& name, const void* data, co
   return options_.find_layout(SourceHash(data, plain), out);
 }
 
-CheckResult LowerContext::PackWeight(const std::string& name, const void* data, const dnnl::memory::desc& plain,
+CheckResult LowerContext::PackWeight(const std::string& given, const void* data, const dnnl::memory::desc& plain,
                                      const dnnl::memory::desc& target, Operand* out) {
+  const std::string name = impl_->UniqueWeightName(given);
   if (options_.record_layout && data) options_.record_layout(SourceHash(data, plain), target);
   if (AddEarlierWeight(name, target, out)) return CheckResult::Ok();  // packed by an earlier shape
   std::string bytes(target.get_size(), '\0');
@@ -452,7 +498,7 @@ CheckResult LowerContext::PackWeight(const std::string& name, const void* data, 
   } catch (const dnnl::error& e) {
     return CheckResult::Fail("packing weight '" + name + "': " + e.what());
   }
-  return AddWeight(name, std::move(bytes), target, out);
+  return AddWeight(name, std::move(bytes), target, out, 0);  // the name is already unique
 }
 
 Operand LowerContext::Define(int value, const dnnl::memory::desc& desc) {

@@ -166,6 +166,10 @@ class LowerContext {
   // Defines `value` as `view`, an operand over bytes an earlier step produced (a blocked sub-block: Split, Slice); no
   // step. False (nothing defined) when `value` is a fused output, which must be written to its output buffer.
   bool DefineSubView(int value, const Operand& view);
+  // `value` (read plain) broadcast to `dims` (numpy rules; its dims right-aligned) into new arena storage by one
+  // kStridedCopy step: for a step that needs an operand at its output's shape (oneDNN's binary first operand). A
+  // kNone operand when the value is not available or does not broadcast to `dims`.
+  Operand BroadcastCopy(int value, const std::vector<int64_t>& dims);
 
   void Emit(Step step);
 

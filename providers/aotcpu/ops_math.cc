@@ -1484,8 +1484,9 @@ bool SupportBinary(const Graph& g, const Node& n, std::string* why) {
     float e;
     if (a.dtype != kF32 || y.dtype != kF32) return Reject(why, "Pow: only float base");
     if (!a.has_shape || !y.has_shape || a.dims != y.dims) return Reject(why, "Pow: shapes must be static and equal");
-    if (!ConstExponent(g, n.inputs[1], &e) || b.dims.size() > a.dims.size())
+    if (!ConstExponent(g, n.inputs[1], &e) || b.dims.size() > a.dims.size()) {
       return Reject(why, "Pow: exponent must be a constant scalar");
+    }
     if (Numel(a.dims) == 0 || a.dims.size() > kMaxRank) return Reject(why, "empty tensor or rank too high");
     return true;
   }
@@ -1498,10 +1499,8 @@ bool SupportBinary(const Graph& g, const Node& n, std::string* why) {
     return Reject(why, "opset " + std::to_string(n.opset) + " broadcasting (axis attribute) not supported");
   if (y.dims.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
   if (Numel(y.dims) == 0) return Reject(why, "empty tensor");
-  bool a_full = PadLeft(a.dims, y.dims.size()) == y.dims, b_full = PadLeft(b.dims, y.dims.size()) == y.dims;
-  bool commutative = n.op != "Sub" && n.op != "Div";
-  if (!a_full && !(b_full && (commutative || n.op == "Sub")))
-    return Reject(why, "oneDNN binary needs the first operand with the output shape");
+  // oneDNN's binary needs its first operand at the output's shape: the lowering swaps the operands when the second
+  // one has it (Sub negated), else broadcasts the first into a copy (LowerContext::BroadcastCopy).
   return true;
 }
 
@@ -1552,8 +1551,14 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
     std::swap(s0, s1);
     negate = n.op == "Sub";  // a - b computed as -(b - a)
   }
-  if (PadLeft(g.v(s0).dims, yd.size()) != yd) return ctx.Fail(node, "first operand does not have the output shape");
-  if (n.op == "Div" && s0 != n.inputs[0]) return ctx.Fail(node, "Div with a broadcasting dividend");
+  // Neither operand at the output's shape ([4, 1] + [1, 5]), or a Div whose dividend broadcasts: the first operand
+  // broadcast into a copy, in the node's order (difftest --dynamic: a shape at which the broadcast direction flips).
+  const bool bcast0 = PadLeft(g.v(s0).dims, yd.size()) != yd || (n.op == "Div" && s0 != n.inputs[0]);
+  if (bcast0) {
+    s0 = n.inputs[0];
+    s1 = n.inputs[1];
+    negate = false;
+  }
 
   Step step;
   step.kind = StepKind::kBinary;
@@ -1572,8 +1577,13 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
   const Operand* p0 = ctx.Peek(s0);
   const Operand* p1 = ctx.Peek(s1);
   memory::desc d0, d1;
-  const bool blocked0 = p0 && !p0->dims.empty() && OperandDesc(*p0, &d0).ok && CompactDesc(d0) && !IsRowMajor(*p0);
-  if (blocked0 && g.v(s0).dims == g.v(s1).dims && p1 && OperandDesc(*p1, &d1).ok && d0 == d1) {
+  const bool blocked0 = !bcast0 && p0 && !p0->dims.empty() && OperandDesc(*p0, &d0).ok && CompactDesc(d0) &&
+                       !IsRowMajor(*p0);
+  if (bcast0) {
+    o0 = ctx.BroadcastCopy(s0, yd);
+    if (!o0.present()) return ctx.Fail(node, "the first operand does not broadcast to the output");
+    o1 = ctx.UsePlain(s1);
+  } else if (blocked0 && g.v(s0).dims == g.v(s1).dims && p1 && OperandDesc(*p1, &d1).ok && d0 == d1) {
     o0 = ctx.Use(s0);
     o1 = ctx.Use(s1);
     blocked = true;
@@ -1595,11 +1605,11 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
       }
     }
   }
-  if (!blocked) {
+  if (!blocked && !bcast0) {
     o0 = ctx.UsePlain(s0);
     o1 = ctx.UsePlain(s1);
-    if (!IsRowMajor(o0) || !IsRowMajor(o1)) return ctx.Fail(node, "operands are not row-major");
   }
+  if (!blocked && (!IsRowMajor(o0) || !IsRowMajor(o1))) return ctx.Fail(node, "operands are not row-major");
   // Plain operands (post-op operands too) drop the output's size-1 axes, which keeps their bytes: oneDNN 2.6's binary
   // primitive misreads a post-op operand [1, C, 1, 1] against a dst [N, C, 1, 1] (every element wrong; found by
   // tests/difftest), and reads [1, C] against [N, C] right.

@@ -880,8 +880,7 @@ TEST(OpsMath, SupportIsConservative) {
   std::string why;
   // Pow with a runtime exponent.
   EXPECT_FALSE(SupportBinary(b.g, b.N("Pow", {"x", "e"}, {"o1"}, 15), &why));
-  // Div with a broadcasting dividend.
-  EXPECT_FALSE(SupportBinary(b.g, b.N("Div", {"y4", "x"}, {"o2"}, 14), &why));
+  // (A Div with a broadcasting dividend and broadcasting both ways are supported: BinaryBroadcastsTheFirstOperand.)
   // Softmax before opset 13 on any axis (lowered on the input coerced to 2-D: tests/aotcpu_ops_test.cc checks the
   // values); an axis out of range is refused.
   Node& sm = b.N("Softmax", {"x"}, {"o3"}, 11);
@@ -895,14 +894,34 @@ TEST(OpsMath, SupportIsConservative) {
   b.Output("mean");
   Node& ln = b.N("LayerNormalization", {"x", "y4"}, {"o3", "mean", "inv"}, 17);
   EXPECT_FALSE(SupportLayerNorm(b.g, ln, &why));
-  // Broadcasting both ways ([3,1] + [4]).
-  Graph& g = b.g;
-  Node add;
-  add.op = "Add";
-  add.opset = 14;
-  add.inputs = {g.Find("a"), g.Find("y4")};
-  add.outputs = {g.Find("o1")};
-  EXPECT_FALSE(SupportBinary(g, add, &why));
+}
+
+// oneDNN's binary takes its first operand at the output's shape. When neither operand has it ([3, 1] + [4]) or a
+// Div's dividend broadcasts ([4] / [3, 4]), the first operand is broadcast into a copy (a StridedCopy step) and the
+// values are the node's (difftest --dynamic, seed 20261209: a shape at which the broadcast direction flips).
+TEST(OpsMath, BinaryBroadcastsTheFirstOperand) {
+  GraphBuilder b;
+  const std::vector<float> a = Random(3, 51), y4 = Random(4, 52), x = Random(12, 53, 2.f);
+  b.Input("a", {3, 1});
+  b.Input("y4", {4});
+  b.Input("x", {3, 4});
+  b.Out("sum", {3, 4});
+  b.Out("quot", {3, 4});
+  b.Out("diff", {3, 4});
+  b.N("Add", {"a", "y4"}, {"sum"}, 14);
+  b.N("Div", {"y4", "x"}, {"quot"}, 14);
+  b.N("Sub", {"a", "y4"}, {"diff"}, 14);
+  for (const char* o : {"sum", "quot", "diff"}) b.Output(o);
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  EXPECT_NE(Kinds(c.parsed).find("StridedCopy"), std::string::npos) << Kinds(c.parsed);
+  const auto out = Execute(c, {a, y4, x});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_FLOAT_EQ(out[0][i * 4 + j], a[i] + y4[j]);
+      EXPECT_FLOAT_EQ(out[1][i * 4 + j], y4[j] / x[i * 4 + j]);
+      EXPECT_FLOAT_EQ(out[2][i * 4 + j], a[i] - y4[j]);
+    }
 }
 
 }  // namespace

@@ -1463,6 +1463,11 @@ bool Infer::Resize(const Node& n) {
     if (!InElems(n, 3, &sizes, "Resize sizes")) return false;
     if (!sizes.empty()) {
       if (sizes.size() != d.size()) return Fail("sizes length differs from the rank");
+      // Fixed output sizes of a free dim: the scale, output / input, changes with the input's size, and whether the
+      // lowering's rounding matches ONNX's with it (nearest modes) too (difftest --dynamic, seed 20261211).
+      for (size_t i = 0; i < d.size(); ++i)
+        if (!t_.IsConst(d[i]) && t_.IsConst(sizes[i]))
+          return Fail("a resize of a free dim to a fixed size (its scale depends on the input's size)");
       return SetDims(n, 0, sizes);
     }
   }
