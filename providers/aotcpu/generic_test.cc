@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <thread>
 
 #include "dynamic.h"
 #include "test_graph.h"
@@ -346,6 +348,39 @@ TEST(AotCpuGeneric, AttentionRunsAtEveryPastWithoutBindingAShape) {
   EXPECT_EQ(s.generic_fallbacks, 0u);
   EXPECT_EQ(s.binds, 0u) << "the generic form bound a shape";
   EXPECT_EQ(per_shape->stats().binds, pasts.size());
+}
+
+// Concurrent runs at different past lengths share the segments' executors and take their own buffers.
+TEST(AotCpuGeneric, ConcurrentRunsAtDifferentPasts) {
+  Attention& m = Model();
+  auto gen = MakeAttention(m.b, true);
+  ASSERT_TRUE(gen && gen->generic());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 12; ++i) {
+        const int64_t past = 1 + (t * 13 + i * 7) % 100;
+        std::vector<float> x = UniformFloats(kD, 1000 + static_cast<uint32_t>(t * 100 + i));
+        std::vector<float> pk = UniformFloats(kH * past * kHd, 2000 + static_cast<uint32_t>(t * 100 + i));
+        std::vector<float> pv = UniformFloats(kH * past * kHd, 3000 + static_cast<uint32_t>(t * 100 + i));
+        Outputs o;
+        bool invalid = false;
+        CheckResult r = RunGraph(gen.get(), {&x, &pk, &pv}, {{1, 1, kD}, {1, kH, past, kHd}, {1, kH, past, kHd}}, &o,
+                                 &invalid);
+        if (!r.ok) {
+          ++bad;
+          continue;
+        }
+        const std::vector<float> want = AttentionReference(m, x, pk, pv, past);
+        for (int64_t j = 0; j < kD; ++j)
+          if (std::fabs(o.data[0][j] - want[j]) > 1e-4f) ++bad;
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(gen->stats().generic_runs, 48u);
+  EXPECT_EQ(gen->stats().binds, 0u);
 }
 
 TEST(AotCpuGeneric, ShapeErrorsAreInvalidArguments) {
