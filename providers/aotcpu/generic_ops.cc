@@ -274,15 +274,23 @@ std::string ExpandKernel(const Graph&, const Node&, const std::vector<GTensor>& 
 
 // ---- MatMul -------------------------------------------------------------------------------------------------------
 
+// Per-ISA clones of the inner loops (resolved by ifunc at load). Not under ThreadSanitizer: an ifunc resolver runs
+// before TSan's runtime is initialized, and the instrumented resolver crashes every binary at start.
+#if defined(__SANITIZE_THREAD__)
+#define EPCTX_ISA_CLONES
+#else
+#define EPCTX_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 // c[n] += a * b[n], the inner loop of every product here (vectorized per ISA by the compiler's clones).
-__attribute__((target_clones("avx512f", "avx2", "default")))
+EPCTX_ISA_CLONES
 void Axpy(float* c, float a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) c[i] += a * b[i];
 }
 
 // Sixteen partial sums (lanes), added up at the end: vectorizable without reassociating anything the compiler may
 // not, and the same order on every ISA.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+EPCTX_ISA_CLONES
 float Dot(const float* a, const float* b, int64_t n) {
   float acc[16] = {};
   int64_t i = 0;
