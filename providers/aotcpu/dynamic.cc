@@ -1,14 +1,13 @@
 #include "dynamic.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <unordered_map>
 
 #include "generic_ops.h"
-
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 
 namespace epctx {
 namespace aotcpu {
@@ -292,6 +291,7 @@ struct DynamicGraph::Generic {
     std::vector<AlignedBuffer> temps;
     std::vector<void*> ptr;
     std::vector<std::vector<int64_t>> dims;
+    std::vector<GTensor> ins, outs;  // the running kernel's operands (their dims keep their capacity from run to run)
   };
   std::mutex pool_mu;
   std::vector<std::unique_ptr<RunState>> pool;
@@ -755,21 +755,31 @@ CheckResult DynamicGraph::RunGeneric(const std::map<std::string, int64_t>& bindi
       }
     }
   }
+  // EPCTX_AOTCPU_PROFILE: time per op type; nothing is built or read from the clock otherwise.
   std::map<std::string, std::pair<double, size_t>> prof;
-  auto now = [] { return std::chrono::steady_clock::now(); };
-  auto clock = now();
-  auto lap = [&](const std::string& what) {
+  auto clock = gen.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  auto lap = [&](const char* what) {
     if (!gen.profile) return;
-    const auto t2 = now();
+    const auto t2 = std::chrono::steady_clock::now();
     auto& e = prof[what];
     e.first += std::chrono::duration<double, std::micro>(t2 - clock).count();
     ++e.second;
     clock = t2;
   };
   lap("(dims and buffers)");
-  std::vector<GTensor> ins, outs;
   std::vector<const void*> seg_in;
   std::vector<void*> seg_out;
+  auto tensors = [&](const std::vector<int>& slots, std::vector<GTensor>* out) {
+    out->resize(slots.size());
+    for (size_t k = 0; k < slots.size(); ++k) {
+      GTensor& x = (*out)[k];
+      const int s = slots[k];
+      x.data = s < 0 ? nullptr : rs->ptr[static_cast<size_t>(s)];
+      x.dtype = s < 0 ? 0 : gen.slots[static_cast<size_t>(s)].dtype;
+      if (s < 0) x.dims.clear();
+      else x.dims = rs->dims[static_cast<size_t>(s)];
+    }
+  };
   for (const Generic::Stage& st : gen.stages) {
     if (st.exec) {
       seg_in.clear();
@@ -781,22 +791,12 @@ CheckResult DynamicGraph::RunGeneric(const std::map<std::string, int64_t>& bindi
       lap("(static segments)");
     }
     for (const Generic::Op& op : st.ops) {
-      auto tensor = [&](int s) {
-        GTensor x;
-        if (s < 0) return x;
-        x.data = rs->ptr[static_cast<size_t>(s)];
-        x.dims = rs->dims[static_cast<size_t>(s)];
-        x.dtype = gen.slots[static_cast<size_t>(s)].dtype;
-        return x;
-      };
-      ins.clear();
-      outs.clear();
-      for (int s : op.in) ins.push_back(tensor(s));
-      for (int s : op.out) outs.push_back(tensor(s));
+      tensors(op.in, &rs->ins);
+      tensors(op.out, &rs->outs);
       const Node& n = graph_.nodes[static_cast<size_t>(op.node)];
-      const std::string err = op.kernel(graph_, n, ins, outs, options_.threads);
+      const std::string err = op.kernel(graph_, n, rs->ins, rs->outs, options_.threads);
       if (!err.empty()) return CheckResult::Fail("node '" + n.name + "' (" + n.op + "): " + err);
-      lap(n.op);
+      lap(n.op.c_str());
     }
   }
   if (gen.profile) {
