@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops.h"
+#include "slice_params.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -186,7 +187,6 @@ struct SliceParams {
 
 bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
   const std::vector<int64_t>& x = g.v(n.inputs[0]).dims;
-  const int64_t rank = static_cast<int64_t>(x.size());
   std::vector<int64_t> starts, ends, axes, steps;
   bool has_axes = false;
   if (n.opset < 10) {
@@ -202,40 +202,17 @@ bool SliceOf(const Graph& g, const Node& n, SliceParams* p, std::string* why) {
     bool has_steps;
     if (!IntsArg(g, n, 4, "", 10, &steps, &has_steps)) return Why(why, "steps are not constant");
   }
-  if (starts.size() != ends.size()) return Why(why, "starts and ends differ in length");
-  if (!has_axes)
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (axes.size() != starts.size() || steps.size() != starts.size()) return Why(why, "axes/steps length mismatch");
-  p->dims = x;
+  for (int64_t s : steps)
+    if (s < -(int64_t{1} << 40) || s > (int64_t{1} << 40)) return Why(why, "step out of range");
+  SliceAxes sa;
+  std::string bad;
+  if (!ResolveSlice(x, starts, ends, axes, has_axes, steps, &sa, &bad)) return Why(why, bad);
+  p->dims = sa.dims;
   p->begin.assign(x.size(), 0);
   p->step.assign(x.size(), 1);
-  std::vector<bool> seen(x.size(), false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t ax;
-    if (!NormAxis(axes[i], rank, &ax) || seen[static_cast<size_t>(ax)]) return Why(why, "bad or repeated axis");
-    seen[static_cast<size_t>(ax)] = true;
-    const int64_t dim = x[static_cast<size_t>(ax)], s = steps[i];
-    if (s == 0) return Why(why, "a step of 0");
-    if (s < -(int64_t{1} << 40) || s > (int64_t{1} << 40)) return Why(why, "step out of range");
-    int64_t b = starts[i], e = ends[i];
-    if (b < 0) b = b < -dim ? -1 : b + dim;  // (written so that INT64_MIN does not overflow)
-    if (e < 0) e = e < -dim ? -1 : e + dim;
-    int64_t count;
-    if (dim == 0) {
-      count = 0;
-    } else if (s > 0) {
-      b = std::clamp<int64_t>(b, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      count = e > b ? (e - b - 1) / s + 1 : 0;
-    } else {  // ONNX: starts clamp to [0, dim-1], ends to [-1, dim-1]
-      b = std::clamp<int64_t>(b, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      count = b > e ? (b - e - 1) / -s + 1 : 0;
-    }
-    p->dims[static_cast<size_t>(ax)] = count;
-    p->begin[static_cast<size_t>(ax)] = count ? b : 0;
-    p->step[static_cast<size_t>(ax)] = count > 1 ? s : 1;
+  for (size_t k = 0; k < x.size(); ++k) {
+    p->begin[k] = sa.dims[k] ? sa.begin[k] : 0;
+    p->step[k] = sa.dims[k] > 1 ? sa.step[k] : 1;
   }
   const std::vector<int64_t> rs = RowMajorStrides(x);
   p->strides.resize(rs.size());

@@ -1,5 +1,5 @@
 // ONNX Slice's starts/ends/axes/steps resolved against an input's dims, by the operator's clamping rules: what constant
-// folding (fold.cc) and the shape-generic kernel (generic_ops.cc) both need. Overflow-safe for any int64 parameters.
+// folding (fold.cc), the lowering (ops_tensor.cc) and the shape-generic kernel (generic_ops.cc) all need. Overflow-safe for any int64 parameters.
 #ifndef EPCTX_PROVIDERS_AOTCPU_SLICE_PARAMS_H_
 #define EPCTX_PROVIDERS_AOTCPU_SLICE_PARAMS_H_
 
@@ -59,7 +59,10 @@ inline bool ResolveSlice(const std::vector<int64_t>& in_dims, const std::vector<
     if (b < 0) b += dim;
     if (e < 0) e += dim;
     int64_t count;
-    if (s > 0) {
+    if (dim == 0) {  // (the clamps below would have an empty range)
+      count = 0;
+      b = 0;
+    } else if (s > 0) {
       b = std::clamp<int64_t>(b, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
       count = e > b ? (e - b - 1) / s + 1 : 0;
