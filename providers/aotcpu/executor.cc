@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "ops.h"
+#include "roofline.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -485,19 +486,39 @@ Executor::~Executor() {
   }
   std::fprintf(stderr, "[aotcpu profile] %zu runs, sum of step medians %.1f us in %zu steps\n", runs, total,
                execs_.size());
+  // The roofline: each step's achieved GFLOP/s and GB/s beside what this machine reaches (roofline.h), and the share
+  // of the roofline time it runs at ("roof": 100% at the machine's limit). A step far below it is visible on any
+  // model, whatever its kind.
+  const MachinePeak& peak = ProbeMachine(full_threads_);
+  std::fprintf(stderr,
+               "[aotcpu profile] machine (%d threads, oneDNN ISA %s): f32 matmul %.0f GFLOP/s (%.0f on one thread), "
+               "read %.1f GB/s from memory, %.1f GB/s from a %.0f KB cache per thread\n",
+               peak.threads, peak.isa.c_str(), peak.gflops, peak.gflops_one, peak.mem_gbps, peak.cache_gbps,
+               peak.cache_bytes / 1024);
   std::map<std::string, std::pair<double, int>> by_kind;
+  std::vector<double> roof_us(median.size());
+  double roof_total = 0;
   for (size_t i = 0; i < median.size(); ++i) {
     const Step& s = program_.steps[i];
     auto& k = by_kind[StepKindName(static_cast<uint32_t>(s.kind))];
     k.first += median[i];
     k.second += 1;
-    std::fprintf(stderr, "[aotcpu profile] step %3zu %-12s %9.1f us %5.1f%%  %-16s %dt  %s\n", i,
-                 StepKindName(static_cast<uint32_t>(s.kind)), median[i], 100 * median[i] / total,
-                 execs_[i]->Impl().c_str(), step_threads_[i], s.name.c_str());
+    const StepWork w = EstimateStepWork(s);
+    roof_us[i] = RooflineUs(w, peak, step_threads_[i]);
+    roof_total += roof_us[i];
+    const double sec = std::max(median[i], 1e-3) * 1e-6;
+    std::fprintf(stderr,
+                 "[aotcpu profile] step %3zu %-12s %9.1f us %5.1f%%  %-16s %dt  %7.1f GFLOP/s %6.1f GB/s roof %5.1f%%  "
+                 "%s\n",
+                 i, StepKindName(static_cast<uint32_t>(s.kind)), median[i], 100 * median[i] / total,
+                 execs_[i]->Impl().c_str(), step_threads_[i], w.flops / sec / 1e9, w.bytes / sec / 1e9,
+                 100 * roof_us[i] / std::max(median[i], 1e-3), s.name.c_str());
   }
   for (const auto& k : by_kind)
     std::fprintf(stderr, "[aotcpu profile] kind %-12s x%-3d %9.1f us %5.1f%%\n", k.first.c_str(), k.second.second,
                  k.second.first, 100 * k.second.first / total);
+  std::fprintf(stderr, "[aotcpu profile] roofline: the steps need %.1f us at this machine's limits, ran %.1f us (%.1f%%)\n",
+               roof_total, total, 100 * roof_total / std::max(total, 1e-3));
   // The steps whose build took longest, and those whose first run exceeded their median most.
   auto top = [&](const char* what, const std::vector<double>& v, auto value) {
     std::vector<size_t> order(v.size());
@@ -508,6 +529,7 @@ Executor::~Executor() {
                    StepKindName(static_cast<uint32_t>(program_.steps[order[k]].kind)), value(order[k]),
                    program_.steps[order[k]].name.c_str());
   };
+  top("time over roofline", median, [&](size_t i) { return median[i] - roof_us[i]; });
   top("build CPU", prof_.step_build_ms, [&](size_t i) { return 1e3 * prof_.step_build_ms[i]; });
   if (prof_.first_us.size() == median.size())
     top("first run over median", prof_.first_us, [&](size_t i) { return prof_.first_us[i] - median[i]; });
@@ -515,48 +537,11 @@ Executor::~Executor() {
 
 namespace {
 
-// In double: this runs before the builders check the operands, so the dims may be anything a damaged program holds
-// (context_binary_fuzz: 4294967300 * 4294967294 overflowed int64).
-double Numel(const std::vector<int64_t>& d) {
-  double n = 1;
-  for (int64_t x : d) n *= static_cast<double>(std::max<int64_t>(x, 0));
-  return n;
-}
-
 // A rough single-thread time of a step, in microseconds: its multiply-adds at ~10 GMAC/s (convolutions, matrix
 // products, LSTM) plus the bytes its operands hold at ~10 GB/s. Only compared with kParallelMinUs.
 double EstimatedStepUs(const Step& s) {
-  double bytes = 0;
-  for (const Operand& op : s.ops)
-    if (op.present()) bytes += Numel(op.dims) * (op.dtype == 7 ? 8 : 4);
-  double macs = 0;
-  auto dims = [&](size_t i) -> const std::vector<int64_t>& {
-    static const std::vector<int64_t> kNone;
-    return i < s.ops.size() && s.ops[i].present() ? s.ops[i].dims : kNone;
-  };
-  switch (s.kind) {
-    case StepKind::kConv:
-    case StepKind::kDeconv: {  // every output (deconv: input) element takes weights / out-channels products
-      const auto& w = dims(1);
-      const auto& big = s.kind == StepKind::kConv ? dims(3) : dims(0);
-      const int64_t ch = big.size() > 1 ? std::max<int64_t>(big[1], 1) : 1;
-      macs = Numel(big) * Numel(w) / static_cast<double>(ch);
-      break;
-    }
-    case StepKind::kMatMul:
-    case StepKind::kInnerProduct: {
-      const auto& a = dims(0);
-      macs = Numel(dims(3)) * static_cast<double>(a.empty() ? 1 : std::max<int64_t>(a.back(), 0));
-      break;
-    }
-    case StepKind::kLstm:
-      macs = Numel(dims(3)) + Numel(dims(4));  // weights per time step
-      macs *= dims(0).empty() ? 1 : Numel(dims(0)) / static_cast<double>(std::max<int64_t>(dims(0).back(), 1));
-      break;
-    default:
-      break;
-  }
-  return macs / 1e4 + bytes / 1e4;
+  const StepWork w = EstimateStepWork(s);  // roofline.h
+  return w.flops / 2 / 1e4 + w.bytes / 1e4;
 }
 
 // Steps estimated below EPCTX_AOTCPU_PARALLEL_MIN_US (default 20) run on the calling thread alone. An OpenMP
