@@ -680,7 +680,7 @@ CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& in
   CheckResult r = FoldConstants(&g, &folded);
   if (!r.ok) return r;
   folded.resize(g.nodes.size(), false);
-  FuseSpelledHardSwish(&g, &folded);
+  FuseSpelledActivations(&g, &folded);
   FoldPadIntoConv(&g, &folded);
   SplitConvTransposeBias(&g, &folded);
   FoldAddIntoBatchNorm(&g, &folded);

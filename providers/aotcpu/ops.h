@@ -104,10 +104,11 @@ inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
 bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear);
 
 // ops_math.cc: rewrites every hard-swish spelled out in ONNX ops (x * clip(x + 3, 0, 6) / 6 in its orders, x *
-// HardSigmoid(x) with alpha 1/6, beta 0.5) as one HardSwish node: the last pattern node becomes HardSwish(x) (named
+// HardSigmoid(x) with alpha 1/6, beta 0.5) as one HardSwish node, and every swish (x * Sigmoid(x), x * Sigmoid(a * x)
+// with a constant scalar a: SiLU, quick GELU) as one Swish node (ONNX opset 24's, alpha = a): the last pattern node becomes HardSwish(x) (named
 // after every pattern node), the others are marked in `folded` and leave their inputs' consumer lists. A convolution
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
-int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded);
+int FuseSpelledActivations(Graph* g, std::vector<bool>* folded);
 
 // ops_tensor.cc: the sub-block [offsets, offsets + dims) of a format-tag operand as an operand of the same tag at a
 // byte offset, when those bytes are exactly a `dims` tensor in that layout (no padding); false otherwise. Split and

@@ -728,7 +728,7 @@ namespace {
 //   x * HardSigmoid(x) with alpha 1/6 and beta 0.5.
 // Constants match within 1e-6; every intermediate has one consumer, is not a graph output and keeps x's shape.
 // Sets `nodes` (every pattern node, the last one producing the result) and returns true.
-bool MatchHardSwish(const Graph& g, int x, std::vector<int>* nodes) {
+bool MatchHardSwish(const Graph& g, int x, std::vector<int>* nodes, std::string* op, float* alpha) {
   const Value& xv = g.v(x);
   if (xv.dtype != kF32 || !xv.has_shape || xv.is_const()) return false;
   const Dims& dims = xv.dims;
@@ -747,7 +747,27 @@ bool MatchHardSwish(const Graph& g, int x, std::vector<int>* nodes) {
   std::vector<int> cons = xv.consumers;
   std::sort(cons.begin(), cons.end());
   cons.erase(std::unique(cons.begin(), cons.end()), cons.end());
+  *op = "HardSwish";
+  *alpha = 0;
   for (int head : cons) {
+    // Swish (SiLU): x * Sigmoid(x), or x * Sigmoid(a * x) with a constant scalar a (x * sigmoid(1.702 x), the quick
+    // GELU), as PyTorch and TensorFlow export SiLU/swish; either operand order.
+    int sig = is(head, "Sigmoid") ? head : -1;
+    float scale = 1;
+    if (sig < 0 && is(head, "Mul") && g.ConstScalar(OtherInput(node(head), x), &scale) && std::isfinite(scale)) {
+      sig = OnlyConsumer(g, Out0(node(head)));
+      if (!is(sig, "Sigmoid")) sig = -1;
+    }
+    if (sig >= 0) {
+      const int m = OnlyConsumer(g, Out0(node(sig)));
+      if (is(m, "Mul") && node(m).inputs.size() == 2 && OtherInput(node(m), Out0(node(sig))) == x) {
+        *nodes = sig == head ? std::vector<int>{sig, m} : std::vector<int>{head, sig, m};
+        *op = "Swish";
+        *alpha = scale;
+        return true;
+      }
+      continue;
+    }
     if (is(head, "HardSigmoid")) {
       const Node& h = node(head);
       if (h.inputs.size() != 1 || std::fabs(h.Float("alpha", 0.2f) - 1.0 / 6.0) > 1e-6 ||
@@ -786,17 +806,19 @@ bool MatchHardSwish(const Graph& g, int x, std::vector<int>* nodes) {
 
 }  // namespace
 
-int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded) {
+int FuseSpelledActivations(Graph* g, std::vector<bool>* folded) {
   int fused = 0;
   folded->resize(g->nodes.size(), false);
   for (size_t vi = 0; vi < g->values.size(); ++vi) {
     const int x = static_cast<int>(vi);
     std::vector<int> nodes;
-    while (MatchHardSwish(*g, x, &nodes)) {
+    std::string op;
+    float alpha = 0;
+    while (MatchHardSwish(*g, x, &nodes, &op, &alpha)) {
       bool skip = false;
       for (int n : nodes) skip = skip || (*folded)[static_cast<size_t>(n)];
       if (skip) break;
-      // The last node becomes HardSwish(x); the others are dropped (their outputs have no other reader).
+      // The last node becomes HardSwish(x) or Swish(x); the others are dropped (their outputs have no other reader).
       Node& last = g->nodes[static_cast<size_t>(nodes.back())];
       std::string name;
       for (int n : nodes) name += (name.empty() ? "" : "+") + g->nodes[static_cast<size_t>(n)].name;
@@ -809,10 +831,16 @@ int FuseSpelledHardSwish(Graph* g, std::vector<bool>* folded) {
         if (n != nodes.back()) (*folded)[static_cast<size_t>(n)] = true;
       }
       last.name = name;
-      last.op = "HardSwish";
+      last.op = op;
       last.domain.clear();
-      last.opset = 14;
+      last.opset = op == "Swish" ? 24 : 14;  // ONNX's Swish (opset 24): x * sigmoid(alpha * x)
       last.attrs.clear();
+      if (op == "Swish") {
+        Attr a;
+        a.type = EPCTX_ATTR_FLOAT;
+        a.f = alpha;
+        last.attrs["alpha"] = a;
+      }
       last.inputs = {x};
       g->v(x).consumers.push_back(nodes.back());
       ++fused;
@@ -908,6 +936,9 @@ bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, floa
     *alg = dnnl_eltwise_logistic;
   } else if (op == "HardSwish") {
     *alg = dnnl_eltwise_hardswish;  // x * relu6(x + 3) / 6 = ONNX's alpha 1/6, beta 0.5
+  } else if (op == "Swish") {
+    *alg = dnnl_eltwise_swish;  // x * sigmoid(alpha * x) (opset 24; also FuseSpelledActivations' rewrite)
+    *alpha = n.Float("alpha", 1.0f);
   } else if (op == "Tanh") {
     *alg = dnnl_eltwise_tanh;
   } else if (op == "Exp") {

@@ -294,6 +294,70 @@ TEST(OpsNn, SpelledHardSwishBecomesOneStep) {
   }
 }
 
+// The swish spelled out as exporters write SiLU (x * Sigmoid(x), either order) and the quick GELU (x * Sigmoid(1.702 x)):
+// between two convolutions each becomes the first one's post-op ("Conv(1)": one post-op); on a plain value, one eltwise step. A Sigmoid read
+// elsewhere (a graph output) leaves the pattern as it is, and every value stays right.
+TEST(OpsNn, SpelledSwishBecomesAPostOp) {
+  const Dims xd = {1, 16, 8, 8}, wd = {16, 16, 1, 1};
+  const std::vector<float> x = UniformFloats(Numel(xd), 33, -4.f, 4.f), w = UniformFloats(Numel(wd), 34);
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE(form);
+    const bool conv = form != 3;
+    const float a = form == 1 ? 1.702f : 1.f;
+    GraphBuilder b;
+    b.Input("x", xd);
+    std::string v = "x";
+    if (conv) {
+      b.F32("w", wd, w);
+      b.Out("c", xd);
+      b.N("Conv", {"x", "w"}, {"c"}, 11);
+      v = "c";
+    }
+    std::string sin = v;
+    if (form == 1) {
+      b.F32("a", {}, {a});
+      b.Out("ax", xd);
+      b.N("Mul", {v, "a"}, {"ax"}, 14);
+      sin = "ax";
+    }
+    b.Out("s", xd);
+    b.N("Sigmoid", {sin}, {"s"}, 13);
+    b.Out("y", xd);
+    if (form == 0) b.N("Mul", {"s", v}, {"y"}, 14);
+    else b.N("Mul", {v, "s"}, {"y"}, 14);
+    if (conv) {  // then another convolution, as in a network (a graph output is written plain, in no fused step)
+      b.F32("w2", wd, w);
+      b.Out("z", xd);
+      b.N("Conv", {"y", "w2"}, {"z"}, 11);
+      b.Output("z");
+    } else {
+      b.Output("y");
+    }
+    if (form == 2) b.Output("s");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    std::vector<double> pre(x.begin(), x.end());
+    if (conv) pre = RefConv2d(x, xd, w, wd, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+    std::vector<double> want(pre.size()), sig(pre.size());
+    for (size_t i = 0; i < pre.size(); ++i) {
+      sig[i] = 1 / (1 + std::exp(-a * pre[i]));
+      want[i] = pre[i] * sig[i];
+    }
+    if (conv) {
+      const std::vector<float> wf(want.begin(), want.end());
+      want = RefConv2d(wf, xd, w, wd, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+    }
+    std::vector<std::vector<float>> out = Execute(c, {x});
+    if (form == 2) {
+      EXPECT_NE(Kinds(c.parsed), "Conv(1),Conv");
+      ExpectNear(out[1], sig);
+    } else {
+      EXPECT_EQ(Kinds(c.parsed), conv ? "Conv(1),Conv" : "Eltwise");
+    }
+    ExpectNear(out[0], want);
+  }
+}
+
 // A transposed convolution takes neither a folded affine map nor post-ops: oneDNN 2.6 runs a deconvolution's bias and
 // post-ops in slow loops of their own (PP-OCRv4's upsampling: 1.8 -> 106 ms).
 TEST(OpsNn, ConvTransposeTakesNoFusion) {

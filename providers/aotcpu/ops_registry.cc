@@ -25,6 +25,7 @@ const OpEntry kOps[] = {
     {"Sigmoid", SupportUnary, LowerUnary},
     {"HardSigmoid", SupportUnary, LowerUnary},
     {"HardSwish", SupportUnary, LowerUnary},
+    {"Swish", SupportUnary, LowerUnary},
     {"Tanh", SupportUnary, LowerUnary},
     {"Exp", SupportUnary, LowerUnary},
     {"Log", SupportUnary, LowerUnary},
