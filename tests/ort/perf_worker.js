@@ -11,8 +11,8 @@
 //   {"cmd":"inputs","id":"g1","tensors":{NAME:{"type":"float32","dims":[..],"data":[..] | "b64":BASE64}}}
 //       raw arrays: a JSON list of numbers or the little-endian bytes in base64
 //       -> {"ok":true}
-//   {"cmd":"run","id":"g1","warmup":W,"runs":N,"outputs_dir":DIR?}
-//       W untimed runs, then N timed runs -> {"ok":true,"times_ms":[N numbers]}; with outputs_dir the outputs of
+//   {"cmd":"run","id":"g1","warmup":W,"warmup_ms":T?,"runs":N,"outputs_dir":DIR?}
+//       W untimed runs (then more until T ms have passed), then N timed runs -> {"ok":true,"times_ms":[N numbers]}; with outputs_dir the outputs of
 //       the first run are written there as output_K.pb (K = the session's output order) before the timing
 //   {"cmd":"release","id":"g1"}                          -> {"ok":true}
 //   {"cmd":"quit"}                                        exits
@@ -93,6 +93,10 @@ async function handle(req) {
         });
       }
       for (let i = 0; i < (req.warmup || 0); i++) await s.session.run(s.feeds);
+      if (req.warmup_ms) {  // untimed runs until this much time has passed
+        const until = nowMs() + req.warmup_ms;
+        while (nowMs() < until) await s.session.run(s.feeds);
+      }
       const times = [];
       for (let i = 0; i < (req.runs || 0); i++) {
         const t0 = nowMs();

@@ -64,7 +64,11 @@ def worker_main():
                 so = options(threads)
                 so.add_provider(AOT, {})
                 t0 = time.perf_counter()
-                ort.ModelCompiler(so, req["model"]).compile_to_file(req["ctx_path"])
+                level = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                         ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED][min(2, req.get("opt_level", 1))]
+                if req.get("opt_level", 1) == 99:
+                    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                ort.ModelCompiler(so, req["model"], graph_optimization_level=level).compile_to_file(req["ctx_path"])
                 res["compile_ms"] = (time.perf_counter() - t0) * 1e3
                 so = options(threads)
                 so.add_provider(AOT, {})
@@ -96,6 +100,10 @@ def worker_main():
                 np.savez(req["outputs"], **{n: np.asarray(o) for n, o in zip(st["names"], outs)})
             for _ in range(req.get("warmup", 0)):
                 s.run(None, feeds)
+            if req.get("warmup_ms"):  # untimed runs until this much time has passed
+                until = time.perf_counter() + req["warmup_ms"] / 1e3
+                while time.perf_counter() < until:
+                    s.run(None, feeds)
             times = []
             for _ in range(req.get("runs", 0)):
                 t0 = time.perf_counter()
@@ -130,6 +138,7 @@ class Worker:
         self.proc = None
 
     def start(self):
+        self.generation = getattr(self, "generation", 0) + 1
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, bufsize=1, env=self.env, cwd=self.cwd)
@@ -221,6 +230,9 @@ def other_cpu(a, b):
     return max(0.0, other / (tck * (b[0] - a[0]) * (os.cpu_count() or 1)))
 
 
+ALLOW_BUSY = []   # --allow-busy: busy measurements decide too (a machine that is never quiet)
+
+
 def busy(r):
     return (r.get("other_cpu") or 0) >= BUSY
 
@@ -302,6 +314,20 @@ def compare(ref, got):
     return "; ".join(bad) if bad else None
 
 
+def left_on_cpu(ctx_path):
+    """{op type: count} of the nodes a _ctx.onnx leaves to the CPU EP (every node but the EPContext ones)."""
+    import onnx
+    try:
+        m = onnx.load(ctx_path, load_external_data=False)
+    except Exception:  # noqa: BLE001
+        return None
+    ops = {}
+    for n in m.graph.node:
+        if n.op_type != "EPContext":
+            ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    return ops
+
+
 def median(xs):
     return float(np.median(np.asarray(xs, np.float64))) if xs else float("nan")
 
@@ -318,6 +344,7 @@ class Runner:
                           cwd=os.path.join(ROOT, "tests", "ort"), env=env)
         self.ep = Worker("epctx", ["/usr/bin/python3", os.path.abspath(__file__), "--worker"], env=env)
         self.seq = 0
+        self.warmed = {}   # worker name -> the process generation that had its long first warm-up
 
     def stop(self):
         for w in (self.ort, self.ep):
@@ -368,7 +395,7 @@ class Runner:
         write_inputs(feeds, inputs)
         return self.measure_path(path, inputs, work, rounds, runs, check)
 
-    def measure_path(self, path, inputs, work, rounds, runs=None, check=True, extra_feeds=None):
+    def measure_path(self, path, inputs, work, rounds, runs=None, check=True):
         self.seq += 1
         ids = {s: "%s%d" % (s, self.seq) for s in SIDES}
         res = {"status": "ok", "times": {}, "ratios": {}, "round_medians": {s: [] for s in SIDES}, "errors": {},
@@ -400,7 +427,7 @@ class Runner:
             # epctx: ctx (compile once, load with session.disable_model_compile=1) and the CPU EP
             for side in EP_SIDES:
                 req = {"cmd": "load", "id": ids[side], "side": side, "model": path, "threads": self.args.threads,
-                       "ctx_path": os.path.join(work, "ctx", "model_ctx.onnx")}
+                       "ctx_path": os.path.join(work, "ctx", "model_ctx.onnx"), "opt_level": self.args.compile_opt_level}
                 os.makedirs(os.path.join(work, "ctx"), exist_ok=True)
                 try:
                     r = self.ep.call(req)
@@ -412,6 +439,8 @@ class Runner:
                     continue
                 loaded.append(side)
                 res[side + "_load"] = {k: v for k, v in r.items() if k != "ok"}
+                if side == "ctx":
+                    res["ctx_left_on_cpu"] = left_on_cpu(req["ctx_path"])
                 r = self.ep.call({"cmd": "inputs", "id": ids[side], "npz": os.path.join(inputs, "inputs.npz")})
                 out = os.path.join(work, side + "_out.npz")
                 try:
@@ -438,6 +467,21 @@ class Runner:
             m = runs or int(min(self.args.max_runs, max(self.args.min_runs, round(self.args.round_ms / max(slowest,
                                                                                                        1e-3)))))
             res["runs_per_round"] = m
+            # warm-up before the rounds: --warmup-ms per side; the first graph a worker process runs gets
+            # --first-warmup-ms (onnxruntime-node ran a fresh process's first graph 2-3x slower for its first few
+            # hundred runs, then settled; the sides would not start even)
+            for side in sides:
+                w = self.worker(side)
+                ms = self.args.warmup_ms
+                if w.proc and self.warmed.get(w.name) != w.generation:
+                    ms = max(ms, self.args.first_warmup_ms)
+                    self.warmed[w.name] = w.generation
+                if ms > 0:
+                    r = w.call({"cmd": "run", "id": ids[side], "warmup": 0, "warmup_ms": ms, "runs": 0})
+                    if not r["ok"]:
+                        res["status"] = "invalid" if side == "ort" else "error"
+                        res["errors"][side] = "warm-up run: " + r["error"]
+                        return res
             pids = [os.getpid()] + [w.proc.pid for w in (self.ort, self.ep) if w.proc]
             snap0 = cpu_snapshot(pids)
             for rnd in range(rounds):
@@ -446,7 +490,9 @@ class Runner:
                     r = self.worker(side).call({"cmd": "run", "id": ids[side], "warmup": self.args.warmup,
                                                 "runs": m})
                     if not r["ok"]:
-                        raise RuntimeError("%s run: %s" % (side, r["error"]))
+                        res["status"] = "invalid" if side == "ort" else "error"
+                        res["errors"][side] = "timed run: " + r["error"]
+                        return res
                     res["round_medians"][side].append(median(r["times_ms"]))
                     if self.args.gap_ms:
                         time.sleep(self.args.gap_ms / 1e3)
@@ -508,7 +554,8 @@ class Runner:
         ctx = os.path.join(work, "prof", "model_ctx.onnx")
         os.makedirs(os.path.dirname(ctx), exist_ok=True)
         epctx = os.path.join(self.build, "bin", "epctx")
-        c = subprocess.run([epctx, "compile", path, "-e", "aotcpu", "-x", str(self.args.threads), "-o", ctx],
+        c = subprocess.run([epctx, "compile", path, "-e", "aotcpu", "-x", str(self.args.threads), "-o", ctx,
+                            "--opt-level", str(self.args.compile_opt_level)],
                            capture_output=True, text=True, timeout=TIMEOUT_S)
         if c.returncode != 0:
             return "epctx compile failed (%d):\n%s" % (c.returncode, c.stderr)
@@ -593,7 +640,7 @@ class Shrinker:
         self.best = None                # (names, model, result)
 
     def slow(self, res):
-        if res["status"] not in ("ok", "mismatch") or busy(res):
+        if res["status"] not in ("ok", "mismatch") or (busy(res) and not ALLOW_BUSY):
             return False
         if res["times"].get("ort", 0) < self.runner.args.min_ort_ms:
             return False
@@ -643,14 +690,31 @@ class Shrinker:
             results.append(r)
             ok = self.slow(r)
             self.log("    shrink: %-34s %3d nodes  %s%s" % (what, len(names), fmt_times(r), "" if ok else (
-                "  (measured while busy: rejected)" if busy(r) else "  (not slow: rejected)")))
+                "  (measured while busy: rejected)" if busy(r) and not ALLOW_BUSY else "  (not slow: rejected)")))
             if not ok:
                 return False
-        best = results[-1]
-        best["times"] = {s: median([x["times"][s] for x in results if s in x["times"]]) for s in best["times"]}
-        best["ratios"] = {s: best["times"]["ort"] / best["times"][s] for s in EP_SIDES if s in best["times"]}
-        self.best = (list(names), sub, best, feeds)
+        self.best = (list(names), sub, results[-1], feeds)
+        self.best_path = (path, os.path.join(cand, "inputs"), cand)
         return True
+
+    def final(self):
+        """The kept subgraph measured once more with the full number of rounds (the numbers saved)."""
+        names, sub, best, feeds = self.best
+        if getattr(self, "best_path", None) is None:
+            return self.best
+        import onnx
+        fin = os.path.join(self.work, "final")
+        shutil.rmtree(fin, ignore_errors=True)
+        os.makedirs(fin)
+        onnx.save(sub, os.path.join(fin, "model.onnx"))
+        write_inputs(feeds, os.path.join(fin, "inputs"))
+        self.runner.quiet()
+        r = self.runner.measure_path(os.path.join(fin, "model.onnx"), os.path.join(fin, "inputs"), fin,
+                                     self.runner.args.rounds)
+        self.used += 1
+        if r["status"] in ("ok", "mismatch") and r["times"]:
+            self.best = (names, sub, r, feeds)
+        return self.best
 
     def run(self, full_result):
         names = [n.name for n in self.compute]
@@ -765,8 +829,9 @@ def summary_table(rows):
     for r in rows:
         lines.append("| %s | %d | %s | %s | %s (%s) | %d | %s | %s (%s) | %d | %d | %d |" % (
             r["class"], r["graphs"], "%.3f" % r["ort_ms_median"] if not math.isnan(r["ort_ms_median"]) else "n/a",
-            q(r["ctx_geomean"]), q(r["ctx_min"]), r["ctx_min_index"], r["ctx_slow"], q(r["cpu_geomean"]),
-            q(r["cpu_min"]), r["cpu_min_index"], r["cpu_slow"], r["findings"], r["busy"]))
+            q(r["ctx_geomean"]), q(r["ctx_min"]), "-" if r["ctx_min_index"] is None else r["ctx_min_index"],
+            r["ctx_slow"], q(r["cpu_geomean"]), q(r["cpu_min"]), "-" if r["cpu_min_index"] is None else
+            r["cpu_min_index"], r["cpu_slow"], r["findings"], r["busy"]))
     return "\n".join(lines)
 
 
@@ -857,6 +922,10 @@ def main():
     ap.add_argument("--min-runs", type=int, default=3)
     ap.add_argument("--max-runs", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs before each side's timed runs in a round")
+    ap.add_argument("--warmup-ms", type=float, default=200.0,
+                    help="untimed runs for this long per side before a graph's first round")
+    ap.add_argument("--first-warmup-ms", type=float, default=2000.0,
+                    help="the same for the first graph of a worker process")
     ap.add_argument("--gap-ms", type=float, default=20.0, help="pause between sides (spinning threads settle)")
     ap.add_argument("--shrink-rounds", type=int, default=3)
     ap.add_argument("--shrink-budget", type=int, default=16, help="measurements per shrink")
@@ -867,6 +936,12 @@ def main():
     ap.add_argument("--idle-wait", type=float, default=10.0,
                     help="seconds to wait for other processes to go quiet (< 10%% CPU) before a graph and before "
                          "a measurement that decides a shrink; 0: never wait")
+    ap.add_argument("--compile-opt-level", type=int, default=1, choices=[0, 1, 2, 99],
+                    help="graph optimization level of the _ctx.onnx compile (default 1, as `epctx compile`: constant "
+                         "folding; the Python ModelCompiler's own default is 0)")
+    ap.add_argument("--allow-busy", action="store_true",
+                    help="let timings taken while other processes were busy confirm and shrink slow graphs (a "
+                         "machine that is never quiet; the saved ratios.json records the other processes' share)")
     ap.add_argument("--min-ort-ms", type=float, default=0.05, help="a shrunk subgraph must take this long on ORT")
     ap.add_argument("--model", default=None, help="one model (.onnx or a perf_regress folder) instead of generated")
     ap.add_argument("--shrink", action="store_true", help="with --model: shrink it when slow")
@@ -875,6 +950,8 @@ def main():
         worker_main()
         return 0
     THRESHOLD["ctx"], THRESHOLD["cpu"] = args.ctx_threshold, args.cpu_threshold
+    if args.allow_busy:
+        ALLOW_BUSY.append(1)
 
     import onnx
     import gen
@@ -907,6 +984,8 @@ def main():
         args.no_shrink = True
         args.gap_ms = 5.0
         args.idle_wait = 0
+        args.warmup_ms = 20.0
+        args.first_warmup_ms = 300.0
         small = True
         args.regress_dir = os.path.join(args.out, "findings")
     isa = isa_info()
@@ -947,7 +1026,8 @@ def main():
             slow_sides = [s for s in EP_SIDES if s in r["ratios"] and r["ratios"][s] < THRESHOLD[s]]
             if args.shrink and slow_sides:
                 sh = Shrinker(runner, m, 0, os.path.join(work, "shrink"), slow_sides, log, args.shrink_budget, feeds)
-                names, sub, best, _ = sh.run(r)
+                sh.run(r)
+                names, sub, best, _ = sh.final()
                 os.makedirs(args.out, exist_ok=True)
                 dst = os.path.join(args.out, "shrunk_" + os.path.basename(os.path.normpath(src)).replace(".onnx", "")
                                    + ".onnx")
@@ -987,9 +1067,13 @@ def main():
                      "ratios": r["ratios"], "round_medians": r["round_medians"], "errors": r["errors"],
                      "mismatch": r["mismatch"], "runs_per_round": r.get("runs_per_round"),
                      "other_cpu": r.get("other_cpu"), "busy": r["busy"], "load": loadavg(), "isa": isa["label"],
-                     "ctx_load": r.get("ctx_load"), "cpu_load": r.get("cpu_load")}
-            log("[%4d] %-9s op%d %3d nodes  %s  %s" % (i, cls, entry["opset"], entry["nodes"], fmt_times(r),
-                                                      correctness(r)))
+                     "ctx_load": r.get("ctx_load"), "cpu_load": r.get("cpu_load"),
+                     "ctx_left_on_cpu": r.get("ctx_left_on_cpu")}
+            left = {k: v for k, v in (r.get("ctx_left_on_cpu") or {}).items() if k != "Constant"}
+            log("[%4d] %-9s op%d %3d nodes  %s  %s%s" % (
+                i, cls, entry["opset"], entry["nodes"], fmt_times(r), correctness(r),
+                "  (ctx leaves %d on the CPU EP: %s)" % (sum(left.values()), ", ".join(
+                    "%s %d" % kv for kv in sorted(left.items()))) if left else ""))
             name = "%d_%d_%s" % (args.seed, i, cls)
             regen = {"seed": args.seed, "index": i, "class": cls, "small": small, "nodes": None,
                      "generator": "tests/perftest/gen.py generate(%d, %d%s)" % (args.seed, i,
@@ -1008,7 +1092,7 @@ def main():
                 r2 = runner.measure_quiet(lambda: runner.measure(m, args.seed, cur, args.rounds), log,
                                           "confirming")
                 confirmed = [s for s in slow_sides if s in r2["ratios"] and r2["ratios"][s] < THRESHOLD[s]]
-                if r2["busy"] and confirmed:
+                if r2["busy"] and confirmed and not ALLOW_BUSY:
                     entry["slow_while_busy"] = confirmed
                     log("       again:                %s  slow only while other processes were busy: not shrunk" %
                         fmt_times(r2))
@@ -1020,7 +1104,8 @@ def main():
                 if confirmed:
                     sh = Shrinker(runner, m, args.seed, os.path.join(work, "shrink"), confirmed, log,
                                   args.shrink_budget)
-                    names, sub, best, feeds = sh.run(r2)
+                    sh.run(r2)
+                    names, sub, best, feeds = sh.final()
                     entry["shrunk_nodes"] = len(names)
                     entry["shrunk"] = {"times": best["times"], "ratios": best["ratios"]}
                     folder = os.path.join(args.regress_dir, name)
@@ -1039,11 +1124,15 @@ def main():
                     except Exception as e:  # noqa: BLE001
                         prof = "profile failed: %s" % e
                     info = {"seed": args.seed, "index": i, "class": cls, "slow_sides": confirmed,
-                            "thresholds": THRESHOLD, "full": {"nodes": len(sh.compute), "times": r["times"],
-                                                              "ratios": r["ratios"], "confirm": entry["confirm"]},
+                            "thresholds": THRESHOLD,
+                            "full": {"nodes": len(sh.compute), "times": r["times"], "ratios": r["ratios"],
+                                     "other_cpu": r.get("other_cpu"), "confirm": entry["confirm"],
+                                     "ctx_left_on_cpu": r.get("ctx_left_on_cpu")},
                             "shrunk": {"nodes": len(names), "node_names": names, "times": best["times"],
                                        "ratios": best["ratios"], "round_medians": best.get("round_medians"),
-                                       "measurements": sh.used},
+                                       "other_cpu": best.get("other_cpu"),
+                                       "ctx_left_on_cpu": best.get("ctx_left_on_cpu"), "measurements": sh.used},
+                            "allow_busy": bool(ALLOW_BUSY), "compile_opt_level": args.compile_opt_level,
                             "isa": isa, "threads": args.threads, "command": cmdline, "commit": commit(),
                             "date": started.isoformat(timespec="seconds"), "load": loadavg(),
                             "description": gen.describe(sub)}
@@ -1080,6 +1169,7 @@ def main():
                 isa["ONEDNN_MAX_CPU_ISA"] or "unset", args.threads),
             "- seed %d, %d graphs (indices %d..%d), %d rounds, %.0f s; load average at start %s, at end %s" % (
                 args.seed, len(results), results[0]["index"], results[-1]["index"], args.rounds, dt, load0, load1),
+            "- `_ctx.onnx` compiled at graph optimization level %d" % args.compile_opt_level,
             "- ratio = ORT 1.30 time / epctx time (> 1: epctx faster); ctx = AotCpu from `_ctx.onnx`, cpu = the "
             "CPU EP; a side's time is the median over rounds of each round's median", ""]
     warn = []
@@ -1107,15 +1197,21 @@ def main():
             "%d %s (%s)" % (e["index"], e["class"], ",".join(e["slow_while_busy"])) for e in slow_busy), ""]
     if warn:
         body += ["**Warning:** " + w for w in warn] + [""]
-    body += ["## Graphs", "", "| index | class | opset | nodes | MFLOP | ORT ms | ctx ms | ctx ratio | cpu ms | "
-             "cpu ratio | correctness | shrunk |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    body += ["## Graphs", "", "ctx left on CPU EP: the nodes the `_ctx.onnx` leaves to the CPU EP (Constant nodes not "
+             "counted); other CPU: the share of the machine's CPU other processes used while the graph was timed.", "",
+             "| index | class | opset | nodes | MFLOP | ORT ms | ctx ms | ctx ratio | cpu ms | "
+             "cpu ratio | correctness | other CPU | ctx left on CPU EP | shrunk |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in results:
         t, q = e["times"], e["ratios"]
-        body.append("| %d | %s | %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %s |" % (
+        left = {k: v for k, v in (e.get("ctx_left_on_cpu") or {}).items() if k != "Constant"}
+        body.append("| %d | %s | %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             e["index"], e["class"], e["opset"], e["nodes"], e["flops"] / 1e6,
             "%.3f" % t["ort"] if "ort" in t else "n/a", "%.3f" % t["ctx"] if "ctx" in t else "n/a",
             "%.2fx" % q["ctx"] if "ctx" in q else "n/a", "%.3f" % t["cpu"] if "cpu" in t else "n/a",
             "%.2fx" % q["cpu"] if "cpu" in q else "n/a", correctness(e if "status" in e else {}).replace("|", "/")[:200],
+            "%.0f%%" % (100 * e["other_cpu"]) if e.get("other_cpu") is not None else "?",
+            ", ".join("%s %d" % kv for kv in sorted(left.items())),
             "%d nodes: ctx %s, cpu %s" % (e["shrunk_nodes"], "%.2fx" % e["shrunk"]["ratios"].get("ctx", float("nan")),
                                           "%.2fx" % e["shrunk"]["ratios"].get("cpu", float("nan")))
             if "shrunk" in e else ""))
