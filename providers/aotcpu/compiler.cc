@@ -1,6 +1,8 @@
 #include "compiler.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -11,6 +13,7 @@
 #include <xxhash.h>
 
 #include "ops.h"
+#include "roofline.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -382,8 +385,6 @@ Operand LowerContext::BroadcastCopy(int value, const std::vector<int64_t>& dims)
 }
 
 Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
-  Operand op = Use(value);
-  if (!op.present()) return op;
   // The same bytes under another description (strides of size-1 dims differ): a view, described exactly as asked,
   // so the executor recreates the primitive the compiler chose.
   auto same_bytes = [&desc](const Operand& o, Operand* view) {
@@ -399,6 +400,25 @@ Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
     return true;
   };
   Operand view;
+  // A deferred view (a Transpose) already in the asked layout is read in place: tf2onnx's NHWC input transposed to
+  // NCHW is, as bytes, the nhwc (acdb) source a convolution asks for. One in another layout is reordered straight
+  // into it, not first into plain storage and then again (issue 24: two reorders of each input of a TensorFlow face
+  // detector). Either way it stays deferred for readers that want it plain.
+  auto deferred = impl_->views.find(value);
+  if (deferred != impl_->views.end()) {
+    const Operand src = deferred->second.first;
+    if (same_bytes(src, &view)) return view;
+    for (const Operand& copy : impl_->layout_ops[value])
+      if (same_bytes(copy, &view)) return view;
+    Operand dst;
+    if (!LayoutFromDesc(desc, &dst) || desc.get_size() == 0) return Operand();
+    dst.dtype = src.dtype;
+    dst = ReorderCopy(value, src, dst, desc.get_size(), dst.tag ? ":to_blocked" : ":to_strided");
+    impl_->layout_ops[value].push_back(dst);
+    return dst;
+  }
+  Operand op = Use(value);
+  if (!op.present()) return op;
   if (same_bytes(op, &view)) return view;
   for (const Operand& copy : impl_->layout_ops[value])
     if (same_bytes(copy, &view)) return view;
@@ -673,8 +693,11 @@ CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const s
   return CheckResult::Ok();
 }
 
-CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& inputs,
-                         const std::vector<std::string>& outputs, const CompileOptions& options, CompiledGraph* out) {
+namespace {
+
+CheckResult CompileGraphOnce(const Graph& source, const std::vector<std::string>& inputs,
+                             const std::vector<std::string>& outputs, const CompileOptions& options,
+                             CompiledGraph* out) {
   Graph g = source;
   std::vector<bool> folded;
   CheckResult r = FoldConstants(&g, &folded);
@@ -712,6 +735,104 @@ CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& in
   }
   ctx.SetCurrentNode(-1);
   return ctx.Finish(inputs, outputs, out);
+}
+
+// ---- Layout plan ---------------------------------------------------------------------------------------------------
+// Each op's lowering picks its layouts greedily, in topological order, from the layouts its inputs have. Which
+// layout the convolutions hand on decides the rest: oneDNN's choice (blocked nChw8c at AVX2, mostly nhwc at AVX-512)
+// or channels-last, in which every op here also runs (Pad, Concat, pooling, binary ops, Transpose as a view). The plan
+// lowers a partition with convolutions both ways and keeps the program of lower estimated cost over the whole
+// partition: every step's bytes and multiply-adds at fixed rates, layout copies at the rate they reach (measured with
+// EPCTX_AOTCPU_PROFILE's roofline: reorders 13-26 GB/s, elementwise and pad steps 20-50 GB/s, convolutions 100-230
+// GFLOP/s on the 2-core machines). A model, not a measurement: the same program on every compile (context binaries
+// are deterministic), whatever the machine's load. EPCTX_AOTCPU_LAYOUT_PLAN=0 keeps oneDNN's choice and
+// EPCTX_AOTCPU_LAYOUT_PLAN=channels_last forces the other (A/B runs).
+
+double EstimatedCostUs(const Program& p) {
+  double us = 0;
+  for (const Step& s : p.steps) {
+    const StepWork w = EstimateStepWork(s);
+    switch (s.kind) {
+      case StepKind::kReorder:
+      case StepKind::kStridedCopy:
+        us += w.bytes / 15e3;  // bytes at 15 GB/s, in microseconds
+        break;
+      case StepKind::kConv:
+      case StepKind::kDeconv:
+      case StepKind::kMatMul:
+      case StepKind::kInnerProduct:
+      case StepKind::kLstm:
+        us += w.flops / 150e3 + w.bytes / 30e3;
+        break;
+      default:
+        us += w.bytes / 30e3;
+        break;
+    }
+  }
+  return us;
+}
+
+// EPCTX_AOTCPU_LAYOUT_PLAN: unset or "1" plans; "0" keeps oneDNN's layouts; "channels_last" forces the other.
+enum class PlanMode { kPlan, kOneDnn, kChannelsLast };
+PlanMode LayoutPlanMode() {
+  static const PlanMode mode = [] {
+    const char* e = std::getenv("EPCTX_AOTCPU_LAYOUT_PLAN");
+    if (e && std::strcmp(e, "0") == 0) return PlanMode::kOneDnn;
+    if (e && std::strcmp(e, "channels_last") == 0) return PlanMode::kChannelsLast;
+    return PlanMode::kPlan;
+  }();
+  return mode;
+}
+
+bool HasConvolution(const Graph& g) {
+  for (const Node& n : g.nodes)
+    if (n.domain.empty() && (n.op == "Conv" || n.op == "ConvTranspose")) return true;
+  return false;
+}
+
+}  // namespace
+
+CheckResult CompileGraph(const Graph& source, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, const CompileOptions& options, CompiledGraph* out) {
+  // A dynamic graph's later shapes (memo, earlier weights) keep the first shape's decisions; portable layouts are
+  // plain everywhere.
+  if (options.portable_layouts || options.channels_last || options.memo || options.earlier_weight ||
+      LayoutPlanMode() == PlanMode::kOneDnn || !HasConvolution(source))
+    return CompileGraphOnce(source, inputs, outputs, options, out);
+  if (LayoutPlanMode() == PlanMode::kChannelsLast) {
+    CompileOptions cl = options;
+    cl.channels_last = true;
+    return CompileGraphOnce(source, inputs, outputs, cl, out);
+  }
+  // The candidates are lowered without the callbacks that record or report (a weight-sharing group's layouts,
+  // progress); the one kept is lowered again with them when there are any.
+  CompileOptions quiet = options;
+  quiet.on_weight = nullptr;
+  quiet.record_layout = nullptr;
+  CompiledGraph chosen, other;
+  CheckResult r = CompileGraphOnce(source, inputs, outputs, quiet, &chosen);
+  if (!r.ok) return r;
+  quiet.channels_last = true;
+  bool channels_last = false;
+  double cost_any = EstimatedCostUs(chosen.program), cost_cl = -1;
+  if (CompileGraphOnce(source, inputs, outputs, quiet, &other).ok) {
+    cost_cl = EstimatedCostUs(other.program);
+    // Channels-last only when it saves more than 3%: oneDNN's own choice wins ties.
+    if (cost_cl < 0.97 * cost_any) {
+      chosen = std::move(other);
+      channels_last = true;
+    }
+  }
+  if (const char* p = std::getenv("EPCTX_AOTCPU_PROFILE"); p && *p && std::strcmp(p, "0") != 0)
+    std::fprintf(stderr, "[aotcpu profile] layout plan: oneDNN's layouts %.1f us (estimate), channels-last %.1f us -> %s\n",
+                 cost_any, cost_cl, channels_last ? "channels-last" : "oneDNN's");
+  if (!options.on_weight && !options.record_layout) {
+    *out = std::move(chosen);
+    return CheckResult::Ok();
+  }
+  CompileOptions final_options = options;
+  final_options.channels_last = channels_last;
+  return CompileGraphOnce(source, inputs, outputs, final_options, out);
 }
 
 }  // namespace aotcpu

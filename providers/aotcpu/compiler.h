@@ -53,6 +53,10 @@ struct CompileOptions {
   // Plain (row-major) layouts everywhere instead of oneDNN's choice: used when compiling for an ISA below the
   // host's (a virtual device), because the blocked layouts oneDNN picks depend on the ISA it runs on.
   bool portable_layouts = false;
+  // Convolutions take channels-last (nhwc) sources and destinations where oneDNN has a direct kernel for them, instead
+  // of the layout it prefers (blocked nChw8c/16c at AVX2, often nhwc at AVX-512). Set by the layout plan in
+  // CompileGraph for its second candidate (compiler.cc, "Layout plan"), not by users.
+  bool channels_last = false;
   std::string isa;  // the target ISA name, recorded in the binary
   // Called after each weight is packed (count so far, bytes so far); may be empty.
   std::function<void(size_t weights, uint64_t bytes)> on_weight;

@@ -1618,6 +1618,16 @@ CheckResult LowerBinary(LowerContext& ctx, int node) {
     o0 = ctx.Use(s0);
     o1 = ctx.Use(s1);
     blocked = true;
+  } else if (blocked0 && g.v(s0).dims == g.v(s1).dims && ctx.IsAvailable(s1) && !g.v(s1).is_const() &&
+             !IsCompareAlg(step.ints[0])) {
+    // Same dims, the second operand in another layout (plain, a strided slice, another block): it takes the first
+    // one's layout with one reorder, and the result keeps it. Before, both went to plain and the result back for the
+    // next convolution (issue 24: a C2f block's residual Add of a Split part and an nhwc convolution result).
+    o1 = ctx.UseAs(s1, d0);
+    if (o1.present()) {
+      o0 = ctx.Use(s0);
+      blocked = true;
+    }
   } else if (blocked0 && g.v(s0).dims != g.v(s1).dims && !IsCompareAlg(step.ints[0]) &&
              (g.v(s1).is_const() ? g.v(s1).dtype == kF32 && g.v(s1).data != nullptr : p1 && g.v(s1).dims.size() == yd.size())) {
     const Dims b = PadLeft(AtLeast1D(g.v(s1).dims), cd.size());

@@ -527,6 +527,13 @@ dnnl::primitive_attr PostOpAttr(const std::vector<FusedOp>& chain, size_t k, con
 bool IsRefImpl(const std::string& impl) { return impl.compare(0, 3, "ref") == 0; }
 
 // nCw<block>c, nChw<block>c or nCdhw<block>c for an activation of `rank` dims; 0 for other ranks or blocks.
+// The channels-last tag of a rank: nwc, nhwc, ndhwc (0 for other ranks).
+uint32_t ChannelsLastTag(size_t rank) {
+  using tag = memory::format_tag;
+  const tag t = rank == 3 ? tag::nwc : rank == 4 ? tag::nhwc : rank == 5 ? tag::ndhwc : tag::undef;
+  return static_cast<uint32_t>(t);
+}
+
 uint32_t ChannelBlockedTag(size_t rank, int block) {
   using tag = memory::format_tag;
   tag t = tag::undef;
@@ -876,6 +883,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   const int x = In(n, 0);
   const Md plain_src = PlainDesc(spec.src_dims, kF32);
   const Operand* cur_op = ctx.Peek(x);
+  if (!cur_op) cur_op = ctx.PeekView(x);  // a deferred Transpose: its strided layout is the current one (no copy yet)
   Md cur_src = cur_op ? lifted(DescOfOperand(*cur_op)) : plain_src;
   if (cur_src.data.ndims == 0) cur_src = plain_src;
   const Md bias_md = has_bias ? PlainDesc({spec.oc}, kF32) : Md();
@@ -947,6 +955,14 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
         bool plain_src;
       };
       std::vector<Option> options;
+      // Channels-last activations (CompileOptions::channels_last, the layout plan's other candidate): nhwc first, so
+      // it wins among equally ranked kernels; the options after it remain for a convolution that has none in it.
+      if (!portable && ctx.options().channels_last && !lift) {
+        const uint32_t cl = ChannelsLastTag(spec.src_dims.size());
+        if (cl != 0)
+          options.push_back({F32Desc(spec.src_dims, cl),
+                             plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, cl), false});
+      }
       if (!portable) {
         options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
         options.push_back({cur_src, dst_any, false});
@@ -1025,7 +1041,10 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   st.name = JoinNames(ctx, node, absorbed);
   // The source exactly as the primitive was created: UseAs makes a view when only the strides of size-1 dims
   // differ (no copy), else the reorder the choice counted.
-  Operand src_op = view(best.plain_src ? ctx.UsePlain(x) : ctx.Use(x));
+  // A deferred view (a Transpose) taken in a layout other than plain goes through UseAs alone, which reads it in place
+  // when it is that layout (tf2onnx's NHWC input as the nhwc source) and else reorders it once.
+  Operand src_op = !best.plain_src && ctx.PeekView(x) ? view(ctx.UseAs(x, lift ? DropH(best.pd.src) : best.pd.src))
+                                                      : view(best.plain_src ? ctx.UsePlain(x) : ctx.Use(x));
   if (!SameLayout(DescOfOperand(src_op), best.pd.src))
     src_op = view(ctx.UseAs(x, lift ? DropH(best.pd.src) : best.pd.src));
   if (!SameLayout(DescOfOperand(src_op), best.pd.src)) return ctx.Fail(node, "source operand layout mismatch");

@@ -27,7 +27,7 @@ struct Compiled {
   std::unique_ptr<Executor> exec;
 };
 
-::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c) {
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c, const CompileOptions& options = CompileOptions()) {
   for (const Node& n : b.g.nodes) {
     std::string why;
     if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
@@ -35,7 +35,7 @@ struct Compiled {
   std::vector<std::string> ins, outs;
   for (int v : b.g.inputs) ins.push_back(b.g.v(v).name);
   for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
-  CheckResult r = CompileGraph(b.g, ins, outs, CompileOptions(), &c->cg);
+  CheckResult r = CompileGraph(b.g, ins, outs, options, &c->cg);
   if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
   r = ParseProgram(SerializeProgram(c->cg.program), static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
   if (!r.ok) return ::testing::AssertionFailure() << "parse: " << r.reason;
@@ -420,6 +420,88 @@ TEST(OpsNn, ConcatOfBlockedValuesIsInPlace) {
   std::vector<float> y(rb.begin(), rb.end());
   y.insert(y.end(), ra.begin(), ra.end());
   ExpectNear(Execute(c, {x})[0], RefConv2d(y, yd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+}
+
+// A graph shaped as tf2onnx and PyTorch write them (issue 24): an NHWC input transposed to NCHW, a convolution, a
+// Split along channels, a residual Add of a part and a convolution of the other, a channel Pad, a Concat, a last
+// convolution and the Transpose back to NHWC. The values are right with the layout plan's choice and with channels-last
+// forced (CompileOptions::channels_last, the plan's other candidate), at any ISA. With channels-last, at avx2 and
+// avx512_core alike (oneDNN 2.6 has direct nhwc kernels for these convolutions at both): the first convolution reads
+// the network input in place (the Transpose is a view of it), the Pad runs on the nhwc bytes, and no step copies a
+// value to plain and back.
+TEST(OpsNn, ExporterLayoutsRunWithoutCopies) {
+  const int64_t H = 6, W = 5;
+  const Dims xd = {1, H, W, 4}, w1d = {16, 4, 3, 3}, w2d = {8, 8, 1, 1}, w3d = {16, 20, 1, 1};
+  const std::vector<float> x = UniformFloats(Numel(xd), 71, -1.f, 1.f), w1 = UniformFloats(Numel(w1d), 72, -0.3f, 0.3f),
+                           w2 = UniformFloats(Numel(w2d), 73, -0.3f, 0.3f), w3 = UniformFloats(Numel(w3d), 74, -0.3f, 0.3f);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.Out("xt", {1, 4, H, W});
+  b.N("Transpose", {"x"}, {"xt"}, 13).attrs["perm"] = IntsA({0, 3, 1, 2});
+  b.F32("w1", w1d, w1);
+  b.Out("c1", {1, 16, H, W});
+  b.N("Conv", {"xt", "w1"}, {"c1"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.Out("r1", {1, 16, H, W});
+  b.N("Relu", {"c1"}, {"r1"}, 14);
+  b.Out("pa", {1, 8, H, W});
+  b.Out("pb", {1, 8, H, W});
+  b.N("Split", {"r1"}, {"pa", "pb"}, 11).attrs["axis"] = IntA(1);
+  b.F32("w2", w2d, w2);
+  b.Out("c2", {1, 8, H, W});
+  b.N("Conv", {"pb", "w2"}, {"c2"}, 11);
+  b.Out("d", {1, 8, H, W});
+  b.N("Add", {"c2", "pa"}, {"d"}, 14);
+  b.I64("pads", {8}, {0, 2, 0, 0, 0, 2, 0, 0});
+  b.Out("e", {1, 12, H, W});
+  b.N("Pad", {"d", "pads"}, {"e"}, 13);
+  b.Out("f", {1, 20, H, W});
+  b.N("Concat", {"e", "pb"}, {"f"}, 13).attrs["axis"] = IntA(1);
+  b.F32("w3", w3d, w3);
+  b.Out("g", {1, 16, H, W});
+  b.N("Conv", {"f", "w3"}, {"g"}, 11);
+  b.Out("y", {1, H, W, 16});
+  b.N("Transpose", {"g"}, {"y"}, 13).attrs["perm"] = IntsA({0, 2, 3, 1});
+  b.Output("y");
+
+  // The reference, in NCHW.
+  std::vector<float> xt(static_cast<size_t>(4 * H * W));
+  for (int64_t c = 0; c < 4; ++c)
+    for (int64_t i = 0; i < H * W; ++i) xt[static_cast<size_t>(c * H * W + i)] = x[static_cast<size_t>(i * 4 + c)];
+  std::vector<double> r1 = RefConv2d(xt, {1, 4, H, W}, w1, w1d, nullptr, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  for (double& v : r1) v = std::max(0.0, v);
+  const size_t plane = static_cast<size_t>(H * W);
+  const std::vector<float> pa(r1.begin(), r1.begin() + 8 * plane), pb(r1.begin() + 8 * plane, r1.end());
+  const std::vector<double> c2 = RefConv2d(pb, {1, 8, H, W}, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+  std::vector<float> f(20 * plane, 0.f);  // [pad 2 | d (8) | pad 2 | pb (8)]
+  for (size_t i = 0; i < 8 * plane; ++i) {
+    f[2 * plane + i] = static_cast<float>(c2[i] + pa[i]);
+    f[12 * plane + i] = pb[i];
+  }
+  const std::vector<double> g = RefConv2d(f, {1, 20, H, W}, w3, w3d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+  std::vector<double> want(g.size());
+  for (size_t c = 0; c < 16; ++c)
+    for (size_t i = 0; i < plane; ++i) want[i * 16 + c] = g[c * plane + i];
+
+  for (bool channels_last : {false, true}) {
+    SCOPED_TRACE(channels_last);
+    CompileOptions o;
+    o.channels_last = channels_last;
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c, o));
+    ExpectNear(Execute(c, {x})[0], want);
+    if (!channels_last) continue;
+    const Step* first_conv = nullptr;
+    size_t to_plain = 0;
+    for (const Step& st : c.parsed.steps) {
+      if (st.kind == StepKind::kConv && !first_conv) first_conv = &st;
+      if (st.kind == StepKind::kPad) EXPECT_FALSE(IsPlain(st.ops[0]) && IsPlain(st.ops[1]) && st.ops[0].dims[1] == 8)
+          << "the Pad ran on plain NCHW values: " << DescribeStep(st);
+      if (st.kind == StepKind::kReorder && st.name.find(":to_plain") != std::string::npos) ++to_plain;
+    }
+    ASSERT_NE(first_conv, nullptr);
+    EXPECT_EQ(first_conv->ops[0].buf, Buf::kInput) << "the first convolution does not read the input in place";
+    EXPECT_EQ(to_plain, 0u) << Kinds(c.parsed);
+  }
 }
 
 // A per-channel constant Add that only a BatchNormalization reads is folded into its mean, and a Relu after it runs

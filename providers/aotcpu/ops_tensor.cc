@@ -80,6 +80,62 @@ bool NormAxis(int64_t a, int64_t rank, int64_t* out) {
   return true;
 }
 
+// The element strides of an operand whose layout has no inner blocks (plain, strided, a permutation such as acdb);
+// false for a blocked layout.
+bool ElementStrides(const Operand& op, std::vector<int64_t>* strides) {
+  if (op.tag == 0) {
+    *strides = op.strides.empty() ? RowMajorStrides(op.dims) : op.strides;
+    return strides->size() == op.dims.size();
+  }
+  dnnl::memory::desc d;
+  if (!OperandDesc(op, &d).ok) return false;
+  const dnnl_memory_desc_t& c = d.data;
+  if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0 ||
+      c.ndims != static_cast<int>(op.dims.size()))
+    return false;
+  strides->assign(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
+  return true;
+}
+
+// When `op`'s bytes are a dense tensor whose axes are a permutation of op.dims other than the identity (nhwc's acdb):
+// `order` gets the axes from outermost to innermost. Size-1 axes may have any stride (oneDNN's tags leave them free);
+// they are placed by their stride, ties by index.
+bool DensePermutation(const Operand& op, std::vector<size_t>* order) {
+  std::vector<int64_t> st;
+  if (!ElementStrides(op, &st) || st.size() < 2) return false;
+  const size_t r = st.size();
+  order->resize(r);
+  for (size_t i = 0; i < r; ++i) (*order)[i] = i;
+  std::stable_sort(order->begin(), order->end(), [&](size_t a, size_t b) { return st[a] > st[b]; });
+  int64_t inner = 1;
+  for (size_t k = r; k-- > 0;) {
+    const size_t a = (*order)[k];
+    if (op.dims[a] != 1 && st[a] != inner) return false;
+    inner *= op.dims[a];
+  }
+  bool identity = true;
+  for (size_t k = 0; k < r; ++k) identity = identity && (*order)[k] == k;
+  return !identity;
+}
+
+// The axis order (outermost first) of an operand with element strides, dense or not (a channel slice of an nhwc value
+// is nhwc-ordered): sorted by stride, ties by index. False for a blocked layout and for the identity order.
+bool StrideOrder(const Operand& op, std::vector<size_t>* order) {
+  std::vector<int64_t> st;
+  if (!ElementStrides(op, &st) || st.size() < 2) return false;
+  order->resize(st.size());
+  for (size_t i = 0; i < st.size(); ++i) (*order)[i] = i;
+  std::stable_sort(order->begin(), order->end(), [&](size_t a, size_t b) {
+    // size-1 axes keep their place: their strides carry no order
+    const int64_t sa = op.dims[a] == 1 ? -1 : st[a], sb = op.dims[b] == 1 ? -1 : st[b];
+    if (sa < 0 || sb < 0) return false;
+    return sa > sb;
+  });
+  for (size_t k = 0; k < order->size(); ++k)
+    if ((*order)[k] != k) return true;
+  return false;
+}
+
 // A strided view of the plain operand `in` (dims `in_dims`): element (i0..) of the view is element
 // offset + sum(i_k * strides_k) of `in`.
 Operand StridedView(const Operand& in, uint32_t dtype, std::vector<int64_t> dims, std::vector<int64_t> strides,
@@ -362,20 +418,6 @@ bool PermOf(const Graph& g, const Node& n, std::vector<int64_t>* perm) {
   return TransposePermutation(n, g.v(n.inputs[0]).dims.size(), perm);
 }
 
-// Whether a MatMul would read `value` in place as a strided view: some consumer is a MatMul, or an Identity or
-// Transpose whose result is read so (attention's Q/K/V heads, K transposed for Q x K^T, present_key/value outputs).
-bool ReadByMatMul(const Graph& g, int value, int depth = 0) {
-  if (depth > 4) return false;
-  for (int c : g.v(value).consumers) {
-    const Node& m = g.nodes[static_cast<size_t>(c)];
-    if (!m.domain.empty() && m.domain != "ai.onnx") continue;
-    if (m.op == "MatMul") return true;
-    if ((m.op == "Identity" || m.op == "Transpose") && !m.outputs.empty() && m.outputs[0] >= 0 &&
-        ReadByMatMul(g, m.outputs[0], depth + 1))
-      return true;
-  }
-  return false;
-}
 }  // namespace
 
 bool SupportTranspose(const Graph& g, const Node& n, std::string* why) {
@@ -400,13 +442,23 @@ CheckResult LowerTranspose(LowerContext& ctx, int node) {
   for (int64_t a : perm)
     if (x.dims[static_cast<size_t>(a)] != 1) order.push_back(a);
   if (std::is_sorted(order.begin(), order.end())) return ctx.Alias(n.outputs[0], n.inputs[0], y.dims);
-  // Read by a MatMul: a deferred view (no copy unless an ordinary consumer or a graph output needs one), composed
-  // with the input's own deferred view.
-  const Operand* xview = ctx.PeekView(n.inputs[0]);
-  if (x.dtype == 1 && (xview || ReadByMatMul(ctx.graph(), n.outputs[0]))) {
-    const Operand in = xview ? *xview : ctx.UsePlain(n.inputs[0]);
-    const std::vector<int64_t> xs = xview ? xview->strides : RowMajorStrides(x.dims);
-    if (xs.size() == perm.size()) {
+  // A deferred view (no copy unless a consumer needs the value plain, or it is a graph output), composed with the
+  // input's own layout when that is one of strides: the input's deferred view, a permutation such as nhwc, plain.
+  // A MatMul reads it in place; a convolution reads it in place when it is the layout it asks for (tf2onnx's NHWC
+  // input transposed to NCHW is nhwc); an nhwc convolution result transposed back to NHWC is plain bytes (issue 24).
+  if (x.dtype == 1) {
+    Operand in;
+    std::vector<int64_t> xs;
+    if (const Operand* v = ctx.PeekView(n.inputs[0])) {
+      in = *v;
+      xs = v->strides;
+    } else if (const Operand* p = ctx.Peek(n.inputs[0]); p && p->buf != Buf::kWeight && ElementStrides(*p, &xs)) {
+      in = *p;
+    } else {
+      in = ctx.UsePlain(n.inputs[0]);
+      xs = RowMajorStrides(x.dims);
+    }
+    if (in.present() && xs.size() == perm.size()) {
       std::vector<int64_t> strides(perm.size());
       for (size_t i = 0; i < perm.size(); ++i) strides[i] = xs[static_cast<size_t>(perm[i])];
       ctx.DefineView(n.outputs[0], StridedView(in, x.dtype, y.dims, strides, 0), StepName(ctx.graph(), n));
@@ -619,6 +671,97 @@ CheckResult LowerConcat(LowerContext& ctx, int node) {
         const auto& b = d.data.format_desc.blocking;
         for (int k = 0; k < b.inner_nblks; ++k)
           if (b.inner_idxs[k] == axis) tag = 0;
+      }
+    }
+  }
+  // Otherwise the destination takes the layout of the sources when every one can be written into a slice of it:
+  //   - a channel-blocked tag (nChw8c at AVX2) along the blocked axis, every source's extent a whole number of blocks
+  //     (each slice is then exactly a source-sized tensor in that tag, BlockedSubView);
+  //   - a dense permutation of the axes (nhwc), the first source's: each slice is a strided view.
+  // Each source is reordered once, into its slice; the consumer (a convolution) reads the result as it is. Before,
+  // the result was plain and the next convolution reordered it again (issue 24: a YOLOv8-shaped detector's C2f and
+  // SPPF concatenations, 2 copies of every concatenated byte).
+  if (tag == 0 && !ctx.options().portable_layouts && y.dtype == kF32 && srcs.size() > 1 && y.dims.size() >= 3) {
+    // The layout of the first source in a permutation (dense, or a slice of one such as a Split part), else the
+    // first source's.
+    const Operand* first = ctx.Peek(srcs[0]);
+    std::vector<size_t> order;
+    for (int vi : srcs) {
+      const Operand* o = ctx.Peek(vi);
+      if (o && o->buf != Buf::kWeight && StrideOrder(*o, &order)) {
+        first = o;
+        break;
+      }
+    }
+    dnnl::memory::desc dst_desc;
+    std::vector<int64_t> dst_strides;  // a permutation layout's element strides (empty for a tag)
+    if (first && first->buf != Buf::kWeight && StrideOrder(*first, &order)) {
+      const size_t r = order.size();
+      std::vector<int64_t> pd(r);
+      for (size_t k = 0; k < r; ++k) pd[k] = y.dims[order[k]];
+      const std::vector<int64_t> phys = RowMajorStrides(pd);
+      dst_strides.assign(r, 0);
+      for (size_t k = 0; k < r; ++k) dst_strides[order[k]] = phys[k];
+      try {
+        dst_desc = dnnl::memory::desc(dnnl::memory::dims(y.dims.begin(), y.dims.end()), dnnl::memory::data_type::f32,
+                                      dnnl::memory::dims(dst_strides.begin(), dst_strides.end()));
+      } catch (const dnnl::error&) {
+        dst_desc = dnnl::memory::desc();
+      }
+    } else if (first && first->buf != Buf::kWeight && first->tag != 0) {
+      bool same = true;
+      for (int vi : srcs) {
+        const Operand* o = ctx.Peek(vi);
+        same = same && o && o->tag == first->tag;
+      }
+      if (same) {
+        try {
+          dst_desc = dnnl::memory::desc(dnnl::memory::dims(y.dims.begin(), y.dims.end()), dnnl::memory::data_type::f32,
+                                        static_cast<dnnl::memory::format_tag>(first->tag));
+        } catch (const dnnl::error&) {
+          dst_desc = dnnl::memory::desc();
+        }
+      }
+    }
+    Operand probe;
+    if (dst_desc.data.ndims != 0 && LayoutFromDesc(dst_desc, &probe)) {
+      probe.dtype = y.dtype;
+      probe.buf = Buf::kArena;
+      std::vector<Operand> slices;
+      int64_t begin = 0;
+      for (int vi : srcs) {
+        const Value& x = g.v(vi);
+        std::vector<int64_t> offsets(y.dims.size(), 0);
+        offsets[static_cast<size_t>(axis)] = begin;
+        Operand sub;
+        if (dst_strides.empty()) {
+          if (!BlockedSubView(probe, x.dims, offsets, &sub)) break;
+        } else {
+          sub = StridedView(probe, y.dtype, x.dims, dst_strides, begin * dst_strides[static_cast<size_t>(axis)]);
+        }
+        slices.push_back(sub);
+        begin += x.dims[static_cast<size_t>(axis)];
+      }
+      if (slices.size() == srcs.size()) {
+        std::vector<Operand> ins;
+        for (int vi : srcs) ins.push_back(ctx.Use(vi));
+        const Operand dst = ctx.Define(n.outputs[0], dst_desc);
+        if (dst.buf == Buf::kArena && !IsPlain(dst)) {
+          for (size_t i = 0; i < srcs.size(); ++i) {
+            Operand slice = slices[i];  // placed where Define put the result
+            slice.buf = dst.buf;
+            slice.index = dst.index;
+            slice.offset = dst.offset + (slices[i].offset - probe.offset);
+            Step r;
+            r.kind = StepKind::kReorder;
+            r.name = StepName(g, n) + ":" + std::to_string(i);
+            r.ops = {ins[i], slice};
+            ctx.Emit(std::move(r));
+          }
+          return CheckResult::Ok();
+        }
+        // Define gives a layout other than plain arena storage (a graph output is copied out at the end).
+        return ctx.Fail(node, "the concatenation's destination was not placed in its layout");
       }
     }
   }
@@ -875,6 +1018,30 @@ CheckResult LowerSplit(LowerContext& ctx, int node) {
       return CheckResult::Ok();
     }
   }
+  // A source in a dense permutation of its axes (nhwc), split along any axis: strided views of its bytes, no copy
+  // (issue 24: a YOLOv8-shaped detector's C2f blocks split every nhwc convolution result along channels; it was
+  // reordered to plain, copied per part, and each part reordered back to nhwc for the next convolution). A consumer
+  // that needs a dense layout reorders its part once.
+  std::vector<size_t> order;
+  if (cur && cur->buf != Buf::kWeight && x.dtype == kF32 && !ctx.options().portable_layouts &&
+      DensePermutation(*cur, &order)) {
+    std::vector<int64_t> st;
+    bool all = ElementStrides(*cur, &st);
+    for (size_t i = 0; i < n.outputs.size() && all; ++i)
+      all = ctx.graph().v(n.outputs[i]).consumers.size() > 0 && !ctx.graph().v(n.outputs[i]).is_graph_output;
+    if (all) {
+      const Operand src = ctx.Use(n.inputs[0]);
+      int64_t at = 0;
+      for (size_t i = 0; i < n.outputs.size(); ++i) {
+        std::vector<int64_t> dims = x.dims;
+        dims[static_cast<size_t>(axis)] = lengths[i];
+        if (!ctx.DefineSubView(n.outputs[i], StridedView(src, x.dtype, dims, st, at * st[static_cast<size_t>(axis)])))
+          return ctx.Fail(node, "split output is a fused output");
+        at += lengths[i];
+      }
+      return CheckResult::Ok();
+    }
+  }
   const Operand in = ctx.UsePlain(n.inputs[0]);
   const std::vector<int64_t> rs = RowMajorStrides(x.dims);
   int64_t begin = 0;
@@ -1098,6 +1265,42 @@ CheckResult LowerPad(LowerContext& ctx, int node) {
   Step s;
   s.kind = StepKind::kPad;
   s.name = StepName(ctx.graph(), n);
+  // A source in a dense permutation of its axes (nhwc between convolutions) is padded in that order: the step sees the
+  // bytes as a row-major tensor of the permuted dims, with the pads permuted alike, and the result keeps the layout.
+  // Before, the source was reordered to plain and the result back for the next convolution (issue 24: a TensorFlow
+  // face detector's channel pads, 3 steps where 1 does).
+  std::vector<size_t> order;
+  const Operand* cur = ctx.Peek(n.inputs[0]);
+  const Value& yv = ctx.graph().v(n.outputs[0]);
+  if (cur && cur->buf != Buf::kWeight && yv.dtype == kF32 && DensePermutation(*cur, &order)) {
+    const size_t r = order.size();
+    std::vector<int64_t> ydims(r), begin(r), end(r), ystrides(yv.dims.size());
+    for (size_t k = 0; k < r; ++k) {
+      ydims[k] = yv.dims[order[k]];
+      begin[k] = p.begin[order[k]];
+      end[k] = p.end[order[k]];
+    }
+    const std::vector<int64_t> phys = RowMajorStrides(ydims);
+    for (size_t k = 0; k < r; ++k) ystrides[order[k]] = phys[k];
+    try {
+      const dnnl::memory::desc yd(dnnl::memory::dims(yv.dims.begin(), yv.dims.end()), dnnl::memory::data_type::f32,
+                                  dnnl::memory::dims(ystrides.begin(), ystrides.end()));
+      Operand src = ctx.Use(n.inputs[0]), dst = ctx.Define(n.outputs[0], yd);
+      std::vector<int64_t> xdims(r);
+      for (size_t k = 0; k < r; ++k) xdims[k] = src.dims[order[k]];
+      src = StridedView(src, kF32, xdims, RowMajorStrides(xdims), 0);
+      dst = StridedView(dst, kF32, ydims, phys, 0);
+      s.ops = {src, dst};
+      s.ints = {p.mode, static_cast<int64_t>(r)};
+      s.ints.insert(s.ints.end(), begin.begin(), begin.end());
+      s.ints.insert(s.ints.end(), end.begin(), end.end());
+      s.floats = {p.value};
+      ctx.Emit(std::move(s));
+      return CheckResult::Ok();
+    } catch (const dnnl::error&) {
+      // a layout oneDNN cannot describe: the plain form below
+    }
+  }
   s.ops.push_back(ctx.UsePlain(n.inputs[0]));
   s.ops.push_back(ctx.DefinePlain(n.outputs[0]));
   s.ints = {p.mode, static_cast<int64_t>(p.begin.size())};
