@@ -953,6 +953,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
       struct Option {
         Md src, dst;
         bool plain_src;
+        bool channels_last = false;  // taken only on a direct kernel (below)
       };
       std::vector<Option> options;
       // Channels-last activations (CompileOptions::channels_last, the layout plan's other candidate): nhwc first, so
@@ -961,7 +962,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
         const uint32_t cl = ChannelsLastTag(spec.src_dims.size());
         if (cl != 0)
           options.push_back({F32Desc(spec.src_dims, cl),
-                             plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, cl), false});
+                             plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, cl), false, true});
       }
       if (!portable) {
         options.push_back({F32Desc(spec.src_dims, dnnl_format_tag_any), dst_any, false});
@@ -1010,6 +1011,10 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
             if (score < 0) break;
           }
           if (score < 0) continue;
+          // Channels-last only on oneDNN's direct kernels: its gemm-based convolution on nhwc with groups computed
+          // wrong values at avx2 (difftest seed 20261128 model 254: grouped 1x1 and 2x2 convolutions with a residual
+          // sum, 14 of 16 outputs off by up to 3.2); the other layouts' gemm path is the one the tests cover.
+          if (o.channels_last && score < 2) continue;
           Choice c;
           c.found = true;
           c.k = k;
