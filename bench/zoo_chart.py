@@ -118,7 +118,24 @@ def cpu_facts():
     except (OSError, StopIteration, ValueError):
         pass
     return (f"{model}, {len(cores) or '?'} cores / {threads or os.cpu_count()} hardware threads "
-            f"(nproc {os.cpu_count()}){mem}")
+            f"(nproc {os.cpu_count()}){mem}; ISA: {isa_facts()}")
+
+
+def isa_facts():
+    """The ISA level the run was at (issue 24: benchmarks record it): the CPU's widest vector level and oneDNN's
+    limit (ONEDNN_MAX_CPU_ISA, which holds AotCpu's kernels to AVX2 on an AVX-512 machine)."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    cpu = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "below avx2"
+    limit = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    return f"CPU {cpu}, oneDNN " + (f"held to {limit} (ONEDNN_MAX_CPU_ISA)" if limit else "unrestricted")
 
 
 def geomean(xs):
