@@ -41,6 +41,7 @@ RTOL, ATOL = 1e-4, 1e-4
 TIMEOUT_S = 600
 SMOKE_SEED = 7
 MAX_SAVED_MODEL = 2 * 1024 * 1024
+MAX_SAVED_INPUTS = 256 * 1024
 BUSY = 0.10   # other processes took this share of the machine's CPU during a graph's timing: marked, counted
 
 
@@ -864,7 +865,7 @@ def print_summary(rows):
 
 # ---- saving findings ---------------------------------------------------------------------------------------------
 
-def save_case(folder, model, info, regen, feeds=None):
+def save_case(folder, model, info, regen, feeds=None, graph_inputs=()):
     """model.onnx when under 2 MB, else regen.json is enough to rebuild it; info as ratios.json."""
     import onnx
     os.makedirs(folder, exist_ok=True)
@@ -878,9 +879,11 @@ def save_case(folder, model, info, regen, feeds=None):
             len(data) / 1e6, folder)
     with open(os.path.join(folder, "regen.json"), "w") as f:
         json.dump(regen, f, indent=1)
-    if feeds and sum(v.nbytes for v in feeds.values()) < MAX_SAVED_MODEL:
-        # the inputs it was measured with (a cut subgraph reads ORT's intermediate values of the full graph)
-        np.savez_compressed(os.path.join(folder, "inputs.npz"), **feeds)
+    cut = {k: v for k, v in (feeds or {}).items() if k not in graph_inputs}
+    if cut and sum(v.nbytes for v in cut.values()) < MAX_SAVED_INPUTS:
+        # the values of the cut inputs it was measured with (ORT's intermediate values in the full graph; the
+        # generated graph's own inputs come from the generator again, and --model recomputes missing cut values)
+        np.savez_compressed(os.path.join(folder, "inputs.npz"), **cut)
     with open(os.path.join(folder, "ratios.json"), "w") as f:
         json.dump(info, f, indent=1, default=float)
 
@@ -1159,7 +1162,7 @@ def main():
                     if r["status"] == "mismatch":
                         info["finding"] = "correctness (see the full graph's mismatch)"
                         info["mismatch"] = r["mismatch"]
-                    save_case(folder, sub, info, regen, feeds)
+                    save_case(folder, sub, info, regen, feeds, {vi.name for vi in m.graph.input})
                     with open(os.path.join(folder, "profile.txt"), "w") as f:
                         f.write(prof)
                     saved.append(folder)
