@@ -335,6 +335,19 @@ Operand LowerContext::UsePlain(int value) {
   return dst;
 }
 
+Operand LowerContext::NewPlain(uint32_t dtype, const std::vector<int64_t>& dims) {
+  Operand op;
+  op.buf = Buf::kArena;
+  op.dtype = dtype;
+  op.dims = dims;
+  op.strides = DenseStrides(dims);
+  Storage s;
+  s.bytes = std::max<uint64_t>(OperandBytes(op), 1);
+  op.index = static_cast<uint32_t>(impl_->storages.size());
+  impl_->storages.push_back(s);
+  return op;
+}
+
 Operand LowerContext::ReorderCopy(int value, const Operand& src, Operand dst, uint64_t bytes, const char* suffix) {
   dst.buf = Buf::kArena;
   Storage s;

@@ -175,6 +175,10 @@ class LowerContext {
   // kNone operand when the value is not available or does not broadcast to `dims`.
   Operand BroadcastCopy(int value, const std::vector<int64_t>& dims);
 
+  // New plain arena storage for an intermediate no graph value names (a transposed copy a step reads): its lifetime
+  // comes from the steps that write and read it.
+  Operand NewPlain(uint32_t dtype, const std::vector<int64_t>& dims);
+
   void Emit(Step step);
 
   // Fusion helpers.

@@ -355,7 +355,7 @@ class PowKernel final : public OpKernel {
         ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, A->dtype(), plan.out_shape()));
         const T* a = A->data<T>();
         T* y = Y->data<T>();
-        // Common exponents: x^2 and x^1 without a pow call (both exact).
+        // Common exponents: x^2, x^3 and x^1 without a pow call (x^3 as two products, as ONNX Runtime does).
         if constexpr (kIsFloatLike<T>) {
           if (plan.is_scalar(1) && B->NumElements() == 1 && A->shape() == plan.out_shape()) {
             const double e = static_cast<double>(static_cast<ComputeT<E>>(B->data<E>()[0]));
@@ -366,6 +366,15 @@ class PowKernel final : public OpKernel {
                 for (int64_t i = b0; i < e0; ++i) {
                   const C v = static_cast<C>(a[i]);
                   y[i] = static_cast<T>(v * v);
+                }
+              });
+              return Status::OK();
+            }
+            if (e == 3.0) {  // the tanh-form GELU's x^3 (std::pow per element ran 0.16x ORT, issue 24)
+              ParallelFor(ctx.num_threads(), n, 1, [&](int64_t b0, int64_t e0) {
+                for (int64_t i = b0; i < e0; ++i) {
+                  const C v = static_cast<C>(a[i]);
+                  y[i] = static_cast<T>(v * v * v);
                 }
               });
               return Status::OK();
