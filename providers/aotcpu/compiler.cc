@@ -412,14 +412,9 @@ Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
     view->strides = layout.strides;
     return true;
   };
-  Operand view;
-  // A deferred view (a Transpose) already in the asked layout is read in place: tf2onnx's NHWC input transposed to
-  // NCHW is, as bytes, the nhwc (acdb) source a convolution asks for. One in another layout is reordered straight
-  // into it, not first into plain storage and then again (issue 24: two reorders of each input of a TensorFlow face
-  // detector). Either way it stays deferred for readers that want it plain.
-  auto deferred = impl_->views.find(value);
-  if (deferred != impl_->views.end()) {
-    const Operand src = deferred->second.first;
+  // `src` itself when it is the asked layout, else a copy made earlier, else a new one (one reorder step).
+  auto as_asked = [&](const Operand& src) {
+    Operand view;
     if (same_bytes(src, &view)) return view;
     for (const Operand& copy : impl_->layout_ops[value])
       if (same_bytes(copy, &view)) return view;
@@ -429,18 +424,16 @@ Operand LowerContext::UseAs(int value, const dnnl::memory::desc& desc) {
     dst = ReorderCopy(value, src, dst, desc.get_size(), dst.tag ? ":to_blocked" : ":to_strided");
     impl_->layout_ops[value].push_back(dst);
     return dst;
-  }
+  };
+  // A deferred view (a Transpose) already in the asked layout is read in place: tf2onnx's NHWC input transposed to
+  // NCHW is, as bytes, the nhwc (acdb) source a convolution asks for. One in another layout is reordered straight
+  // into it, not first into plain storage and then again (issue 24: two reorders of each input of a TensorFlow face
+  // detector). Either way it stays deferred for readers that want it plain.
+  auto deferred = impl_->views.find(value);
+  if (deferred != impl_->views.end()) return as_asked(deferred->second.first);
   Operand op = Use(value);
   if (!op.present()) return op;
-  if (same_bytes(op, &view)) return view;
-  for (const Operand& copy : impl_->layout_ops[value])
-    if (same_bytes(copy, &view)) return view;
-  Operand dst;
-  if (!LayoutFromDesc(desc, &dst) || desc.get_size() == 0) return Operand();
-  dst.dtype = op.dtype;
-  dst = ReorderCopy(value, op, dst, desc.get_size(), dst.tag ? ":to_blocked" : ":to_strided");
-  impl_->layout_ops[value].push_back(dst);
-  return dst;
+  return as_asked(op);
 }
 
 CheckResult LowerContext::AddWeight(const std::string& given, std::string bytes, const dnnl::memory::desc& desc,
