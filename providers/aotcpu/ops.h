@@ -110,6 +110,10 @@ bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear)
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
 int FuseSpelledActivations(Graph* g, std::vector<bool>* folded);
 
+// ops_math.cc: the element strides of an operand whose layout has no inner blocks (plain, strided, a permutation such
+// as nhwc's acdb; a scalar has none); false for a blocked layout.
+bool PlainStrides(const Operand& op, std::vector<int64_t>* strides);
+
 // ops_tensor.cc: the sub-block [offsets, offsets + dims) of a format-tag operand as an operand of the same tag at a
 // byte offset, when those bytes are exactly a `dims` tensor in that layout (no padding); false otherwise. Split and
 // Slice of blocked values use it to read the parent's bytes in place.

@@ -90,8 +90,9 @@ memory::desc StridedDesc(const Dims& dims, const Dims& strides) {
                       memory::dims(strides.begin(), strides.end()));
 }
 
-// Element strides of an operand whose layout is a plain strided view (no blocking); false otherwise.
-bool PlainStrides(const Operand& op, Dims* strides) {
+}  // namespace
+
+bool PlainStrides(const Operand& op, std::vector<int64_t>* strides) {
   if (op.dims.empty()) {
     strides->clear();
     return true;
@@ -109,6 +110,8 @@ bool PlainStrides(const Operand& op, Dims* strides) {
   strides->assign(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
   return true;
 }
+
+namespace {
 
 // Dense row-major (strides of size-1 dims do not matter).
 bool IsRowMajor(const Operand& op) {

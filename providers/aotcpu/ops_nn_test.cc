@@ -494,8 +494,10 @@ TEST(OpsNn, ExporterLayoutsRunWithoutCopies) {
     size_t to_plain = 0;
     for (const Step& st : c.parsed.steps) {
       if (st.kind == StepKind::kConv && !first_conv) first_conv = &st;
-      if (st.kind == StepKind::kPad) EXPECT_FALSE(IsPlain(st.ops[0]) && IsPlain(st.ops[1]) && st.ops[0].dims[1] == 8)
-          << "the Pad ran on plain NCHW values: " << DescribeStep(st);
+      if (st.kind == StepKind::kPad) {
+        EXPECT_FALSE(IsPlain(st.ops[0]) && IsPlain(st.ops[1]) && st.ops[0].dims[1] == 8)
+            << "the Pad ran on plain NCHW values: " << DescribeStep(st);
+      }
       if (st.kind == StepKind::kReorder && st.name.find(":to_plain") != std::string::npos) ++to_plain;
     }
     ASSERT_NE(first_conv, nullptr);
@@ -522,9 +524,11 @@ TEST(OpsNn, PoolOfAPlainValueRunsAJitKernel) {
   for (int threads : {1, 2}) {
     std::unique_ptr<Executor> e = OptimizedExecutor(c, threads);
     ASSERT_NE(e, nullptr);
-    for (size_t i = 0; i < c.parsed.steps.size(); ++i)
-      if (c.parsed.steps[i].kind == StepKind::kPool)
+    for (size_t i = 0; i < c.parsed.steps.size(); ++i) {
+      if (c.parsed.steps[i].kind == StepKind::kPool) {
         EXPECT_NE(e->step_impl(i).rfind("simple", 0), 0u) << threads << " threads: " << e->step_impl(i);
+      }
+    }
   }
   std::vector<double> want(static_cast<size_t>(Numel(yd)));
   for (int64_t ch = 0; ch < 24; ++ch)

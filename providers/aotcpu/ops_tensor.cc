@@ -80,60 +80,46 @@ bool NormAxis(int64_t a, int64_t rank, int64_t* out) {
   return true;
 }
 
-// The element strides of an operand whose layout has no inner blocks (plain, strided, a permutation such as acdb);
-// false for a blocked layout.
-bool ElementStrides(const Operand& op, std::vector<int64_t>* strides) {
-  if (op.tag == 0) {
-    *strides = op.strides.empty() ? RowMajorStrides(op.dims) : op.strides;
-    return strides->size() == op.dims.size();
-  }
-  dnnl::memory::desc d;
-  if (!OperandDesc(op, &d).ok) return false;
-  const dnnl_memory_desc_t& c = d.data;
-  if (c.format_kind != dnnl_blocked || c.format_desc.blocking.inner_nblks != 0 ||
-      c.ndims != static_cast<int>(op.dims.size()))
-    return false;
-  strides->assign(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
+// The axis order (outermost first) of an operand with element strides, dense or not: the axes longer than 1 sorted by
+// stride (ties by index), each size-1 axis left in its place (its stride carries no order). False for a blocked layout.
+bool AxisOrder(const Operand& op, std::vector<int64_t>* st, std::vector<size_t>* order) {
+  if (!PlainStrides(op, st) || st->size() < 2) return false;
+  std::vector<size_t> moving;
+  for (size_t i = 0; i < st->size(); ++i)
+    if (op.dims[i] != 1) moving.push_back(i);
+  std::vector<size_t> sorted = moving;
+  std::stable_sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) { return (*st)[a] > (*st)[b]; });
+  order->resize(st->size());
+  for (size_t i = 0; i < st->size(); ++i) (*order)[i] = i;
+  for (size_t k = 0; k < moving.size(); ++k) (*order)[moving[k]] = sorted[k];
+  return true;
+}
+
+bool IsIdentity(const std::vector<size_t>& order) {
+  for (size_t k = 0; k < order.size(); ++k)
+    if (order[k] != k) return false;
   return true;
 }
 
 // When `op`'s bytes are a dense tensor whose axes are a permutation of op.dims other than the identity (nhwc's acdb):
-// `order` gets the axes from outermost to innermost. Size-1 axes may have any stride (oneDNN's tags leave them free);
-// they are placed by their stride, ties by index.
+// `order` gets the axes from outermost to innermost (AxisOrder).
 bool DensePermutation(const Operand& op, std::vector<size_t>* order) {
   std::vector<int64_t> st;
-  if (!ElementStrides(op, &st) || st.size() < 2) return false;
-  const size_t r = st.size();
-  order->resize(r);
-  for (size_t i = 0; i < r; ++i) (*order)[i] = i;
-  std::stable_sort(order->begin(), order->end(), [&](size_t a, size_t b) { return st[a] > st[b]; });
+  if (!AxisOrder(op, &st, order) || IsIdentity(*order)) return false;
   int64_t inner = 1;
-  for (size_t k = r; k-- > 0;) {
+  for (size_t k = order->size(); k-- > 0;) {
     const size_t a = (*order)[k];
     if (op.dims[a] != 1 && st[a] != inner) return false;
     inner *= op.dims[a];
   }
-  bool identity = true;
-  for (size_t k = 0; k < r; ++k) identity = identity && (*order)[k] == k;
-  return !identity;
+  return true;
 }
 
-// The axis order (outermost first) of an operand with element strides, dense or not (a channel slice of an nhwc value
-// is nhwc-ordered): sorted by stride, ties by index. False for a blocked layout and for the identity order.
+// The axis order of an operand with element strides, dense or not (a channel slice of an nhwc value is nhwc-ordered),
+// when it is not the identity.
 bool StrideOrder(const Operand& op, std::vector<size_t>* order) {
   std::vector<int64_t> st;
-  if (!ElementStrides(op, &st) || st.size() < 2) return false;
-  order->resize(st.size());
-  for (size_t i = 0; i < st.size(); ++i) (*order)[i] = i;
-  std::stable_sort(order->begin(), order->end(), [&](size_t a, size_t b) {
-    // size-1 axes keep their place: their strides carry no order
-    const int64_t sa = op.dims[a] == 1 ? -1 : st[a], sb = op.dims[b] == 1 ? -1 : st[b];
-    if (sa < 0 || sb < 0) return false;
-    return sa > sb;
-  });
-  for (size_t k = 0; k < order->size(); ++k)
-    if ((*order)[k] != k) return true;
-  return false;
+  return AxisOrder(op, &st, order) && !IsIdentity(*order);
 }
 
 // A strided view of the plain operand `in` (dims `in_dims`): element (i0..) of the view is element
@@ -452,7 +438,7 @@ CheckResult LowerTranspose(LowerContext& ctx, int node) {
     if (const Operand* v = ctx.PeekView(n.inputs[0])) {
       in = *v;
       xs = v->strides;
-    } else if (const Operand* p = ctx.Peek(n.inputs[0]); p && p->buf != Buf::kWeight && ElementStrides(*p, &xs)) {
+    } else if (const Operand* p = ctx.Peek(n.inputs[0]); p && p->buf != Buf::kWeight && PlainStrides(*p, &xs)) {
       in = *p;
     } else {
       in = ctx.UsePlain(n.inputs[0]);
@@ -1026,7 +1012,7 @@ CheckResult LowerSplit(LowerContext& ctx, int node) {
   if (cur && cur->buf != Buf::kWeight && x.dtype == kF32 && !ctx.options().portable_layouts &&
       DensePermutation(*cur, &order)) {
     std::vector<int64_t> st;
-    bool all = ElementStrides(*cur, &st);
+    bool all = PlainStrides(*cur, &st);
     for (size_t i = 0; i < n.outputs.size() && all; ++i)
       all = ctx.graph().v(n.outputs[i]).consumers.size() > 0 && !ctx.graph().v(n.outputs[i]).is_graph_output;
     if (all) {
