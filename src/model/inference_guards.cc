@@ -81,6 +81,38 @@ void AxisInRange(onnx::InferenceContext& ctx, const char* op, size_t x, int64_t 
     fail_shape_inference(op, ": axis ", axis, " is outside [", -rank, ", ", rank, ") for an input of rank ", rank);
 }
 
+// Runs `after` once the original inference function of every version of `op` (default domain) has run: rules that
+// libonnx 1.12 lacks and later ONNX versions have.
+void Extend(const char* op, std::function<void(onnx::InferenceContext&)> after) {
+  std::set<const onnx::OpSchema*> done;
+  for (int version = 1; version <= 17; ++version) {
+    auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, version, ""));
+    if (!schema || !done.insert(schema).second) continue;
+    onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
+    if (!original) continue;
+    schema->TypeAndShapeInferenceFunction([after, original](onnx::InferenceContext& ctx) {
+      original(ctx);
+      after(ctx);
+    });
+  }
+}
+
+// Reshape to a shape computed at run time: libonnx 1.12 gives no shape at all; ONNX 1.14 and ONNX Runtime give the
+// rank, the length of the shape input, with unknown dims. Without it every op after the Reshape lost its rank (the
+// VITS decoders of the zoo's piper_vits: their length comes from the predicted durations).
+void ReshapeRankFromShapeInput(onnx::InferenceContext& ctx) {
+  if (ctx.getNumOutputs() < 1 || ctx.getNumInputs() < 2) return;
+  onnx::TypeProto* out = ctx.getOutputType(0);
+  if (!out || out->value_case() != onnx::TypeProto::kTensorType || out->tensor_type().has_shape()) return;
+  if (!onnx::hasInputShape(ctx, 1)) return;
+  const onnx::TensorShapeProto& s = ctx.getInputType(1)->tensor_type().shape();
+  if (s.dim_size() != 1 || !s.dim(0).has_dim_value()) return;
+  const int64_t rank = s.dim(0).dim_value();
+  if (rank < 0 || rank > 64) return;  // a hostile length: leave the shape unknown (the kernel checks at run time)
+  onnx::TensorShapeProto* shape = out->mutable_tensor_type()->mutable_shape();
+  for (int64_t i = 0; i < rank; ++i) shape->add_dim();
+}
+
 }  // namespace
 
 void InstallInferenceGuards() {
@@ -106,6 +138,7 @@ void InstallInferenceGuards() {
     Guard("LayerNormalization", [](onnx::InferenceContext& ctx) { AxisInRange(ctx, "LayerNormalization", 0, -1); });
     for (const char* op : {"MaxPool", "AveragePool", "LpPool"})
       Guard(op, [op](onnx::InferenceContext& ctx) { ConvPoolRanks(ctx, op, 0, -1); });
+    Extend("Reshape", ReshapeRankFromShapeInput);
   });
 }
 

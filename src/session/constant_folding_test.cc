@@ -166,12 +166,20 @@ std::vector<float> RunFloat(const InferenceSession& s, const std::string& input,
   return std::vector<float>(y.data<float>(), y.data<float>() + y.NumElements());
 }
 
+// `name` has a shape of `rank` dims, none of them known.
+void ExpectRankOnly(const Graph& g, const std::string& name, size_t rank) {
+  const ValueType* t = g.FindType(name);
+  ASSERT_TRUE(t && t->has_shape) << name << ": " << TypeOf(g, name);
+  ASSERT_EQ(t->dims.size(), rank) << TypeOf(g, name);
+  for (const Dim& d : t->dims) EXPECT_FALSE(d.known()) << TypeOf(g, name);
+}
+
 TEST(ConstantFoldingTest, ShapeSubgraphFoldsToAStaticReshape) {
   std::shared_ptr<Model> model = Load(ShapeSubgraphModel(), {{"N", 3}});
   ASSERT_TRUE(model);
   const Graph& g = *model->graph;
-  // ONNX shape inference alone cannot see through the computed shapes.
-  EXPECT_EQ(TypeOf(g, "xr"), "tensor(float)");  // no shape at all
+  // ONNX shape inference alone cannot see through the computed shapes: only the rank, the shape input's length.
+  ExpectRankOnly(g, "xr", 2);
   StatusOr<ConstantFoldingStats> stats = FoldConstants(model.get(), ConstantFoldingOptions());
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(OpTypes(g), (std::vector<std::string>{"Add", "Reshape", "Relu"}));
@@ -215,7 +223,7 @@ TEST(ConstantFoldingTest, AFreeDimensionKeepsItsShapePath) {
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Shape"), 1);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Constant"), 0);
   EXPECT_EQ(ops.size(), 20u - 3u);
-  EXPECT_EQ(TypeOf(g, "xr"), "tensor(float)");  // no shape at all
+  ExpectRankOnly(g, "xr", 2);
 }
 
 TEST(ConstantFoldingTest, DataDependentValuesStay) {
