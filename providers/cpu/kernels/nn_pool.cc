@@ -1,6 +1,7 @@
 // Pooling: MaxPool, AveragePool, LpPool, their Global* forms and MaxUnpool. float max/average pooling without an
 // indices output runs on oneDNN's pooling primitive (plain layouts, or the layout the session's layout pass gave X
-// and Y, cached per input shape); everything else
+// and Y, cached per input shape; a plain tensor that oneDNN would pool with simple_nchw, as at AVX2, is pooled in
+// channels-last between two reorders); everything else
 // (indices, double/float16/int8/uint8, LpPool, windows oneDNN averages differently) uses direct loops over the
 // N*C planes in parallel.
 #include <algorithm>
@@ -22,10 +23,22 @@ using dnnl::memory;
 
 enum class PoolKind { kMax, kAverage, kLp };
 
+// The primitive runs on src/dst; when they differ from the tensors' own layout (user_src/user_dst), reorders
+// bracket it through the scratch buffer.
 struct DnnlPoolPlan {
   dnnl::primitive prim;
   memory::desc src, dst, scratch_md;
+  memory::desc user_src, user_dst;
+  dnnl::reorder to_src, to_user_dst;  // empty when the primitive runs on the user layout
+  size_t scratch_total = 0;
 };
+
+// True for oneDNN pooling implementations that are not vectorized over channels: on a plain NCHW tensor oneDNN
+// 2.6 has only "simple_nchw" (one window at a time; 20-30x slower than its jit kernels, perftest 2_72_conv) or a
+// reference kernel.
+bool SlowPoolImpl(const std::string& impl) {
+  return impl.rfind("simple", 0) == 0 || impl.rfind("ref", 0) == 0;
+}
 
 // Calls fn(out_index, in_offsets...) for each output position of one plane; the taps of a window are visited by
 // VisitWindow. Kept as a small struct so the per-axis bookkeeping is computed once per plane.
@@ -330,6 +343,7 @@ class PoolKernel final : public OpKernel {
     auto plan = std::make_shared<DnnlPoolPlan>();
     ScopedOmpThreads omp(threads);
     Status st = DnnlCall("pooling setup", [&] {
+      const dnnl::engine& eng = CpuEngine();
       memory::dims src{n, c}, dst{n, c}, strides, kernel, dil, pl, pr;
       for (size_t i = 0; i < g.rank(); ++i) {
         src.push_back(g.in[i]);
@@ -344,16 +358,35 @@ class PoolKernel final : public OpKernel {
           end = (g.out[i] - 1) * g.stride[i] + g.Extent(i) - g.in[i] - g.pad_begin[i];
         pr.push_back(end);
       }
-      plan->src = LayoutDesc(src, layout_);
-      plan->dst = LayoutDesc(dst, layout_);
-      dnnl::algorithm alg = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
-                            : count_include_pad_    ? dnnl::algorithm::pooling_avg_include_padding
-                                                    : dnnl::algorithm::pooling_avg_exclude_padding;
-      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, plan->src, plan->dst, strides, kernel,
-                                       dil, pl, pr);
-      dnnl::pooling_v2_forward::primitive_desc pd(d, UserScratchpadAttr(), CpuEngine());
+      plan->user_src = LayoutDesc(src, layout_);
+      plan->user_dst = LayoutDesc(dst, layout_);
+      const dnnl::algorithm alg = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
+                                  : count_include_pad_    ? dnnl::algorithm::pooling_avg_include_padding
+                                                          : dnnl::algorithm::pooling_avg_exclude_padding;
+      auto make = [&](CpuLayout l) {
+        dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, LayoutDesc(src, l),
+                                         LayoutDesc(dst, l), strides, kernel, dil, pl, pr);
+        return dnnl::pooling_v2_forward::primitive_desc(d, UserScratchpadAttr(), eng);
+      };
+      dnnl::pooling_v2_forward::primitive_desc pd = make(layout_);
+      // A plain tensor without a vectorized kernel: pool in channels-last between two reorders (each a pass over
+      // the data), the layout oneDNN's jit pooling runs on at every ISA level and whose reorders from NCHW are plain
+      // transposes. Kept only if oneDNN has a jit kernel there.
+      if (layout_ == CpuLayout::kPlain && SlowPoolImpl(pd.impl_info_str())) {
+        dnnl::pooling_v2_forward::primitive_desc cl = make(CpuLayout::kChannelsLast);
+        if (!SlowPoolImpl(cl.impl_info_str())) pd = cl;
+      }
+      plan->src = pd.src_desc();
+      plan->dst = pd.dst_desc();
       plan->scratch_md = pd.scratchpad_desc();
       plan->prim = dnnl::pooling_v2_forward(pd);
+      size_t total = ScratchCarver::Rounded(plan->scratch_md.get_size());
+      if (plan->src != plan->user_src) {
+        plan->to_src = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->user_src, eng, plan->src));
+        plan->to_user_dst = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->dst, eng, plan->user_dst));
+        total += ScratchCarver::Rounded(plan->src.get_size()) + ScratchCarver::Rounded(plan->dst.get_size());
+      }
+      plan->scratch_total = total;
     });
     std::shared_ptr<const DnnlPoolPlan> result = st.ok() ? std::move(plan) : nullptr;
     if (plans_.size() >= kMaxCachedShapes) plans_.clear();
@@ -363,16 +396,23 @@ class PoolKernel final : public OpKernel {
 
   Status RunDnnl(const DnnlPoolPlan& plan, const float* x, float* y, int threads) const {
     ScopedOmpThreads omp(threads);
-    ScratchCarver scratch(ScratchCarver::Rounded(plan.scratch_md.get_size()));
+    ScratchCarver scratch(plan.scratch_total);
     RETURN_ERROR_IF(!scratch.ok(), FAIL, "out of memory for pooling scratch");
     return DnnlCall("pooling", [&] {
       const dnnl::engine& eng = CpuEngine();
       dnnl::stream s(eng);
-      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(plan.src, eng, const_cast<float*>(x))},
-                                           {DNNL_ARG_DST, memory(plan.dst, eng, y)}};
+      memory user_src(plan.user_src, eng, const_cast<float*>(x)), user_dst(plan.user_dst, eng, y);
+      memory src = user_src, dst = user_dst;
+      if (plan.to_src) {
+        src = memory(plan.src, eng, scratch.Take(plan.src.get_size()));
+        dst = memory(plan.dst, eng, scratch.Take(plan.dst.get_size()));
+        plan.to_src.execute(s, {{DNNL_ARG_FROM, user_src}, {DNNL_ARG_TO, src}});
+      }
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
       if (plan.scratch_md.get_size() > 0)
         args[DNNL_ARG_SCRATCHPAD] = memory(plan.scratch_md, eng, scratch.Take(plan.scratch_md.get_size()));
       plan.prim.execute(s, args);
+      if (plan.to_user_dst) plan.to_user_dst.execute(s, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, user_dst}});
       s.wait();
     });
   }

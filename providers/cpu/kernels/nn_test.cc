@@ -337,6 +337,46 @@ TEST(NnGemm, ColumnBiasAlphaBetaTranspose) {
 
 // ------------------------------------------------------------------------------------------------------------------
 
+// Float pools of a plain NCHW tensor: oneDNN 2.6 has only simple_nchw (a window at a time) there, so the kernel
+// pools in channels-last between two reorders (perftest bench/perf_regress/2_72_conv ran at 0.03-0.05x ORT). The
+// values must be those of the windows, at a channel count that is no multiple of 8 and with padding and ceil_mode.
+TEST(NnPool, FloatPoolsOfAPlainTensorMatchTheirWindows) {
+  const int64_t n = 2, c = 20, h = 13, w = 11, k = 3, stride = 2, pad = 1;
+  std::vector<float> xs(n * c * h * w);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 1013) / 97.f - 5.f;
+  const Tensor x = MakeTensor<float>({n, c, h, w}, xs);
+  const int64_t oh = (h + 2 * pad - k + stride - 1) / stride + 1, ow = (w + 2 * pad - k + stride - 1) / stride + 1;
+  // The window of output (i, j), clipped to the input; ceil_mode's last window may reach past the end padding.
+  auto expect = [&](const char* op, bool max, int include_pad) {
+    std::vector<Attribute> attrs{IntsAttr("kernel_shape", {k, k}), IntsAttr("strides", {stride, stride}),
+                                 IntsAttr("pads", {pad, pad, pad, pad}), IntAttr("ceil_mode", 1)};
+    if (!max) attrs.push_back(IntAttr("count_include_pad", include_pad));
+    OpResult r = RunOp(op, max ? 12 : 11, {x}, attrs);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.out().shape(), (Shape{n, c, oh, ow}));
+    const std::vector<float> y = r.values<float>();
+    for (int64_t p = 0; p < n * c; ++p)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          float acc = max ? -1e30f : 0.f;
+          int64_t taps = 0, padded = 0;
+          for (int64_t a = i * stride - pad; a < i * stride - pad + k; ++a)
+            for (int64_t b = j * stride - pad; b < j * stride - pad + k; ++b) {
+              if (a < h + pad && b < w + pad) ++padded;  // inside the padded extent
+              if (a < 0 || b < 0 || a >= h || b >= w) continue;
+              const float v = xs[(p * h + a) * w + b];
+              acc = max ? std::max(acc, v) : acc + v;
+              ++taps;
+            }
+          const float want = max ? acc : acc / static_cast<float>(include_pad ? padded : taps);
+          ASSERT_NEAR(y[(p * oh + i) * ow + j], want, 1e-5f) << op << " plane " << p << " at " << i << "," << j;
+        }
+  };
+  expect("MaxPool", true, 0);
+  expect("AveragePool", false, 0);
+  expect("AveragePool", false, 1);
+}
+
 TEST(NnPool, MaxPoolInt8WithColumnMajorIndices) {
   Tensor x = MakeTensor<int8_t>({1, 1, 2, 3}, {-5, 7, 1, 9, -128, 3});
   OpResult r = RunOp("MaxPool", 12, {x}, {IntsAttr("kernel_shape", {2, 2}), IntAttr("storage_order", 1)}, 2);
