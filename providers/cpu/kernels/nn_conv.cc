@@ -2,8 +2,10 @@
 // blocked source/destination layouts chosen by oneDNN (reordered from/to the plain NCHW tensors, which measured
 // faster than running on plain layouts, or read and written directly in the layout the session's layout pass gave X
 // and Y: providers/cpu/layout.h), constant weights packed once into the layout the primitive wants, and one
-// primitive per input shape cached in the kernel. double and shapes oneDNN refuses use the plain-loop fallback.
+// primitive per input shape cached in the kernel. Where oneDNN offers only im2col + gemm because the padding is wider
+// than its direct kernels take (dilated convolutions at AVX2), the padding is made explicit. double and shapes oneDNN refuses use the plain-loop fallback.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,7 +41,17 @@ struct DnnlConvPlan {
   // A transposed convolution's bias, added after the primitive into dst_prim (plain or channels-last): oneDNN 2.6's
   // deconvolution with a bias is 6-70x slower than without (measured at every layout, issue 14).
   bool bias_after = false, bias_channels_last = false;
+  // The padding made explicit (IsGemmOrRef): src_prim has the padded spatial dims and no padding of its own; each run
+  // zeroes it and src_reorder writes the source into src_inner, its interior.
+  bool explicit_pad = false;
+  memory::desc src_inner;
 };
+
+// oneDNN 2.6 implementations that are not direct convolution kernels: im2col + gemm ("gemm:jit", "x64:gemm:jit")
+// and the reference kernel.
+bool IsGemmOrRef(const std::string& impl) {
+  return impl.find("gemm") != std::string::npos || impl.rfind("ref", 0) == 0;
+}
 
 // dst[n, c, s...] += bias[c] over a plain ([N, C, S]) or channels-last ([N, S, C]) buffer.
 void AddChannelBias(float* dst, const float* bias, const memory::dims& dims, bool channels_last, int threads) {
@@ -136,7 +148,12 @@ class DnnlConvRunner {
       dnnl::stream s(eng);
       memory src_user(plan.src_user, eng, const_cast<float*>(x));
       memory src = src_user;
-      if (plan.src_reorder) {
+      if (plan.explicit_pad) {
+        void* buf = scratch.Take(plan.src_prim.get_size());
+        std::memset(buf, 0, plan.src_prim.get_size());
+        src = memory(plan.src_prim, eng, buf);
+        plan.src_reorder.execute(s, {{DNNL_ARG_FROM, src_user}, {DNNL_ARG_TO, memory(plan.src_inner, eng, buf)}});
+      } else if (plan.src_reorder) {
         src = memory(plan.src_prim, eng, scratch.Take(plan.src_prim.get_size()));
         plan.src_reorder.execute(s, {{DNNL_ARG_FROM, src_user}, {DNNL_ARG_TO, src}});
       }
@@ -234,6 +251,30 @@ class DnnlConvRunner {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                         src_any, w_any, plan->bias_md, dst_any, strides, dil, pl, pr);
       dnnl::convolution_forward::primitive_desc pd(d, attr, eng);
+      // oneDNN 2.6's direct kernels refuse a left padding wider than their register block (at AVX2 a dilated
+      // kernel 5 or 7 with "same" padding: the HiFi-GAN resblocks of piper_vits) and fall back to im2col + gemm,
+      // several times slower. With the padding made explicit (a zeroed, wider source) the direct kernel may take it.
+      bool padded = false;
+      for (size_t i = 0; i < r; ++i) padded |= g.pad_begin[i] > 0 || g.pad_end[i] > 0;
+      if (padded && IsGemmOrRef(pd.impl_info_str())) {
+        memory::dims wide = src_dims, zero(r, 0);
+        for (size_t i = 0; i < r; ++i) wide[2 + i] += g.pad_begin[i] + g.pad_end[i];
+        const memory::desc wide_any(wide, memory::data_type::f32, memory::format_tag::any);
+        dnnl::convolution_forward::desc dw(dnnl::prop_kind::forward_inference,
+                                           dnnl::algorithm::convolution_direct, wide_any, w_any, plan->bias_md,
+                                           dst_any, strides, dil, zero, zero);
+        try {
+          dnnl::convolution_forward::primitive_desc wpd(dw, attr, eng);
+          if (!IsGemmOrRef(wpd.impl_info_str())) {
+            memory::dims offsets(src_dims.size(), 0);
+            for (size_t i = 0; i < r; ++i) offsets[2 + i] = g.pad_begin[i];
+            plan->src_inner = wpd.src_desc().submemory_desc(src_dims, offsets);
+            pd = wpd;
+            plan->explicit_pad = true;
+          }
+        } catch (const dnnl::error&) {  // no better kernel: keep the first
+        }
+      }
       plan->src_prim = pd.src_desc();
       plan->dst_prim = pd.dst_desc();
       plan->w_prim = pd.weights_desc();
@@ -250,7 +291,10 @@ class DnnlConvRunner {
       plan->prim = dnnl::deconvolution_forward(pd);
     }
     size_t total = ScratchCarver::Rounded(plan->scratch_md.get_size());
-    if (plan->src_prim != plan->src_user) {
+    if (plan->explicit_pad) {
+      plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_inner));
+      total += ScratchCarver::Rounded(plan->src_prim.get_size());
+    } else if (plan->src_prim != plan->src_user) {
       plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->src_user, eng, plan->src_prim));
       total += ScratchCarver::Rounded(plan->src_prim.get_size());
     }

@@ -71,6 +71,43 @@ TEST(NnConv, ConstantAndRuntimeWeightsAgreeWithReference) {
   ExpectNear(Values<float>(runtime.out()), want);
 }
 
+// Dilated 1-D convolutions with "same" padding (HiFi-GAN resblocks, VITS duration predictors): oneDNN 2.6's direct
+// kernels refuse a left padding this wide at AVX2 and fell back to im2col + gemm; the kernel then pads explicitly
+// (a zeroed wider source). Values must match the reference for plain and grouped (depthwise) convolutions, with
+// packed and run-time weights. CI's second pass runs this at AVX2, where the explicit padding is taken.
+TEST(NnConv, DilatedSamePaddingMatchesReference) {
+  struct Case {
+    int64_t c, m, group, k, dil, len;
+  } cases[] = {{32, 32, 1, 7, 3, 61}, {32, 32, 1, 5, 2, 40}, {24, 24, 24, 3, 9, 50}, {16, 8, 1, 7, 11, 90}};
+  for (const Case& t : cases) {
+    const int64_t pad = t.dil * (t.k - 1) / 2, cg = t.c / t.group, mg = t.m / t.group;
+    Tensor x = Random({1, t.c, t.len}, 11), w = Random({t.m, cg, t.k}, 12), b = Random({t.m}, 13);
+    std::vector<float> want(t.m * t.len);
+    for (int64_t om = 0; om < t.m; ++om)
+      for (int64_t j = 0; j < t.len; ++j) {
+        double acc = b.data<float>()[om];
+        const int64_t grp = om / mg;
+        for (int64_t ic = 0; ic < cg; ++ic)
+          for (int64_t a = 0; a < t.k; ++a) {
+            const int64_t xx = j - pad + a * t.dil;
+            if (xx < 0 || xx >= t.len) continue;
+            acc += double(x.data<float>()[(grp * cg + ic) * t.len + xx]) * w.data<float>()[(om * cg + ic) * t.k + a];
+          }
+        want[om * t.len + j] = static_cast<float>(acc);
+      }
+    std::vector<Attribute> attrs{IntsAttr("pads", {pad, pad}), IntsAttr("dilations", {t.dil}),
+                                 IntAttr("group", t.group), IntsAttr("kernel_shape", {t.k})};
+    for (bool packed : {true, false}) {
+      OpResult r = packed ? RunOp("Conv", 11, {x, w, b}, attrs, 1, {1, 2}) : RunOp("Conv", 11, {x, w, b}, attrs);
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      ASSERT_EQ(r.out().shape(), (Shape{1, t.m, t.len}));
+      SCOPED_TRACE("kernel " + std::to_string(t.k) + " dilation " + std::to_string(t.dil) + " group " +
+                   std::to_string(t.group) + (packed ? " packed" : " run-time weights"));
+      ExpectNear(Values<float>(r.out()), want);
+    }
+  }
+}
+
 TEST(NnConv, DoubleAndFloat16MatchFloat) {
   Tensor x = Random({1, 3, 6, 6}, 4), w = Random({4, 3, 2, 2}, 5);
   std::vector<float> want = RefConv2d(x, w, nullptr, 1, 0, 2);
