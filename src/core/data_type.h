@@ -76,12 +76,15 @@ constexpr DataType DataTypeFor() {
 // Calls fn.template operator()<T>() for the C++ type of `t` among the listed types and returns its result
 // (fn must return Status). Unlisted types give NOT_IMPLEMENTED naming `what` and the type.
 //   return DispatchType<float, double, int64_t>(t, "Relu", [&](auto tag) { using T = decltype(tag); ... });
-template <typename... Ts, typename Fn>
-Status DispatchType(DataType t, const char* what, Fn&& fn) {
-  Status result = MakeStatus(ErrorCode::NOT_IMPLEMENTED, what, ": element type ", DataTypeName(t), " is not supported");
-  bool matched = false;
-  (void)((DataTypeFor<Ts>() == t ? (matched = true, result = fn(Ts{}), true) : false) || ...);
-  (void)matched;
+// The error is built only when no type matches: it formats through a stream, and building it on every call cost
+// 40% of a run of small elementwise nodes (a chain of 1,000 on [1, 16]).
+// `what` is anything MakeStatus streams (a string, or a graph node).
+template <typename... Ts, typename W, typename Fn>
+Status DispatchType(DataType t, const W& what, Fn&& fn) {
+  Status result;
+  const bool matched = ((DataTypeFor<Ts>() == t ? (result = fn(Ts{}), true) : false) || ...);
+  if (!matched)
+    return MakeStatus(ErrorCode::NOT_IMPLEMENTED, what, ": element type ", DataTypeName(t), " is not supported");
   return result;
 }
 

@@ -39,6 +39,8 @@ std::string Node::Describe() const {
   return s + " node '" + name + "'";
 }
 
+std::ostream& operator<<(std::ostream& os, const Node& node) { return os << node.Describe(); }
+
 StatusOr<std::vector<size_t>> Graph::TopologicalOrder(const std::vector<std::string>& outer_scope_names) const {
   std::unordered_map<std::string, size_t> producer;
   for (size_t i = 0; i < nodes.size(); ++i) {

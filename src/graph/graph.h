@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,10 @@ struct Node {
   // "Conv 'conv1'" for messages.
   std::string Describe() const;
 };
+
+// Streams Describe(): kernels pass the node itself to messages built only on an error (MakeStatus, DispatchType),
+// so a run of small nodes does not format a description per node.
+std::ostream& operator<<(std::ostream& os, const Node& node);
 
 class Graph {
  public:

@@ -176,8 +176,8 @@ class BinaryKernel final : public OpKernel {
     ASSIGN_OR_RETURN(const Tensor* A, RequireInput(ctx, 0));
     ASSIGN_OR_RETURN(const Tensor* B, RequireInput(ctx, 1));
     RETURN_IF_ERROR(CheckSameType(ctx, *A, *B));
-    const std::string what = ctx.node().Describe();
-    return DispatchType<Ts...>(A->dtype(), what.c_str(), [&](auto tag) -> Status {
+    const Node& what = ctx.node();  // described only in an error
+    return DispatchType<Ts...>(A->dtype(), what, [&](auto tag) -> Status {
       using T = decltype(tag);
       using R = std::conditional_t<kBoolOut, bool, T>;
       if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
@@ -346,11 +346,11 @@ class PowKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     ASSIGN_OR_RETURN(const Tensor* A, RequireInput(ctx, 0));
     ASSIGN_OR_RETURN(const Tensor* B, RequireInput(ctx, 1));
-    const std::string what = ctx.node().Describe();
+    const Node& what = ctx.node();  // described only in an error
     ASSIGN_OR_RETURN(BroadcastPlan plan, legacy_.Plan(ctx, A->shape(), B->shape()));
-    return DispatchType<int32_t, int64_t, EW_FLOATS>(A->dtype(), what.c_str(), [&](auto ta) -> Status {
+    return DispatchType<int32_t, int64_t, EW_FLOATS>(A->dtype(), what, [&](auto ta) -> Status {
       using T = decltype(ta);
-      return DispatchType<EW_NUMERIC>(B->dtype(), what.c_str(), [&](auto tb) -> Status {
+      return DispatchType<EW_NUMERIC>(B->dtype(), what, [&](auto tb) -> Status {
         using E = decltype(tb);
         ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, A->dtype(), plan.out_shape()));
         const T* a = A->data<T>();
@@ -422,8 +422,8 @@ Status PReluCompute(KernelContext& ctx) {
   ASSIGN_OR_RETURN(const Tensor* X, RequireInput(ctx, 0));
   ASSIGN_OR_RETURN(const Tensor* S, RequireInput(ctx, 1));
   RETURN_IF_ERROR(CheckSameType(ctx, *X, *S));
-  const std::string what = ctx.node().Describe();
-  return DispatchType<EW_FLOATS, int32_t, int64_t, uint32_t, uint64_t>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
+  const Node& what = ctx.node();  // described only in an error
+  return DispatchType<EW_FLOATS, int32_t, int64_t, uint32_t, uint64_t>(X->dtype(), what, [&](auto tag) -> Status {
     using T = decltype(tag);
     Shape slope_shape = S->shape();
     if (ctx.node().opset < 7 && slope_shape.size() == 1 && X->rank() >= 2 && slope_shape[0] == X->dim(1) &&
@@ -457,8 +457,8 @@ Status VariadicCompute(KernelContext& ctx, const Op& op) {
     RETURN_IF_ERROR(CheckSameType(ctx, *ins[0], *ins[i]));
     shapes[i] = &ins[i]->shape();
   }
-  const std::string what = ctx.node().Describe();
-  return DispatchType<EW_NUMERIC>(ins[0]->dtype(), what.c_str(), [&](auto tag) -> Status {
+  const Node& what = ctx.node();  // described only in an error
+  return DispatchType<EW_NUMERIC>(ins[0]->dtype(), what, [&](auto tag) -> Status {
     using T = decltype(tag);
     using C = ComputeT<T>;
     if (n == 1) {  // the sum, max, min or mean of one tensor is that tensor
@@ -495,8 +495,8 @@ Status WhereCompute(KernelContext& ctx) {
                   ": condition must be bool, got ", DataTypeName(Cd->dtype()));
   RETURN_IF_ERROR(CheckSameType(ctx, *X, *Yv));
   ASSIGN_OR_RETURN(BroadcastPlan plan, MakePlan(ctx, {&Cd->shape(), &X->shape(), &Yv->shape()}));
-  const std::string what = ctx.node().Describe();
-  return DispatchType<EPCTX_ALL_TYPES>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
+  const Node& what = ctx.node();  // described only in an error
+  return DispatchType<EPCTX_ALL_TYPES>(X->dtype(), what, [&](auto tag) -> Status {
     using T = decltype(tag);
     ASSIGN_OR_RETURN(Tensor * Out, ctx.Output(0, X->dtype(), plan.out_shape()));
     if (plan.out_size() == 0) return Status::OK();

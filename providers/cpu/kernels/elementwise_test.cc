@@ -91,6 +91,14 @@ TEST(ElementwiseBinary, AddBroadcastsAndRejectsBadShapes) {
 
   auto str = RunOp("Add", 14, {MakeTensor<std::string>({1}, {"a"}), MakeTensor<std::string>({1}, {"b"})});
   EXPECT_EQ(str.status.code(), ErrorCode::NOT_IMPLEMENTED);
+  // The message (built only on this error, from the node itself) names the node, the op and the type.
+  EXPECT_NE(str.status.message().find("Add node 'n0'"), std::string::npos) << str.status.message();
+  EXPECT_NE(str.status.message().find("element type string is not supported"), std::string::npos)
+      << str.status.message();
+  auto sig = RunOp("Sigmoid", 13, {MakeTensor<int32_t>({1}, {1})});
+  EXPECT_EQ(sig.status.code(), ErrorCode::NOT_IMPLEMENTED);
+  EXPECT_NE(sig.status.message().find("Sigmoid node 'n0': element type int32"), std::string::npos)
+      << sig.status.message();
 }
 
 TEST(ElementwiseBinary, IntegerEdgeCases) {

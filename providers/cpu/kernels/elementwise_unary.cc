@@ -115,8 +115,8 @@ class UnaryKernel final : public OpKernel {
   UnaryKernel(Op op, double cost) : op_(std::move(op)), cost_(cost) {}
   Status Compute(KernelContext& ctx) const override {
     ASSIGN_OR_RETURN(const Tensor* X, RequireInput(ctx, 0));
-    const std::string what = ctx.node().Describe();
-    return DispatchType<Ts...>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
+    const Node& what = ctx.node();  // described only in an error
+    return DispatchType<Ts...>(X->dtype(), what, [&](auto tag) -> Status {
       using T = decltype(tag);
       ASSIGN_OR_RETURN(Tensor * Y, ctx.OutputForOverwrite(0, X->dtype(), X->shape()));  // MapChunk writes all
       const T* x = X->data<T>();
@@ -162,8 +162,8 @@ KernelFactory UnaryFactoryFn(Fn fn, double cost = 1) {
 template <typename Pred>
 Status PredicateKernel(KernelContext& ctx, const Pred& pred) {
   ASSIGN_OR_RETURN(const Tensor* X, RequireInput(ctx, 0));
-  const std::string what = ctx.node().Describe();
-  return DispatchType<EW_FLOATS>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
+  const Node& what = ctx.node();  // described only in an error
+  return DispatchType<EW_FLOATS>(X->dtype(), what, [&](auto tag) -> Status {
     using T = decltype(tag);
     ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, DataType::kBool, X->shape()));
     const T* x = X->data<T>();
@@ -186,8 +186,8 @@ class ClipKernel final : public OpKernel {
 
   Status Compute(KernelContext& ctx) const override {
     ASSIGN_OR_RETURN(const Tensor* X, RequireInput(ctx, 0));
-    const std::string what = ctx.node().Describe();
-    return DispatchType<EW_NUMERIC>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
+    const Node& what = ctx.node();  // described only in an error
+    return DispatchType<EW_NUMERIC>(X->dtype(), what, [&](auto tag) -> Status {
       using T = decltype(tag);
       using C = ComputeT<T>;
       C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
@@ -238,14 +238,14 @@ class DropoutKernel final : public OpKernel {
 
   Status Compute(KernelContext& ctx) const override {
     ASSIGN_OR_RETURN(const Tensor* X, RequireInput(ctx, 0));
-    const std::string what = ctx.node().Describe();
+    const Node& what = ctx.node();  // described only in an error
     float ratio = ratio_attr_;
     bool training = false;
     if (opset_ >= 12) {
       if (const Tensor* r = ctx.Input(1)) {
         RETURN_ERROR_IF(r->NumElements() != 1, INVALID_ARGUMENT, what, ": ratio must be a scalar, got shape ",
                         ShapeToString(r->shape()));
-        RETURN_IF_ERROR(DispatchType<EW_FLOATS>(r->dtype(), what.c_str(), [&](auto tag) -> Status {
+        RETURN_IF_ERROR(DispatchType<EW_FLOATS>(r->dtype(), what, [&](auto tag) -> Status {
           using R = decltype(tag);
           ratio = static_cast<float>(r->data<R>()[0]);
           return Status::OK();
@@ -267,11 +267,11 @@ class DropoutKernel final : public OpKernel {
       ctx.SetOutput(0, IValue(*X));
       if (want_mask) {
         ASSIGN_OR_RETURN(Tensor * M, ctx.Output(1, mask_type, X->shape()));
-        RETURN_IF_ERROR(FillOnes(*M, what));
+        RETURN_IF_ERROR(FillOnes(*M, what.Describe()));
       }
       return Status::OK();
     }
-    return DispatchType<EW_FLOATS>(X->dtype(), what.c_str(), [&](auto tag) -> Status {
+    return DispatchType<EW_FLOATS>(X->dtype(), what, [&](auto tag) -> Status {
       using T = decltype(tag);
       const int64_t n = X->NumElements();
       ASSIGN_OR_RETURN(Tensor * Y, ctx.Output(0, X->dtype(), X->shape()));
@@ -305,7 +305,7 @@ class DropoutKernel final : public OpKernel {
       std::fill_n(m.data<bool>(), m.NumElements(), true);
       return Status::OK();
     }
-    return DispatchType<EW_FLOATS>(m.dtype(), what.c_str(), [&](auto tag) -> Status {
+    return DispatchType<EW_FLOATS>(m.dtype(), what, [&](auto tag) -> Status {
       using T = decltype(tag);
       std::fill_n(m.data<T>(), m.NumElements(), T(1.0f));
       return Status::OK();
