@@ -20,7 +20,7 @@
 
 #include "graph/graph.h"
 #include "providers/cpu/layout.h"
-#include "session/cpu_fusion.h"
+#include "providers/cpu/passes/cpu_fusion.h"
 
 namespace epctx {
 

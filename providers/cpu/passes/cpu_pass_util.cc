@@ -1,4 +1,4 @@
-#include "session/cpu_pass_util.h"
+#include "providers/cpu/passes/cpu_pass_util.h"
 
 #include <vector>
 

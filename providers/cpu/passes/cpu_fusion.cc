@@ -1,4 +1,4 @@
-#include "session/cpu_fusion.h"
+#include "providers/cpu/passes/cpu_fusion.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "session/cpu_pass_util.h"
+#include "providers/cpu/passes/cpu_pass_util.h"
 
 namespace epctx {
 namespace {

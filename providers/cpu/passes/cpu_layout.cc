@@ -1,4 +1,4 @@
-#include "session/cpu_layout.h"
+#include "providers/cpu/passes/cpu_layout.h"
 
 #include <map>
 #include <set>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "session/cpu_pass_util.h"
+#include "providers/cpu/passes/cpu_pass_util.h"
 
 namespace epctx {
 namespace cpu_pass {

@@ -1,8 +1,5 @@
 // The passes on the CPU EP's nodes: level 2 (cpu_fusion.h) and level 3 (cpu_layout.h): what they rewrite, what they
 // must leave alone, and that a rewritten session computes what the plain one (level 1) does.
-#include "session/cpu_fusion.h"
-#include "session/cpu_layout.h"
-
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -12,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "providers/cpu/passes/cpu_fusion.h"
+#include "providers/cpu/passes/cpu_layout.h"
 #include "session/session.h"
 #include "tests/test_util.h"
 
