@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "context_binary.h"
 #include "epctx/epctx.h"
 #include "model/tensor_proto.h"
-#include "program.h"
+#include "providers/aotcpu/binary/context_binary.h"
+#include "providers/aotcpu/runtime/program.h"
 #include "tests/test_util.h"
 
 namespace epctx {

@@ -1,12 +1,15 @@
 // Per-op support checks, lowering functions and step builders of the AotCpu EP, by family. The tables tying them to
 // op types and step kinds are in ops_registry.cc.
-//   ops_nn.cc      Conv, ConvTranspose, BatchNormalization, pooling, Resize, Gemm, LSTM
+//   nn_conv.cc     Conv, ConvTranspose                       (nn_common.h: what the nn files share)
+//   nn_pool.cc     pooling, Resize, BatchNormalization
+//   nn_gemm.cc     Gemm
+//   nn_lstm.cc     LSTM
 //   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax (and mask Add + Softmax),
 //                  LayerNormalization, ReduceMean/Max/Min/Sum
 //   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type), Transpose, Slice, Split, Gather,
 //                  Concat, Pad
-//   fold.cc        constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
-//   executor.cc    Reorder
+//   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
+//   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
 #define EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
 
@@ -24,7 +27,7 @@ namespace aotcpu {
   CheckResult Lower##Name(LowerContext& ctx, int node);
 #define EPCTX_AOT_STEP(Name) CheckResult Build##Name(BuildContext& bc, std::unique_ptr<StepExec>* out);
 
-// ops_nn.cc
+// nn_conv.cc, nn_pool.cc, nn_gemm.cc, nn_lstm.cc
 EPCTX_AOT_OP(Conv)
 EPCTX_AOT_OP(ConvTranspose)
 EPCTX_AOT_OP(BatchNorm)
@@ -70,7 +73,7 @@ EPCTX_AOT_STEP(Gather)
 EPCTX_AOT_STEP(Pad)
 EPCTX_AOT_STEP(StridedCopy)
 
-// executor.cc
+// runtime/executor.cc
 EPCTX_AOT_STEP(Reorder)
 
 #undef EPCTX_AOT_OP
@@ -125,25 +128,25 @@ bool BlockedSubView(const Operand& parent, const std::vector<int64_t>& dims, con
 // a padded copy in plain layout otherwise). Returns the number folded.
 int FoldPadIntoConv(Graph* g, std::vector<bool>* folded);
 
-// ops_nn.cc: a ConvTranspose's constant bias becomes an Add of its own after it (a new node right after it, node
+// nn_conv.cc: a ConvTranspose's constant bias becomes an Add of its own after it (a new node right after it, node
 // indices after it moved up; `folded` grows with them). oneDNN 2.6 runs a deconvolution's bias and post-ops in slow
 // loops of their own: 6-70x the deconvolution without them at every layout measured (issue 14). Returns the number
 // split.
 int SplitConvTransposeBias(Graph* g, std::vector<bool>* folded);
 
-// ops_nn.cc: folds a constant per-channel Add that only an inference BatchNormalization reads into its mean (BN(u +
+// nn_pool.cc: folds a constant per-channel Add that only an inference BatchNormalization reads into its mean (BN(u +
 // c) = BN'(u) with mean' = mean - c): the Add is marked in `folded`, the normalization reads u and a new constant.
 // PP-OCRv4's upsampling path spells a ConvTranspose's bias that way. Returns the number folded.
 int FoldAddIntoBatchNorm(Graph* g, std::vector<bool>* folded);
 
-// ops_nn.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
+// nn_common.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
 // is not dropped) and SAME ConvTransposes (output_padding added) unlike ONNX Runtime and the kernels (found by
 // tests/difftest). Every value whose producer's size, computed as ONNX Runtime does, differs from the graph's static
 // shape, and every value computed from it, loses its static shape (has_shape = false), so that no node is claimed
 // for a shape the value will not have at run time.
 void DistrustContradictedShapes(Graph* g);
 
-// fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
+// ir/fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger
 // than 256 MiB are not folded.
 CheckResult FoldConstants(Graph* g, std::vector<bool>* folded);

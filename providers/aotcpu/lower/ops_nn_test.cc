@@ -1063,8 +1063,11 @@ TEST(OpsNn, ConvTransposeWithOutputPaddingAndGroups) {
   Compiled c;
   ASSERT_TRUE(Compile(b, &c));
   EXPECT_EQ(Kinds(c.parsed), "Deconv,Binary");  // the bias as a step of its own (SplitConvTransposeBias)
-  for (const Step& st : c.parsed.steps)  // oneDNN 2.6's deconvolution with a bias: 6-70x slower
-    if (st.kind == StepKind::kDeconv) EXPECT_FALSE(st.ops[2].present()) << DescribeStep(st);
+  for (const Step& st : c.parsed.steps) {  // oneDNN 2.6's deconvolution with a bias: 6-70x slower
+    if (st.kind == StepKind::kDeconv) {
+      EXPECT_FALSE(st.ops[2].present()) << DescribeStep(st);
+    }
+  }
   std::vector<double> want(static_cast<size_t>(Numel(yd)));
   for (int64_t m = 0; m < 6; ++m)
     for (size_t i = 0; i < 36; ++i) want[static_cast<size_t>(m) * 36 + i] = bias[static_cast<size_t>(m)];
