@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""A/B of AotCpu's partition cost rule (providers/aotcpu/partition_cost.h, docs/aotcpu.md "Partitions that pay").
+"""A/B of AotCpu's partition cost rule (providers/aotcpu/capability/partition_cost.h,
+docs/aotcpu.md "Partitions that pay").
 
   bench/partition_cost_ab.py islands [--threads 1] [--reps 3]   the island models the rule's constants come from
   bench/partition_cost_ab.py zoo [--threads 1] [--reps 3] [--only a,b]   the zoo: partitions, JIT and _ctx.onnx runs

@@ -4,7 +4,7 @@
 // sessions loaded from the _ctx.onnx it wrote (embed mode 0 and 1). Attribute values the lowerings do not
 // reproduce must leave the node on the CPU EP (and the outputs must still match). The runtime reads opsets up to 17,
 // so the opset-18 forms (Pad axes, Split num_outputs, Reduce* axes inputs) are tested on compiled programs in
-// providers/aotcpu/ops_tensor_test.cc.
+// providers/aotcpu/lower/ops_tensor_test.cc.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -558,7 +558,7 @@ TEST_F(AotCpuOps, LstmMatchesTheCpuEp) {
   }
 }
 
-// ---- partitions that pay (providers/aotcpu/partition_cost.h) ----
+// ---- partitions that pay (providers/aotcpu/capability/partition_cost.h) ----
 
 // X [1, 16, 32, 32] -> Sin -> Conv 3x3 (16 -> 16) -> Relu -> Sin -> Relu -> Sin -> Y. Sin is left on the CPU EP (not
 // compiled by AotCpu), so the claimable nodes form two islands: the Conv + Relu (2.4 M multiply-adds: it pays) and the

@@ -519,7 +519,7 @@ PYEOF
   check "why: inspect of a ctx model that compiled nothing lists the reasons" \
     grep -qF "  2 nodes (Add, Relu): AotCpuExecutionProvider: input '...' dim 0 is free ('N')" <<<"$out"
   # Pinned, Add + Relu on 24 floats before the Hardmax are an island too small to pay for its partition
-  # (providers/aotcpu/partition_cost.h); partition_switch_us=0 turns that rule off for the checks below.
+  # (providers/aotcpu/capability/partition_cost.h); partition_switch_us=0 turns that rule off for the checks below.
   err=$("$EPCTX" compile -e aotcpu -f N:3 "$w/free.onnx" -o "$w/island_ctx.onnx" 2>&1 >/dev/null); rc=$?
   check "why: pinned compile of a small island exits 0" [ $rc -eq 0 ]
   check "why: ... leaves the island with the cost rule's reason" \

@@ -4,7 +4,7 @@
 // problem; none may crash, hang or read outside the model's folder.
 //
 // Cases already covered elsewhere are not repeated (docs/reliability.md has the table): the validator's own
-// hostile corpus (providers/aotcpu/context_binary_test.cc), program records (program_test.cc), the example EP's
+// hostile corpus (providers/aotcpu/binary/context_binary_test.cc), program records (program_test.cc), the example EP's
 // path rules (example_ep_context_test.cc), external-data absolute/'..'/symlinked files (api_test.cc).
 // Every hostile input goes through Hostile(), which counts them for docs/reliability.md.
 #include <gtest/gtest.h>
@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "context_binary.h"
 #include "epctx/epctx.h"
 #include "model/tensor_proto.h"
-#include "program.h"
+#include "providers/aotcpu/binary/context_binary.h"
+#include "providers/aotcpu/runtime/program.h"
 #include "tests/test_util.h"
 
 namespace epctx {

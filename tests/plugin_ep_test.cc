@@ -872,7 +872,7 @@ TEST(PluginAotCpu, VirtualDevicesOnePerLowerIsaWhenAllowed) {
 TEST(PluginAotCpu, NextToTheExampleEp) {
   // The example EP first takes its Add/Mul/Relu groups; AotCpu compiles what is left (Sigmoid, Softmax) with its
   // partition cost rule off. With the rule on, each is a lone node on 4 floats between the example EP's partitions:
-  // not worth a partition (providers/aotcpu/partition_cost.h), so both run on the CPU EP, with that reason.
+  // not worth a partition (providers/aotcpu/capability/partition_cost.h), so both run on the CPU EP, with that reason.
   const std::string model = Serialize(MixedModel());
   Env env;
   env.RegisterExecutionProviderLibrary("aotcpu", kAotCpuLib);

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "core/mapped_file.h"
-#include "providers/aotcpu/context_binary.h"
-#include "providers/aotcpu/dynamic_records.h"
-#include "providers/aotcpu/program.h"
+#include "providers/aotcpu/binary/context_binary.h"
+#include "providers/aotcpu/binary/dynamic_records.h"
+#include "providers/aotcpu/runtime/program.h"
 #include "tools/tool_common.h"
 
 namespace epctx::tools {

@@ -1,4 +1,4 @@
-// The attributes by which the session's level-2 pass (src/session/cpu_fusion.h) tells the CPU EP's Conv kernel to
+// The attributes by which the level-2 pass (passes/cpu_fusion.h) tells the CPU EP's Conv kernel to
 // apply an activation as a oneDNN post-op. Internal: they never reach a saved model.
 #pragma once
 

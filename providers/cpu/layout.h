@@ -1,4 +1,4 @@
-// The activation layouts of the CPU EP's layout pass (src/session/cpu_layout.h, ONNX Runtime's NCHWc transformer
+// The activation layouts of the CPU EP's layout pass (passes/cpu_layout.h, ONNX Runtime's NCHWc transformer
 // with oneDNN's choice of layout). A "laid-out" value is an ordinary float Tensor whose shape is the physical one:
 //
 //   logical [N, C, S...]   plain (ONNX's order)

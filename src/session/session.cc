@@ -1,8 +1,5 @@
 #include "session/session.h"
 
-#include "session/cpu_fusion.h"
-#include "session/cpu_layout.h"
-
 #include <fcntl.h>
 #include <omp.h>
 #include <sys/file.h>
@@ -20,6 +17,8 @@
 #include "epcontext/context_model.h"
 #include "epcontext/paths.h"
 #include "epcontext/shared_group.h"
+#include "providers/cpu/passes/cpu_fusion.h"
+#include "providers/cpu/passes/cpu_layout.h"
 
 namespace epctx {
 

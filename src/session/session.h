@@ -12,9 +12,8 @@
 #include "epcontext/generation.h"
 #include "model/model.h"
 #include "plugin/plugin_ep.h"
+#include "providers/cpu/passes/cpu_fusion.h"
 #include "session/constant_folding.h"
-#include "session/cpu_fusion.h"
-#include "session/cpu_fusion.h"
 #include "session/execution_plan.h"
 #include "session/profiler.h"
 
@@ -97,7 +96,7 @@ class InferenceSession {
   Status SetEpDynamicOptions(const std::map<std::string, std::string>& options);
   // Nodes no plugin EP took (they run on the CPU EP) with each EP's reason; empty when the session has no plugin EP.
   const std::vector<LeftOnCpuNode>& left_on_cpu() const { return partition_.left_on_cpu; }
-  // The level-2 fusions applied to the CPU EP's nodes (session/cpu_fusion.h), and the graph the plan runs.
+  // The level-2 fusions applied to the CPU EP's nodes (providers/cpu/passes/cpu_fusion.h), and the graph the plan runs.
   const CpuFusionStats& cpu_fusions() const { return cpu_fusions_; }
   const Graph& planned_graph() const { return *partition_.graph; }
   // Dimensions of the graph inputs still free after the free-dimension overrides (input, dim index, dim_param or ""

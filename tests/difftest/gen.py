@@ -1,5 +1,5 @@
-"""Random, valid ONNX models built from what AotCpu claims (providers/aotcpu/ops_*.cc Support* functions, fold.cc,
-docs/aotcpu.md "What it claims"), for the differential tester (difftest.py).
+"""Random, valid ONNX models built from what AotCpu claims (providers/aotcpu/lower/ops_*.cc Support* functions,
+ir/fold.cc, docs/aotcpu.md "What it claims"), for the differential tester (difftest.py).
 
 Model `index` of seed `seed` is always the same: every random choice comes from numpy's Generator seeded with
 [seed, index], and nothing else (no clock, no dict order of unseeded data) decides anything.

@@ -13,9 +13,9 @@
 #include <memory>
 #include <vector>
 
-#include "context_binary.h"
-#include "executor.h"
-#include "program.h"
+#include "providers/aotcpu/binary/context_binary.h"
+#include "providers/aotcpu/runtime/executor.h"
+#include "providers/aotcpu/runtime/program.h"
 
 namespace {
 

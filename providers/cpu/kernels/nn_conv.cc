@@ -99,7 +99,7 @@ class DnnlConvRunner {
 
   // Weights known at creation (float). Plans built afterwards reference them packed.
   void SetConstantWeights(Tensor w) { const_w_ = std::move(w); }
-  // An activation fused by the session's level-2 pass (session/cpu_fusion.h), run as an eltwise post-op.
+  // An activation fused by the level-2 pass (providers/cpu/passes/cpu_fusion.h), run as an eltwise post-op.
   void SetActivation(dnnl::algorithm alg, float alpha, float beta) {
     act_alg_ = alg;
     act_alpha_ = alpha;

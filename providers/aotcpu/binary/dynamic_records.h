@@ -1,0 +1,103 @@
+// A dynamic partition (dynamic.h) in a context binary (issue 16): the fused graph with its symbolic shapes, the fused
+// node's input/output names and the weights the first shapes packed, as the "records" of one GRAPHS entry plus the
+// TENSORS it references, so that one compiled context serves every input shape. SerializeDynamicGraph writes them;
+// ParseDynamicGraph reads them back as HOSTILE input (every count, length, index, enum, rank and tensor size checked,
+// topological order and single producers verified, producer/consumers rebuilt, never trusted) into a Graph whose
+// constants point into the mapped tensor bytes (no copy).
+//
+// Records encoding (little-endian; docs/context-binary-format.md, "Dynamic partition records"):
+//   "AOTDYN1\0", u32 version (1), graph name, values, nodes, graph inputs/outputs, fused inputs/outputs, packed
+//   weights; see dynamic_records.cc. Constants and packed weights name a tensor by its index in the graph's own tensor
+//   list (GraphInput::tensor_names order = DynamicRecords::tensors order = the WeightRef list given to the parser).
+#ifndef EPCTX_PROVIDERS_AOTCPU_BINARY_DYNAMIC_RECORDS_H_
+#define EPCTX_PROVIDERS_AOTCPU_BINARY_DYNAMIC_RECORDS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "providers/aotcpu/binary/context_binary.h"  // CheckResult, TensorInput
+#include "providers/aotcpu/ir/ir.h"
+#include "providers/aotcpu/runtime/executor.h"        // WeightRef
+
+namespace epctx {
+namespace aotcpu {
+
+// Version 2 appends the shape profiles and ranges (ShapeInfo); readers take 1 (none) and 2.
+inline constexpr uint32_t kDynamicRecordsVersion = 2;
+
+// What the compile was told about the shapes: profiles (each the dims of every fused input, in order) that a loaded
+// session builds before its first run, and per-symbol ranges (lo <= hi) every run is checked against.
+struct DynamicShapeInfo {
+  std::vector<std::vector<std::vector<int64_t>>> profiles;
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+};
+inline constexpr uint32_t kMaxDynProfiles = 256;
+
+// A weight an earlier shape's lowering packed (DynamicGraph's table, CompileOptions::EarlierWeight): the lowering's
+// weight name ("h0_q.weight:packed"), its layout and its bytes (layout.get_size() bytes, borrowed for the call).
+struct StoredWeight {
+  std::string name;
+  dnnl::memory::desc layout;
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+struct DynamicRecords {
+  std::string records;
+  // The graph's tensors, in the order the records index them: first every constant value's bytes (one tensor per
+  // constant value, named "<prefix>const:<value name>"), then every packed weight's ("<prefix>packed:<weight name>").
+  // The binary writer stores identical bytes once.
+  std::vector<TensorInput> tensors;
+};
+
+// Encodes a dynamic partition. `inputs`/`outputs` name the fused node's non-constant inputs and its outputs (as given to
+// DynamicGraph::Create); `packed` is the packed-weight table. `tensor_name_prefix` keeps tensor names unique across the
+// graphs of one binary (WriteContextBinary resolves GraphInput::tensor_names to the first tensor of that name), e.g.
+// "<graph name>/". Fails (naming the value/node) for what the format cannot hold: a subgraph attribute, a node with a
+// subgraph, a constant without a static shape or with a dtype the binary does not carry, a weight layout no operand
+// can describe, a count beyond the parser's limits.
+CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>& inputs,
+                                  const std::vector<std::string>& outputs, const std::vector<StoredWeight>& packed,
+                                  DynamicRecords* out, const std::string& tensor_name_prefix = "",
+                                  const DynamicShapeInfo& shapes = {});
+
+// A packed weight read back: its layout and bytes pointing into the mapped tensor (borrowed: valid while the binary
+// stays mapped).
+struct BorrowedWeight {
+  dnnl::memory::desc layout;
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+struct ParsedDynamicGraph {
+  Graph graph;  // constants: Value::data into the mapped tensors (folded is null); producer/consumers/by_name rebuilt
+  std::vector<std::string> inputs, outputs;  // the fused node's
+  std::map<std::string, BorrowedWeight> packed;  // by weight name
+  DynamicShapeInfo shapes;                       // empty for version 1 records
+};
+
+// Limits the parser enforces.
+inline constexpr uint32_t kMaxDynValues = 1u << 20;
+inline constexpr uint32_t kMaxDynNodes = 1u << 20;
+inline constexpr uint32_t kMaxDynNodeIo = 4096;     // inputs or outputs of one node
+inline constexpr uint32_t kMaxDynAttrs = 256;       // attributes of one node
+inline constexpr uint32_t kMaxDynAttrElems = 1u << 20;  // ints/floats of one attribute
+inline constexpr uint32_t kMaxDynName = 1u << 16;   // any name or string attribute
+inline constexpr uint32_t kMaxDynIo = 4096;         // graph/fused inputs or outputs
+inline constexpr uint32_t kMaxDynWeights = 1u << 20;
+
+// Decodes records (hostile) against the graph's tensors (`tensors[i]` = the mapped bytes of the graph's i-th tensor).
+// On failure *out is unspecified and the reason names the value/node/weight and field.
+CheckResult ParseDynamicGraph(std::string_view records, const std::vector<WeightRef>& tensors,
+                              ParsedDynamicGraph* out);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_BINARY_DYNAMIC_RECORDS_H_

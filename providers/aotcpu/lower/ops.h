@@ -1,0 +1,157 @@
+// Per-op support checks, lowering functions and step builders of the AotCpu EP, by family. The tables tying them to
+// op types and step kinds are in ops_registry.cc.
+//   nn_conv.cc     Conv, ConvTranspose                       (nn_common.h: what the nn files share)
+//   nn_pool.cc     pooling, Resize, BatchNormalization
+//   nn_gemm.cc     Gemm
+//   nn_lstm.cc     LSTM
+//   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax (and mask Add + Softmax),
+//                  LayerNormalization, ReduceMean/Max/Min/Sum
+//   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type), Transpose, Slice, Split, Gather,
+//                  Concat, Pad
+//   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
+//   runtime/executor.cc  Reorder
+#ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
+#define EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
+
+#include <memory>
+#include <string>
+
+#include "providers/aotcpu/plan/compiler.h"
+#include "providers/aotcpu/runtime/executor.h"
+
+namespace epctx {
+namespace aotcpu {
+
+#define EPCTX_AOT_OP(Name)                                            \
+  bool Support##Name(const Graph& g, const Node& n, std::string* why); \
+  CheckResult Lower##Name(LowerContext& ctx, int node);
+#define EPCTX_AOT_STEP(Name) CheckResult Build##Name(BuildContext& bc, std::unique_ptr<StepExec>* out);
+
+// nn_conv.cc, nn_pool.cc, nn_gemm.cc, nn_lstm.cc
+EPCTX_AOT_OP(Conv)
+EPCTX_AOT_OP(ConvTranspose)
+EPCTX_AOT_OP(BatchNorm)
+EPCTX_AOT_OP(Pool)  // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+EPCTX_AOT_OP(Resize)
+EPCTX_AOT_OP(Gemm)
+EPCTX_AOT_OP(Lstm)
+EPCTX_AOT_STEP(Conv)
+EPCTX_AOT_STEP(Deconv)
+EPCTX_AOT_STEP(Pool)
+EPCTX_AOT_STEP(Resample)
+EPCTX_AOT_STEP(InnerProduct)
+EPCTX_AOT_STEP(BatchNorm)
+EPCTX_AOT_STEP(Lstm)
+
+// ops_math.cc
+EPCTX_AOT_OP(MatMul)
+EPCTX_AOT_OP(Unary)   // Relu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Sqrt, Erf, Abs, Neg, Log, ...
+EPCTX_AOT_OP(Binary)  // Add, Sub, Mul, Div, Pow, Max, Min
+EPCTX_AOT_OP(Compare)  // Equal, Greater, GreaterOrEqual, Less, LessOrEqual (f32 -> bool)
+EPCTX_AOT_OP(Softmax)
+EPCTX_AOT_OP(LayerNorm)
+EPCTX_AOT_OP(Reduce)  // ReduceMean, ReduceMax, ReduceMin, ReduceSum
+EPCTX_AOT_STEP(MatMul)
+EPCTX_AOT_STEP(Eltwise)
+EPCTX_AOT_STEP(Binary)
+EPCTX_AOT_STEP(Softmax)
+EPCTX_AOT_STEP(LayerNorm)
+EPCTX_AOT_STEP(Reduction)
+EPCTX_AOT_STEP(Erf)
+EPCTX_AOT_STEP(MaskedSoftmax)
+
+// ops_tensor.cc
+EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)
+EPCTX_AOT_OP(Transpose)
+EPCTX_AOT_OP(Slice)
+EPCTX_AOT_OP(Gather)
+EPCTX_AOT_OP(Concat)
+EPCTX_AOT_OP(Split)
+EPCTX_AOT_OP(Pad)
+EPCTX_AOT_STEP(Concat)
+EPCTX_AOT_STEP(Gather)
+EPCTX_AOT_STEP(Pad)
+EPCTX_AOT_STEP(StridedCopy)
+
+// runtime/executor.cc
+EPCTX_AOT_STEP(Reorder)
+
+#undef EPCTX_AOT_OP
+#undef EPCTX_AOT_STEP
+
+// ops_tensor.cc: the permutation of Transpose node `n` over `rank` axes (its perm attribute, by default the axes
+// reversed); false when it is not a permutation of [0, rank).
+bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
+
+// ops_math.cc: `n` reading `value` as an affine map by a constant scalar (x * s, x + s, x - s, s - x, x / s): true
+// with y = alpha * x + beta. x / s becomes x * (1/s), within one ulp of the quotient (exact when s is a power of two);
+// a non-finite s gives a non-finite alpha/beta, which AppendPostOp refuses.
+bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float* beta);
+
+// An eltwise post-op of algorithm `alg` (dnnl_alg_kind_t) with scale 1.
+inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
+  PostOp p;
+  p.kind = PostOp::kEltwise;
+  p.alg = alg;
+  p.alpha = alpha;
+  p.beta = beta;
+  return p;
+}
+
+// ops_math.cc: appends post-op `p` to `list`. oneDNN 2.6's JIT post-op injectors (convolution, matmul, binary)
+// run every eltwise post-op of one algorithm with the parameters of the first one: linear(1, 1.5) then
+// linear(1, 0.25) adds 1.5 twice (found by tests/difftest). So a second eltwise post-op of an algorithm already in
+// `list` with other parameters is refused: false, `list` unchanged. With `merge_linear`, a linear that follows a
+// linear is folded into it instead (a2 * (a1 * x + b1) + b2 = a1 a2 x + (a2 b1 + b2)), which keeps a scale-then-
+// shift pair (PaddlePaddle's Mul + Add affine) fused. Any other post-op is appended.
+bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear);
+
+// ops_math.cc: rewrites every hard-swish spelled out in ONNX ops (x * clip(x + 3, 0, 6) / 6 in its orders, x *
+// HardSigmoid(x) with alpha 1/6, beta 0.5) as one HardSwish node, and every swish (x * Sigmoid(x), x * Sigmoid(a * x)
+// with a constant scalar a: SiLU, quick GELU) as one Swish node (ONNX opset 24's, alpha = a): the last pattern node becomes HardSwish(x) (named
+// after every pattern node), the others are marked in `folded` and leave their inputs' consumer lists. A convolution
+// then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
+int FuseSpelledActivations(Graph* g, std::vector<bool>* folded);
+
+// ops_math.cc: the element strides of an operand whose layout has no inner blocks (plain, strided, a permutation such
+// as nhwc's acdb; a scalar has none); false for a blocked layout.
+bool PlainStrides(const Operand& op, std::vector<int64_t>* strides);
+
+// ops_tensor.cc: the sub-block [offsets, offsets + dims) of a format-tag operand as an operand of the same tag at a
+// byte offset, when those bytes are exactly a `dims` tensor in that layout (no padding); false otherwise. Split and
+// Slice of blocked values use it to read the parent's bytes in place.
+bool BlockedSubView(const Operand& parent, const std::vector<int64_t>& dims, const std::vector<int64_t>& offsets,
+                    Operand* out);
+
+// ops_tensor.cc: a constant-zero Pad of spatial axes read only by Convs (as X, explicit pads) becomes part of their
+// pads: the Pad is marked in `folded`, the Convs read its input (TensorFlow exports pad before a strided convolution;
+// a padded copy in plain layout otherwise). Returns the number folded.
+int FoldPadIntoConv(Graph* g, std::vector<bool>* folded);
+
+// nn_conv.cc: a ConvTranspose's constant bias becomes an Add of its own after it (a new node right after it, node
+// indices after it moved up; `folded` grows with them). oneDNN 2.6 runs a deconvolution's bias and post-ops in slow
+// loops of their own: 6-70x the deconvolution without them at every layout measured (issue 14). Returns the number
+// split.
+int SplitConvTransposeBias(Graph* g, std::vector<bool>* folded);
+
+// nn_pool.cc: folds a constant per-channel Add that only an inference BatchNormalization reads into its mean (BN(u +
+// c) = BN'(u) with mean' = mean - c): the Add is marked in `folded`, the normalization reads u and a new constant.
+// PP-OCRv4's upsampling path spells a ConvTranspose's bias that way. Returns the number folded.
+int FoldAddIntoBatchNorm(Graph* g, std::vector<bool>* folded);
+
+// nn_common.cc: libonnx 1.12's shape inference sizes some ceil_mode poolings (a last window starting in the padding
+// is not dropped) and SAME ConvTransposes (output_padding added) unlike ONNX Runtime and the kernels (found by
+// tests/difftest). Every value whose producer's size, computed as ONNX Runtime does, differs from the graph's static
+// shape, and every value computed from it, loses its static shape (has_shape = false), so that no node is claimed
+// for a shape the value will not have at run time.
+void DistrustContradictedShapes(Graph* g);
+
+// ir/fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
+// knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger
+// than 256 MiB are not folded.
+CheckResult FoldConstants(Graph* g, std::vector<bool>* folded);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_

@@ -1,0 +1,103 @@
+// The tables tying ONNX op types to support/lowering functions and step kinds to builders.
+#include <cstring>
+
+#include "providers/aotcpu/lower/ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+const OpEntry kOps[] = {
+    {"Conv", SupportConv, LowerConv},
+    {"ConvTranspose", SupportConvTranspose, LowerConvTranspose},
+    {"BatchNormalization", SupportBatchNorm, LowerBatchNorm},
+    {"MaxPool", SupportPool, LowerPool},
+    {"AveragePool", SupportPool, LowerPool},
+    {"GlobalAveragePool", SupportPool, LowerPool},
+    {"GlobalMaxPool", SupportPool, LowerPool},
+    {"Resize", SupportResize, LowerResize},
+    {"Gemm", SupportGemm, LowerGemm},
+    {"LSTM", SupportLstm, LowerLstm},
+    {"MatMul", SupportMatMul, LowerMatMul},
+    {"Relu", SupportUnary, LowerUnary},
+    {"LeakyRelu", SupportUnary, LowerUnary},
+    {"Clip", SupportUnary, LowerUnary},
+    {"Sigmoid", SupportUnary, LowerUnary},
+    {"HardSigmoid", SupportUnary, LowerUnary},
+    {"HardSwish", SupportUnary, LowerUnary},
+    {"Swish", SupportUnary, LowerUnary},
+    {"Tanh", SupportUnary, LowerUnary},
+    {"Exp", SupportUnary, LowerUnary},
+    {"Log", SupportUnary, LowerUnary},
+    {"Sqrt", SupportUnary, LowerUnary},
+    {"Abs", SupportUnary, LowerUnary},
+    {"Neg", SupportUnary, LowerUnary},
+    {"Elu", SupportUnary, LowerUnary},
+    {"Softplus", SupportUnary, LowerUnary},
+    {"Erf", SupportUnary, LowerUnary},
+    {"Add", SupportBinary, LowerBinary},
+    {"Sub", SupportBinary, LowerBinary},
+    {"Mul", SupportBinary, LowerBinary},
+    {"Div", SupportBinary, LowerBinary},
+    {"Pow", SupportBinary, LowerBinary},
+    {"Max", SupportBinary, LowerBinary},
+    {"Min", SupportBinary, LowerBinary},
+    {"Equal", SupportCompare, LowerCompare},
+    {"Greater", SupportCompare, LowerCompare},
+    {"GreaterOrEqual", SupportCompare, LowerCompare},
+    {"Less", SupportCompare, LowerCompare},
+    {"LessOrEqual", SupportCompare, LowerCompare},
+    {"Softmax", SupportSoftmax, LowerSoftmax},
+    {"LayerNormalization", SupportLayerNorm, LowerLayerNorm},
+    {"ReduceMean", SupportReduce, LowerReduce},
+    {"ReduceMax", SupportReduce, LowerReduce},
+    {"ReduceMin", SupportReduce, LowerReduce},
+    {"ReduceSum", SupportReduce, LowerReduce},
+    {"Reshape", SupportReshape, LowerReshape},
+    {"Squeeze", SupportReshape, LowerReshape},
+    {"Unsqueeze", SupportReshape, LowerReshape},
+    {"Flatten", SupportReshape, LowerReshape},
+    {"Identity", SupportReshape, LowerReshape},
+    {"Cast", SupportReshape, LowerReshape},
+    {"Transpose", SupportTranspose, LowerTranspose},
+    {"Slice", SupportSlice, LowerSlice},
+    {"Gather", SupportGather, LowerGather},
+    {"Concat", SupportConcat, LowerConcat},
+    {"Split", SupportSplit, LowerSplit},
+    {"Pad", SupportPad, LowerPad},
+};
+
+struct StepEntry {
+  StepKind kind;
+  StepBuilder build;
+};
+const StepEntry kSteps[] = {
+    {StepKind::kReorder, BuildReorder},     {StepKind::kConv, BuildConv},
+    {StepKind::kDeconv, BuildDeconv},       {StepKind::kMatMul, BuildMatMul},
+    {StepKind::kPool, BuildPool},           {StepKind::kEltwise, BuildEltwise},
+    {StepKind::kBinary, BuildBinary},       {StepKind::kSoftmax, BuildSoftmax},
+    {StepKind::kLayerNorm, BuildLayerNorm}, {StepKind::kReduction, BuildReduction},
+    {StepKind::kConcat, BuildConcat},       {StepKind::kResample, BuildResample},
+    {StepKind::kGather, BuildGather},       {StepKind::kErf, BuildErf},
+    {StepKind::kInnerProduct, BuildInnerProduct}, {StepKind::kBatchNorm, BuildBatchNorm},
+    {StepKind::kMaskedSoftmax, BuildMaskedSoftmax}, {StepKind::kPad, BuildPad},
+    {StepKind::kLstm, BuildLstm},           {StepKind::kStridedCopy, BuildStridedCopy},
+};
+
+}  // namespace
+
+const OpEntry* FindOp(const std::string& domain, const std::string& op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  for (const OpEntry& e : kOps)
+    if (op_type == e.op_type) return &e;
+  return nullptr;
+}
+
+StepBuilder FindStepBuilder(uint32_t kind) {
+  for (const StepEntry& e : kSteps)
+    if (static_cast<uint32_t>(e.kind) == kind) return e.build;
+  return nullptr;
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

@@ -1,0 +1,643 @@
+#include "providers/aotcpu/runtime/generic_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include <omp.h>
+
+#include "providers/aotcpu/ir/slice_params.h"
+
+namespace epctx {
+namespace aotcpu {
+
+int64_t GTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+size_t GenericElementSize(uint32_t dtype) {
+  switch (dtype) {
+    case kF32: case kI32: return 4;
+    case kI64: return 8;
+    case kBool: case kU8: case kI8: return 1;
+    default: return 0;
+  }
+}
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+std::string Mismatch(const char* what, const Dims& expected, const Dims& got) {
+  return std::string(what) + ": the output should be " + DimsText(expected) + ", its buffer is " + DimsText(got);
+}
+
+Dims RowStrides(const Dims& d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+// Strides (elements) of `in` read as broadcast to `out` (right-aligned; 0 on broadcast axes); false when the dims do
+// not broadcast.
+bool BcastStrides(const Dims& in, const Dims& out, Dims* s) {
+  if (in.size() > out.size()) return false;
+  const Dims rs = RowStrides(in);
+  s->assign(out.size(), 0);
+  const size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == out[off + i]) (*s)[off + i] = in[i] == 1 ? 0 : rs[i];
+    else if (in[i] == 1) (*s)[off + i] = 0;
+    else return false;
+  }
+  return true;
+}
+
+bool BcastDims(const Dims& a, const Dims& b, Dims* out) {
+  const size_t r = std::max(a.size(), b.size());
+  out->assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (x == y || y == 1) (*out)[i] = x;
+    else if (x == 1) (*out)[i] = y;
+    else return false;
+  }
+  return true;
+}
+
+// Calls f(offsets of each operand, count, inner strides) for every run of the innermost output axis.
+template <size_t N, typename F>
+void ForEachRow(const Dims& out, const Dims (&strides)[N], F f) {
+  const size_t r = out.size();
+  for (int64_t d : out)
+    if (d == 0) return;
+  const int64_t inner = r == 0 ? 1 : out[r - 1];
+  int64_t inner_stride[N];
+  for (size_t k = 0; k < N; ++k) inner_stride[k] = r == 0 ? 0 : strides[k][r - 1];
+  std::vector<int64_t> idx(r == 0 ? 0 : r - 1, 0);
+  int64_t off[N] = {};
+  int64_t out_off = 0;
+  while (true) {
+    f(out_off, off, inner, inner_stride);
+    out_off += inner;
+    // Advance the outer index (axes r-2 .. 0).
+    size_t a = idx.size();
+    while (a > 0) {
+      --a;
+      ++idx[a];
+      for (size_t k = 0; k < N; ++k) off[k] += strides[k][a];
+      if (idx[a] < out[a]) break;
+      for (size_t k = 0; k < N; ++k) off[k] -= strides[k][a] * out[a];
+      idx[a] = 0;
+      if (a == 0) return;
+    }
+    if (idx.empty()) return;
+  }
+}
+
+// Threads for a kernel of `work` (multiply-adds or bytes / 8): one for small work, where a parallel region costs
+// more than it saves.
+int Threads(int threads, double work) {
+  if (work < 65536) return 1;
+  return threads > 0 ? threads : omp_get_max_threads();
+}
+
+int64_t Axis(int64_t axis, size_t rank) { return axis < 0 ? axis + static_cast<int64_t>(rank) : axis; }
+
+// ---- copies -------------------------------------------------------------------------------------------------------
+
+std::string CopyKernel(const Graph&, const Node&, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  if (in[0].numel() != out[0].numel())
+    return "the input has " + std::to_string(in[0].numel()) + " elements, the output " + DimsText(out[0].dims);
+  std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * GenericElementSize(in[0].dtype));
+  return "";
+}
+
+std::string ConcatKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                         const std::vector<GTensor>& out, int threads) {
+  const Dims& od = out[0].dims;
+  const int64_t axis = Axis(n.Int("axis", 0), od.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(od.size())) return "axis out of range";
+  int64_t total = 0;
+  for (const GTensor& t : in) {
+    if (t.dims.size() != od.size()) return "inputs of different ranks";
+    for (size_t i = 0; i < od.size(); ++i)
+      if (static_cast<int64_t>(i) != axis && t.dims[i] != od[i]) return "input dims " + DimsText(t.dims) + " differ from the output's " + DimsText(od) + " off the axis";
+    total += t.dims[static_cast<size_t>(axis)];
+  }
+  if (total != od[static_cast<size_t>(axis)]) return "the inputs add up to " + std::to_string(total) + " along the axis, the output has " + DimsText(od);
+  const size_t es = GenericElementSize(out[0].dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= od[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < od.size(); ++i) inner *= od[i];
+  const size_t out_row = static_cast<size_t>(od[static_cast<size_t>(axis)] * inner) * es;
+  std::vector<size_t> at(in.size() + 1, 0);
+  for (size_t i = 0; i < in.size(); ++i) at[i + 1] = at[i] + static_cast<size_t>(in[i].dims[static_cast<size_t>(axis)] * inner) * es;
+  const int nt = Threads(threads, static_cast<double>(outer * out_row) / 8);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < in.size(); ++i) {
+      const size_t row = at[i + 1] - at[i];
+      if (row)
+        std::memcpy(static_cast<unsigned char*>(out[0].data) + o * out_row + at[i],
+                    static_cast<const unsigned char*>(in[i].data) + o * row, row);
+    }
+  return "";
+}
+
+// Copies `count` elements of size ES along a row with a source stride.
+template <typename T>
+void StridedRow(T* dst, const T* src, int64_t count, int64_t stride) {
+  if (stride == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(T));
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) dst[i] = src[i * stride];
+}
+
+// dst (dense, dims od) = src read at `base + sum(i_k * strides_k)`.
+std::string StridedGather(const GTensor& src, const Dims& strides, int64_t base, const GTensor& dst) {
+  const Dims s[1] = {strides};
+  const size_t es = GenericElementSize(dst.dtype);
+  ForEachRow(dst.dims, s, [&](int64_t o, const int64_t* off, int64_t count, const int64_t* is) {
+    const int64_t from = base + off[0];
+    switch (es) {
+      case 8: StridedRow(static_cast<int64_t*>(dst.data) + o, static_cast<const int64_t*>(src.data) + from, count, is[0]); break;
+      case 4: StridedRow(static_cast<int32_t*>(dst.data) + o, static_cast<const int32_t*>(src.data) + from, count, is[0]); break;
+      default: StridedRow(static_cast<uint8_t*>(dst.data) + o, static_cast<const uint8_t*>(src.data) + from, count, is[0]); break;
+    }
+  });
+  return "";
+}
+
+std::string TransposeKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& id = in[0].dims;
+  std::vector<int64_t> perm = n.Ints("perm");
+  if (perm.empty())
+    for (size_t i = id.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+  if (perm.size() != id.size()) return "perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(id.size());
+  const Dims rs = RowStrides(id);
+  Dims od(id.size()), strides(id.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    const int64_t p = perm[i];
+    if (p < 0 || p >= static_cast<int64_t>(id.size())) return "perm entry out of range";
+    od[i] = id[static_cast<size_t>(p)];
+    strides[i] = rs[static_cast<size_t>(p)];
+  }
+  if (od != out[0].dims) return Mismatch("Transpose", od, out[0].dims);
+  return StridedGather(in[0], strides, 0, out[0]);
+}
+
+bool ReadInts(const GTensor& t, std::vector<int64_t>* out) {
+  if (!t.data) return false;
+  const int64_t n = t.numel();
+  out->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    (*out)[static_cast<size_t>(i)] = t.dtype == kI64 ? static_cast<const int64_t*>(t.data)[i]
+                                                     : static_cast<const int32_t*>(t.data)[i];
+  return true;
+}
+
+std::string SliceKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                        const std::vector<GTensor>& out, int /*threads*/) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool axes_given;
+  if (n.opset < 10) {
+    starts = n.Ints("starts");
+    ends = n.Ints("ends");
+    axes = n.Ints("axes");
+    axes_given = n.Has("axes");
+  } else {
+    if (!ReadInts(in[1], &starts) || !ReadInts(in[2], &ends)) return "starts/ends missing";
+    axes_given = in.size() > 3 && in[3].data;
+    if (axes_given) ReadInts(in[3], &axes);
+    if (in.size() > 4 && in[4].data) ReadInts(in[4], &steps);
+  }
+  SliceAxes sa;
+  std::string why;
+  if (!ResolveSlice(in[0].dims, starts, ends, axes, axes_given, steps, &sa, &why)) return why;
+  if (sa.dims != out[0].dims) return Mismatch("Slice", sa.dims, out[0].dims);
+  Dims strides;
+  int64_t base = 0;
+  sa.Strided(&strides, &base);
+  return StridedGather(in[0], strides, base, out[0]);
+}
+
+std::string GatherKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& dd = in[0].dims;
+  const int64_t axis = Axis(n.Int("axis", 0), dd.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(dd.size())) return "axis out of range";
+  Dims od(dd.begin(), dd.begin() + axis);
+  od.insert(od.end(), in[1].dims.begin(), in[1].dims.end());
+  od.insert(od.end(), dd.begin() + axis + 1, dd.end());
+  if (od != out[0].dims) return Mismatch("Gather", od, out[0].dims);
+  std::vector<int64_t> idx;
+  ReadInts(in[1], &idx);
+  const int64_t d = dd[static_cast<size_t>(axis)];
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= dd[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < dd.size(); ++i) inner *= dd[i];
+  const size_t es = GenericElementSize(out[0].dtype), row = static_cast<size_t>(inner) * es;
+  for (int64_t& k : idx) {
+    if (k < -d || k >= d) return "index " + std::to_string(k) + " out of range for dim " + std::to_string(d);
+    if (k < 0) k += d;
+  }
+  const auto* src = static_cast<const unsigned char*>(in[0].data);
+  auto* dst = static_cast<unsigned char*>(out[0].data);
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t j = 0; j < idx.size(); ++j)
+      std::memcpy(dst + (o * static_cast<int64_t>(idx.size()) + static_cast<int64_t>(j)) * static_cast<int64_t>(row),
+                  src + (o * d + idx[j]) * static_cast<int64_t>(row), row);
+  return "";
+}
+
+std::string ExpandKernel(const Graph&, const Node&, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  std::vector<int64_t> shape;
+  ReadInts(in[1], &shape);
+  Dims od;
+  if (!BcastDims(in[0].dims, shape, &od)) return "the shape " + DimsText(shape) + " does not broadcast with " + DimsText(in[0].dims);
+  if (od != out[0].dims) return Mismatch("Expand", od, out[0].dims);
+  Dims s;
+  BcastStrides(in[0].dims, od, &s);
+  return StridedGather(in[0], s, 0, out[0]);
+}
+
+// ---- MatMul -------------------------------------------------------------------------------------------------------
+
+// Per-ISA clones of the inner loops (resolved by ifunc at load). Not under ThreadSanitizer: an ifunc resolver runs
+// before TSan's runtime is initialized, and the instrumented resolver crashes every binary at start.
+#if defined(__SANITIZE_THREAD__)
+#define EPCTX_ISA_CLONES
+#else
+#define EPCTX_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
+// c[n] += a * b[n], the inner loop of every product here (vectorized per ISA by the compiler's clones).
+EPCTX_ISA_CLONES
+void Axpy(float* c, float a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) c[i] += a * b[i];
+}
+
+// Sixteen partial sums (lanes), added up at the end: vectorizable without reassociating anything the compiler may
+// not, and the same order on every ISA.
+EPCTX_ISA_CLONES
+float Dot(const float* a, const float* b, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  float s = 0;
+  for (int j = 0; j < 16; ++j) s += acc[j];
+  return s;
+}
+
+
+std::string MatMulImpl(const std::vector<GTensor>& in, const std::vector<GTensor>& out, int threads, bool trans_b) {
+  Dims a = in[0].dims, b = in[1].dims;
+  if (a.empty() || b.empty()) return "MatMul of a scalar";
+  if (trans_b && b.size() < 2) return "transposed MatMul input of rank < 2";
+  const bool a1 = a.size() == 1, b1 = b.size() == 1;
+  if (a1) a.insert(a.begin(), 1);
+  if (b1) b.push_back(1);
+  const int64_t M = a[a.size() - 2], K = a[a.size() - 1];
+  const int64_t N = trans_b ? b[b.size() - 2] : b[b.size() - 1];
+  const int64_t KB = trans_b ? b[b.size() - 1] : b[b.size() - 2];
+  if (KB != K) return "inner dims " + DimsText(in[0].dims) + " x " + DimsText(in[1].dims) + " differ";
+  const Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  Dims batch;
+  if (!BcastDims(ab, bb, &batch)) return "batch dims do not broadcast";
+  Dims od = batch;
+  if (!a1) od.push_back(M);
+  if (!b1) od.push_back(N);
+  if (od != out[0].dims) return Mismatch("MatMul", od, out[0].dims);
+  Dims sa, sb;
+  BcastStrides(ab, batch, &sa);
+  BcastStrides(bb, batch, &sb);
+  // Each batch's operand offsets, then the products, batches spread over the threads when there is enough work.
+  std::vector<std::pair<int64_t, int64_t>> offs;
+  Dims iter = batch;
+  iter.push_back(1);
+  Dims s2[2] = {sa, sb};
+  s2[0].push_back(0);
+  s2[1].push_back(0);
+  ForEachRow(iter, s2, [&](int64_t, const int64_t* off, int64_t, const int64_t*) { offs.emplace_back(off[0], off[1]); });
+  const float* A = static_cast<const float*>(in[0].data);
+  const float* B = static_cast<const float*>(in[1].data);
+  float* C = static_cast<float*>(out[0].data);
+  const int64_t batches = static_cast<int64_t>(offs.size());
+  const int nt = Threads(threads, static_cast<double>(batches) * M * N * K);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const float* Ab = A + offs[static_cast<size_t>(bi)].first * M * K;
+    const float* Bb = B + offs[static_cast<size_t>(bi)].second * K * N;
+    float* Cb = C + bi * M * N;
+    for (int64_t m = 0; m < M; ++m) {
+      float* c = Cb + m * N;
+      const float* arow = Ab + m * K;
+      if (trans_b) {
+        for (int64_t n = 0; n < N; ++n) c[n] = Dot(arow, Bb + n * K, K);
+      } else if (N == 1) {
+        float acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += arow[k] * Bb[k];
+        c[0] = acc;
+      } else {
+        std::fill(c, c + N, 0.0f);
+        for (int64_t k = 0; k < K; ++k) Axpy(c, arow[k], Bb + k * N, N);
+      }
+    }
+  }
+  return "";
+}
+
+std::string MatMulKernel(const Graph&, const Node&, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                         int threads) {
+  return MatMulImpl(in, out, threads, false);
+}
+
+// ---- elementwise ----------------------------------------------------------------------------------------------------
+
+enum class Bin { kAdd, kSub, kMul, kDiv, kPow, kEq, kLt, kGt, kLe, kGe, kAnd, kOr };
+
+Bin BinOf(const std::string& op) {
+  static const std::map<std::string, Bin> m = {{"Add", Bin::kAdd}, {"Sub", Bin::kSub}, {"Mul", Bin::kMul},
+                                               {"Div", Bin::kDiv}, {"Pow", Bin::kPow}, {"Equal", Bin::kEq},
+                                               {"Less", Bin::kLt}, {"Greater", Bin::kGt}, {"LessOrEqual", Bin::kLe},
+                                               {"GreaterOrEqual", Bin::kGe}, {"And", Bin::kAnd}, {"Or", Bin::kOr}};
+  return m.at(op);
+}
+
+template <typename T, typename R>
+bool ApplyBin(Bin op, T x, T y, R* r) {
+  switch (op) {
+    case Bin::kAdd: *r = static_cast<R>(x + y); return true;
+    case Bin::kSub: *r = static_cast<R>(x - y); return true;
+    case Bin::kMul: *r = static_cast<R>(x * y); return true;
+    case Bin::kDiv:
+      if constexpr (std::is_integral_v<T>) {
+        if (y == 0) return false;
+        if (x == std::numeric_limits<T>::min() && y == static_cast<T>(-1)) return false;
+      }
+      *r = static_cast<R>(x / y);
+      return true;
+    case Bin::kPow: *r = static_cast<R>(std::pow(x, y)); return true;
+    case Bin::kEq: *r = static_cast<R>(x == y); return true;
+    case Bin::kLt: *r = static_cast<R>(x < y); return true;
+    case Bin::kGt: *r = static_cast<R>(x > y); return true;
+    case Bin::kLe: *r = static_cast<R>(x <= y); return true;
+    case Bin::kGe: *r = static_cast<R>(x >= y); return true;
+    case Bin::kAnd: *r = static_cast<R>(x && y); return true;
+    case Bin::kOr: *r = static_cast<R>(x || y); return true;
+  }
+  return false;
+}
+
+template <typename T, typename R>
+std::string BinaryT(Bin op, const GTensor& a, const GTensor& b, const GTensor& o) {
+  Dims sa, sb;
+  BcastStrides(a.dims, o.dims, &sa);
+  BcastStrides(b.dims, o.dims, &sb);
+  const T* A = static_cast<const T*>(a.data);
+  const T* B = static_cast<const T*>(b.data);
+  R* O = static_cast<R*>(o.data);
+  bool ok = true;
+  const Dims s[2] = {sa, sb};
+  ForEachRow(o.dims, s, [&](int64_t oo, const int64_t* off, int64_t count, const int64_t* is) {
+    const T* x = A + off[0];
+    const T* y = B + off[1];
+    R* z = O + oo;
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<R, float>) {
+      if (is[0] == 1 && is[1] == 1 && op == Bin::kAdd) { for (int64_t i = 0; i < count; ++i) z[i] = x[i] + y[i]; return; }
+      if (is[0] == 1 && is[1] == 0 && op == Bin::kMul) { const float c = y[0]; for (int64_t i = 0; i < count; ++i) z[i] = x[i] * c; return; }
+    }
+    for (int64_t i = 0; i < count; ++i) ok &= ApplyBin<T, R>(op, x[i * is[0]], y[i * is[1]], &z[i]);
+  });
+  return ok ? "" : "integer division by zero or overflow";
+}
+
+std::string BinaryKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  Dims od;
+  if (!BcastDims(in[0].dims, in[1].dims, &od)) return "dims " + DimsText(in[0].dims) + " and " + DimsText(in[1].dims) + " do not broadcast";
+  if (od != out[0].dims) return Mismatch(n.op.c_str(), od, out[0].dims);
+  const Bin op = BinOf(n.op);
+  const bool cmp = out[0].dtype == kBool;
+  switch (in[0].dtype) {
+    case kF32: return cmp ? BinaryT<float, bool>(op, in[0], in[1], out[0]) : BinaryT<float, float>(op, in[0], in[1], out[0]);
+    case kI64: return cmp ? BinaryT<int64_t, bool>(op, in[0], in[1], out[0]) : BinaryT<int64_t, int64_t>(op, in[0], in[1], out[0]);
+    case kI32: return cmp ? BinaryT<int32_t, bool>(op, in[0], in[1], out[0]) : BinaryT<int32_t, int32_t>(op, in[0], in[1], out[0]);
+    case kBool: return BinaryT<bool, bool>(op, in[0], in[1], out[0]);
+    default: return "unsupported element type";
+  }
+}
+
+std::string WhereKernel(const Graph&, const Node&, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  Dims t, od;
+  if (!BcastDims(in[0].dims, in[1].dims, &t) || !BcastDims(t, in[2].dims, &od)) return "inputs do not broadcast";
+  if (od != out[0].dims) return Mismatch("Where", od, out[0].dims);
+  Dims s[3];
+  for (int k = 0; k < 3; ++k) BcastStrides(in[static_cast<size_t>(k)].dims, od, &s[k]);
+  const size_t es = GenericElementSize(out[0].dtype);
+  const bool* c = static_cast<const bool*>(in[0].data);
+  const auto* x = static_cast<const unsigned char*>(in[1].data);
+  const auto* y = static_cast<const unsigned char*>(in[2].data);
+  auto* z = static_cast<unsigned char*>(out[0].data);
+  ForEachRow(od, s, [&](int64_t o, const int64_t* off, int64_t count, const int64_t* is) {
+    for (int64_t i = 0; i < count; ++i) {
+      const bool pick = c[off[0] + i * is[0]];
+      const unsigned char* from = pick ? x + (off[1] + i * is[1]) * static_cast<int64_t>(es)
+                                       : y + (off[2] + i * is[2]) * static_cast<int64_t>(es);
+      std::memcpy(z + (o + i) * static_cast<int64_t>(es), from, es);
+    }
+  });
+  return "";
+}
+
+std::string UnaryKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  if (in[0].dims != out[0].dims) return Mismatch(n.op.c_str(), in[0].dims, out[0].dims);
+  const float* x = static_cast<const float*>(in[0].data);
+  float* y = static_cast<float*>(out[0].data);
+  const int64_t count = in[0].numel();
+  const std::string& op = n.op;
+  if (op == "Exp") for (int64_t i = 0; i < count; ++i) y[i] = std::exp(x[i]);
+  else if (op == "Sqrt") for (int64_t i = 0; i < count; ++i) y[i] = std::sqrt(x[i]);
+  else if (op == "Neg") for (int64_t i = 0; i < count; ++i) y[i] = -x[i];
+  else if (op == "Abs") for (int64_t i = 0; i < count; ++i) y[i] = std::fabs(x[i]);
+  else if (op == "Relu") for (int64_t i = 0; i < count; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+  else if (op == "Tanh") for (int64_t i = 0; i < count; ++i) y[i] = std::tanh(x[i]);
+  else if (op == "Sigmoid") for (int64_t i = 0; i < count; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+  else if (op == "Erf") for (int64_t i = 0; i < count; ++i) y[i] = std::erf(x[i]);
+  else if (op == "Reciprocal") for (int64_t i = 0; i < count; ++i) y[i] = 1.0f / x[i];
+  else return "unsupported unary op";
+  return "";
+}
+
+template <typename From>
+std::string CastFrom(const From* x, const GTensor& out, int64_t count) {
+  switch (out.dtype) {
+    case kF32: for (int64_t i = 0; i < count; ++i) static_cast<float*>(out.data)[i] = static_cast<float>(x[i]); break;
+    case kI64: for (int64_t i = 0; i < count; ++i) static_cast<int64_t*>(out.data)[i] = static_cast<int64_t>(x[i]); break;
+    case kI32: for (int64_t i = 0; i < count; ++i) static_cast<int32_t*>(out.data)[i] = static_cast<int32_t>(x[i]); break;
+    case kBool: for (int64_t i = 0; i < count; ++i) static_cast<bool*>(out.data)[i] = x[i] != From(0); break;
+    case kU8: for (int64_t i = 0; i < count; ++i) static_cast<uint8_t*>(out.data)[i] = static_cast<uint8_t>(x[i]); break;
+    case kI8: for (int64_t i = 0; i < count; ++i) static_cast<int8_t*>(out.data)[i] = static_cast<int8_t>(x[i]); break;
+    default: return "unsupported target type";
+  }
+  return "";
+}
+
+std::string CastKernel(const Graph&, const Node&, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  if (in[0].dims != out[0].dims) return Mismatch("Cast", in[0].dims, out[0].dims);
+  const int64_t count = in[0].numel();
+  switch (in[0].dtype) {
+    case kF32: {
+      // float -> integer is undefined in C++ outside the target's range: refuse instead of guessing.
+      const float* x = static_cast<const float*>(in[0].data);
+      if (out[0].dtype != kF32 && out[0].dtype != kBool)
+        for (int64_t i = 0; i < count; ++i)
+          if (!(x[i] > -9.2e18f && x[i] < 9.2e18f)) return "a value out of the integer range";
+      if (out[0].dtype == kI32 || out[0].dtype == kU8 || out[0].dtype == kI8)
+        for (int64_t i = 0; i < count; ++i)
+          if (!(x[i] > -2.1e9f && x[i] < 2.1e9f)) return "a value out of the integer range";
+      return CastFrom(x, out[0], count);
+    }
+    case kI64: return CastFrom(static_cast<const int64_t*>(in[0].data), out[0], count);
+    case kI32: return CastFrom(static_cast<const int32_t*>(in[0].data), out[0], count);
+    case kBool: return CastFrom(static_cast<const bool*>(in[0].data), out[0], count);
+    case kU8: return CastFrom(static_cast<const uint8_t*>(in[0].data), out[0], count);
+    case kI8: return CastFrom(static_cast<const int8_t*>(in[0].data), out[0], count);
+    default: return "unsupported source type";
+  }
+}
+
+std::string SoftmaxKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                    const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& d = in[0].dims;
+  if (d != out[0].dims) return Mismatch(n.op.c_str(), d, out[0].dims);
+  if (d.empty()) return "Softmax of a scalar";
+  const int64_t axis = Axis(n.Int("axis", n.opset >= 13 ? -1 : 1), d.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(d.size())) return "axis out of range";
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= d[static_cast<size_t>(i)];
+  if (n.opset >= 13) {
+    len = d[static_cast<size_t>(axis)];
+    for (size_t i = static_cast<size_t>(axis) + 1; i < d.size(); ++i) inner *= d[i];
+  } else {  // opset < 13: the input flattened to 2D at `axis`
+    for (size_t i = static_cast<size_t>(axis); i < d.size(); ++i) len *= d[i];
+  }
+  const bool log = n.op == "LogSoftmax";
+  const float* x = static_cast<const float*>(in[0].data);
+  float* y = static_cast<float*>(out[0].data);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      const float* xr = x + o * len * inner + j;
+      float* yr = y + o * len * inner + j;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < len; ++k) mx = std::max(mx, xr[k * inner]);
+      float sum = 0;
+      for (int64_t k = 0; k < len; ++k) {
+        const float e = std::exp(xr[k * inner] - mx);
+        sum += e;
+        if (!log) yr[k * inner] = e;
+      }
+      if (log) {
+        const float ls = std::log(sum);
+        for (int64_t k = 0; k < len; ++k) yr[k * inner] = xr[k * inner] - mx - ls;
+      } else {
+        const float inv = 1.0f / sum;
+        for (int64_t k = 0; k < len; ++k) yr[k * inner] *= inv;
+      }
+    }
+  return "";
+}
+
+// ---- support --------------------------------------------------------------------------------------------------------
+
+uint32_t DtypeOf(const Graph& g, int v) { return v < 0 ? 0 : g.v(v).dtype; }
+
+bool AllOf(const Graph& g, const std::vector<int>& vs, std::initializer_list<uint32_t> types) {
+  for (int v : vs) {
+    if (v < 0) continue;
+    if (std::find(types.begin(), types.end(), g.v(v).dtype) == types.end()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string MatMulTransposedB(const Graph&, const Node&, const std::vector<GTensor>& in,
+                              const std::vector<GTensor>& out, int threads) {
+  return MatMulImpl(in, out, threads, true);
+}
+
+GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why) {
+  const std::string& op = n.op;
+  auto no = [&](const std::string& w) -> GenericKernel { *why = op + ": " + w; return nullptr; };
+  if (!n.domain.empty() && n.domain != "ai.onnx") return no("not an ONNX op");
+  if (n.has_subgraphs) return no("has subgraphs");
+  for (int v : n.inputs)
+    if (v >= 0 && GenericElementSize(g.v(v).dtype) == 0) return no("input element type " + std::to_string(g.v(v).dtype));
+  for (int v : n.outputs)
+    if (v >= 0 && GenericElementSize(g.v(v).dtype) == 0) return no("output element type " + std::to_string(g.v(v).dtype));
+  const uint32_t in0 = n.inputs.empty() ? 0 : DtypeOf(g, n.inputs[0]);
+  if (n.outputs.size() != 1 || n.outputs[0] < 0) return no("not one output");
+  const uint32_t out0 = DtypeOf(g, n.outputs[0]);
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" || op == "Identity")
+    return CopyKernel;
+  if (op == "Concat") return ConcatKernel;
+  if (op == "Transpose") return TransposeKernel;
+  if (op == "Slice") return SliceKernel;
+  if (op == "Gather") {
+    if (n.inputs.size() < 2 || (DtypeOf(g, n.inputs[1]) != kI64 && DtypeOf(g, n.inputs[1]) != kI32))
+      return no("indices not int64/int32");
+    return GatherKernel;
+  }
+  if (op == "Expand") return ExpandKernel;
+  if (op == "MatMul") {
+    if (!AllOf(g, n.inputs, {kF32})) return no("not f32");
+    return MatMulKernel;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
+    if (n.inputs.size() != 2 || DtypeOf(g, n.inputs[1]) != in0 || out0 != in0) return no("mixed element types");
+    if (in0 == kBool || in0 == kU8 || in0 == kI8 || (op == "Pow" && in0 != kF32)) return no("element type");
+    return BinaryKernel;
+  }
+  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
+      op == "And" || op == "Or") {
+    if (n.inputs.size() != 2 || DtypeOf(g, n.inputs[1]) != in0 || out0 != kBool) return no("element types");
+    if ((op == "And" || op == "Or") != (in0 == kBool)) return no("element types");
+    if (in0 == kU8 || in0 == kI8) return no("element type");
+    return BinaryKernel;
+  }
+  if (op == "Where") {
+    if (n.inputs.size() != 3 || in0 != kBool || DtypeOf(g, n.inputs[1]) != out0 || DtypeOf(g, n.inputs[2]) != out0)
+      return no("element types");
+    return WhereKernel;
+  }
+  if (op == "Exp" || op == "Sqrt" || op == "Neg" || op == "Abs" || op == "Relu" || op == "Tanh" || op == "Sigmoid" ||
+      op == "Erf" || op == "Reciprocal") {
+    if (in0 != kF32 || out0 != kF32) return no("not f32");
+    return UnaryKernel;
+  }
+  if (op == "Cast") return CastKernel;
+  if (op == "Softmax" || op == "LogSoftmax") {
+    if (in0 != kF32 || out0 != kF32) return no("not f32");
+    return SoftmaxKernel;
+  }
+  return no("no shape-generic kernel");
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

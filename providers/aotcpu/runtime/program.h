@@ -1,0 +1,137 @@
+// A compiled AotCpu graph: a straight-line list of steps over numbered buffers. The compiler (compiler.h) makes it
+// from an ONNX graph; SerializeProgram turns it into the opaque "records" of one GRAPHS entry of the context binary;
+// ParseProgram reads records back (hostile input: every count and length is checked); the executor (executor.h)
+// turns a parsed program plus weight pointers into oneDNN primitives. The same program drives JIT sessions and
+// sessions loaded from a context binary, so their outputs are bit-identical.
+//
+// Records encoding (little-endian; documented in docs/context-binary-format.md, "GRAPHS records"):
+//   "AOTPRG1\0", u32 program version, then inputs, outputs, arena size, weights count, steps; see program.cc.
+#ifndef EPCTX_PROVIDERS_AOTCPU_RUNTIME_PROGRAM_H_
+#define EPCTX_PROVIDERS_AOTCPU_RUNTIME_PROGRAM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "providers/aotcpu/binary/context_binary.h"  // CheckResult
+
+namespace epctx {
+namespace aotcpu {
+
+// Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
+// algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU). The writer
+// stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
+// by older builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
+inline constexpr uint32_t kProgramVersion = 4;
+inline constexpr size_t kMaxRank = 12;           // DNNL_MAX_NDIMS
+inline constexpr size_t kMaxStepOperands = 64;
+inline constexpr size_t kMaxStepParams = 256;
+
+// Where an operand's bytes live.
+enum class Buf : uint32_t {
+  kNone = 0,    // absent optional operand
+  kInput = 1,   // fused-node input `index`
+  kOutput = 2,  // fused-node output `index`
+  kArena = 3,   // the per-run activation arena, at byte `offset`
+  kWeight = 4,  // weight tensor `index` of this graph (TENSORS entry, mapped from the binary)
+};
+
+// One tensor operand: a buffer and a memory layout. The layout is a oneDNN format tag (dnnl_format_tag_t value,
+// meaningful for the oneDNN version recorded in the binary's compatibility block) or, when tag == 0, explicit
+// element strides (plain strided views: transposes, slices). Byte extent = what oneDNN computes for the descriptor.
+struct Operand {
+  Buf buf = Buf::kNone;
+  uint32_t index = 0;
+  uint64_t offset = 0;            // bytes from the start of the buffer
+  uint32_t dtype = 1;             // ONNX code: 1 f32, 6 i32, 7 i64, 2 u8, 3 i8, 9 bool
+  std::vector<int64_t> dims;      // rank 0..kMaxRank (a scalar has rank 0)
+  uint32_t tag = 0;               // dnnl_format_tag_t; 0 = use strides
+  std::vector<int64_t> strides;   // elements; same rank as dims when tag == 0
+
+  bool present() const { return buf != Buf::kNone; }
+};
+
+// A oneDNN post-op attached to a primitive step.
+struct PostOp {
+  enum Kind : uint32_t { kEltwise = 1, kSum = 2, kBinary = 3 };
+  uint32_t kind = kEltwise;
+  uint32_t alg = 0;               // dnnl_alg_kind_t for eltwise/binary
+  float alpha = 0, beta = 0;      // eltwise parameters
+  float scale = 1;                // eltwise/sum scale
+  uint32_t operand = 0;           // kBinary: index into Step::ops of the second input; kSum: the accumulated dst
+};
+
+// Step kinds. Operand order and parameter meaning per kind (ints/floats) are fixed by the format:
+enum class StepKind : uint32_t {
+  kReorder = 1,      // ops: src, dst. Copies/converts layout or dtype (also Transpose, Slice, Identity copies).
+  kConv = 2,         // ops: src, weights, bias|none, dst, post-op srcs... ints: groups, spatial rank n, strides[n],
+                     //   dilations[n] (oneDNN: ONNX - 1), pads_begin[n], pads_end[n].
+  kDeconv = 3,       // as kConv.
+  kMatMul = 4,       // ops: src, weights, bias|none, dst, post-op srcs...
+  kPool = 5,         // ops: src, dst. ints: alg, n, kernel[n], strides[n], pads_begin[n], pads_end[n], dilations[n].
+  kEltwise = 6,      // ops: src, dst. ints: alg. floats: alpha, beta.
+  kBinary = 7,       // ops: src0, src1, dst, post-op srcs... ints: alg (add..sub: f32; version 3 also ge, gt, le,
+                     //   lt, eq, ne: f32 srcs, a bool dst, no post-ops).
+  kSoftmax = 8,      // ops: src, dst. ints: axis, log (0/1).
+  kLayerNorm = 9,    // ops: src, scale|none, shift|none, dst. floats: epsilon. Normalizes the last dim.
+  kReduction = 10,   // ops: src, dst. ints: alg. floats: p, eps.
+  kConcat = 11,      // ops: src0..srcN-1, dst. ints: axis.
+  kResample = 12,    // ops: src, dst. ints: alg.
+  kGather = 13,      // ops: data, indices, dst. ints: axis. Indices checked at run time (negative wraps).
+  kErf = 14,         // ops: src, dst (f32, same dims; plain).
+  kInnerProduct = 15,// ops: src, weights, bias|none, dst, post-op srcs...
+  kBatchNorm = 16,   // ops: src, scale, shift, mean, variance, dst. floats: epsilon. Inference (global stats).
+  kMaskedSoftmax = 17,  // (version 2) ops: src, mask, dst; f32, dense row-major. dst = softmax(src + mask) over the
+                        //   last dim; mask has src's rank and last dim, other dims 1 (broadcast) or src's.
+  kPad = 18,         // (version 3) ops: src, dst; f32, dense row-major, equal rank n >= 1. ints: mode (0 constant,
+                     //   1 reflect, 2 edge), n, pads_begin[n], pads_end[n] (>= 0; reflect: < src dim). floats: the
+                     //   constant value. dst dim k = src dim k + pads_begin[k] + pads_end[k] (ONNX Pad).
+  kLstm = 19,        // (version 3) ops: src_layer [T,N,I], src_iter [1,1,N,H]|none, src_iter_c [1,1,N,H]|none,
+                     //   weights_layer [1,1,I,4,H], weights_iter [1,1,H,4,H], bias [1,1,4,H] (gates in oneDNN's
+                     //   order i, f, c~, o), dst_layer [T,N,H], dst_iter [1,1,N,H]|none, dst_iter_c [1,1,N,H]|none;
+                     //   f32, plain (ldigo / ldgo / tnc / ldnc). ints: direction (0 left to right, 1 right to left).
+  kStridedCopy = 20, // (version 3) ops: src, dst; dense row-major, same dtype. ints: offset, strides[rank of dst]
+                     //   (elements of src, may be negative): dst[i] = src[offset + sum(i_k * strides_k)]; every
+                     //   element read must lie in src (a Slice with negative steps).
+};
+const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
+
+struct Step {
+  StepKind kind = StepKind::kReorder;
+  std::string name;                 // the ONNX node(s) it came from, for messages and profiles
+  std::vector<Operand> ops;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<PostOp> post_ops;
+};
+
+struct IoInfo {
+  std::string name;
+  uint32_t dtype = 1;
+  std::vector<int64_t> dims;
+};
+
+struct Program {
+  std::vector<IoInfo> inputs, outputs;  // fused-node order
+  uint64_t arena_bytes = 0;
+  uint32_t num_weights = 0;             // kWeight operands index [0, num_weights)
+  std::vector<Step> steps;
+};
+
+// Encodes `p` as records. Never fails for a program the compiler made.
+std::string SerializeProgram(const Program& p);
+
+// Decodes records (hostile). Checks framing, counts against the limits above, ranks, enum ranges and that every
+// kWeight index < `num_weights_available` and matches p->num_weights; operand extents are checked by the executor,
+// which knows the layouts. On failure *p is unspecified and the reason names the step and field.
+CheckResult ParseProgram(std::string_view records, uint32_t num_weights_available, Program* p);
+
+// One-line human description of a step, for `epctx inspect` and messages.
+std::string DescribeStep(const Step& s);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_RUNTIME_PROGRAM_H_
