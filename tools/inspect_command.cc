@@ -11,10 +11,11 @@
 // "epctx: <CODE>: <message>" on stderr with exit code 1.
 //
 // AotCpu context binaries (`epctx inspect FILE.bin`, a file starting with the magic EPCTXAOT, and the binary an
-// AotCpu EPContext node references or embeds): validated with ContextBinaryReader::Open, then the format version,
-// size, compatibility block, section table, tensor totals (with the bytes de-duplication saved) and per graph its
-// weights and program (ParseProgram: inputs/outputs, arena, steps by kind; `--steps`: DescribeStep per step). A
-// binary that fails validation (or whose program does not parse) is reported in the output, then as
+// AotCpu EPContext node references or embeds): validated and read by AotCpu's reader library
+// (providers/aotcpu/reader/describe.h, the only AotCpu header included here), then the format version, size,
+// compatibility block, section table, tensor totals (with the bytes de-duplication saved) and per graph its weights
+// and program (inputs/outputs, arena, steps by kind; `--steps`: one line per step). A binary that fails validation
+// (or whose program does not parse) is reported in the output, then as
 // "epctx: INVALID_GRAPH: <binary> is not a valid AotCpu context binary: <reason>" with exit code 1.
 #include <google/protobuf/io/coded_stream.h>
 #include <limits.h>
@@ -35,9 +36,7 @@
 #include <vector>
 
 #include "core/mapped_file.h"
-#include "providers/aotcpu/binary/context_binary.h"
-#include "providers/aotcpu/binary/dynamic_records.h"
-#include "providers/aotcpu/runtime/program.h"
+#include "providers/aotcpu/reader/describe.h"
 #include "tools/tool_common.h"
 
 namespace epctx::tools {
@@ -264,162 +263,102 @@ json DescribeBinary(const std::string& model_folder, const std::string& rel, std
 
 constexpr const char* kAotCpuEp = "AotCpuExecutionProvider";
 
-bool HasAotMagic(const void* data, uint64_t size) {
-  return size >= sizeof(aotcpu::kContextBinaryMagic) &&
-         std::memcmp(data, aotcpu::kContextBinaryMagic, sizeof(aotcpu::kContextBinaryMagic)) == 0;
-}
-
-uint64_t LoadU64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+bool HasAotMagic(const void* data, uint64_t size) { return aotcpu_reader::HasContextBinaryMagic(data, size); }
 
 std::string DtypeName(uint32_t dtype) {
   const char* n = dtype <= static_cast<uint32_t>(INT_MAX) ? ElemTypeName(static_cast<int>(dtype)) : nullptr;
   return n ? n : "dtype(" + std::to_string(dtype) + ")";
 }
 
-json IoJson(const std::vector<aotcpu::IoInfo>& ios) {
+json IoJson(const std::vector<aotcpu_reader::ProgramIo>& ios) {
   json a = json::array();
-  for (const aotcpu::IoInfo& io : ios)
+  for (const aotcpu_reader::ProgramIo& io : ios)
     a.push_back({{"name", io.name}, {"dtype", DtypeName(io.dtype)}, {"dims", io.dims}});
   return a;
 }
 
-// The facts of one AotCpu context binary of `size` bytes at `data` (untrusted). Sets *failure to the validator's (or
-// ParseProgram's) reason when the binary is not valid; whatever was read before the failure stays in the result.
+// The facts of one AotCpu context binary of `size` bytes at `data` (untrusted; DescribeContextBinary validates it
+// first). Sets *failure to the validator's (or the records parser's) reason when the binary is not valid; whatever
+// was read before the failure stays in the result.
 json DescribeAotBinary(const uint8_t* data, uint64_t size, bool with_steps, std::string* failure) {
+  const aotcpu_reader::BinaryDescription d = aotcpu_reader::DescribeContextBinary(data, size, with_steps);
   json j;
   j["size"] = size;
   j["valid"] = false;
   j["reason"] = nullptr;
   failure->clear();
-  aotcpu::ContextBinaryReader reader;
-  const aotcpu::CheckResult r = reader.Open(size ? data : nullptr, static_cast<size_t>(size));
-  if (!r.ok) {
-    *failure = r.reason;
-    j["reason"] = r.reason;
+  if (!d.valid) {
+    *failure = d.invalid;
+    j["reason"] = d.invalid;
     return j;
   }
-  j["format_version"] = std::to_string(reader.major()) + "." + std::to_string(reader.minor());
-  const aotcpu::CompatInfo& c = reader.compat();
+  j["format_version"] = std::to_string(d.major) + "." + std::to_string(d.minor);
   json options = json::array();
-  for (const auto& [k, v] : c.options) options.push_back({{"key", k}, {"value", v}});
-  j["compatibility"] = {{"epctx_version", c.epctx_version},
-                        {"onednn_version", c.onednn_version},
-                        {"isa", c.isa},
+  for (const auto& [k, v] : d.options) options.push_back({{"key", k}, {"value", v}});
+  j["compatibility"] = {{"epctx_version", d.epctx_version},
+                        {"onednn_version", d.onednn_version},
+                        {"isa", d.isa},
                         {"options", options}};
-  // The section table, read from the validated header (the reader indexes sections but does not expose them).
   json sections = json::array();
-  const uint32_t section_count = LoadU32(data + 20);
-  const uint64_t table = LoadU64(data + 24);
-  for (uint32_t i = 0; i < section_count; ++i) {
-    const uint8_t* e = data + table + uint64_t{32} * i;
-    const uint32_t type = LoadU32(e);
-    sections.push_back({{"type", aotcpu::SectionTypeName(type)},
-                        {"type_code", type},
-                        {"offset", LoadU64(e + 8)},
-                        {"length", LoadU64(e + 16)}});
-  }
+  for (const aotcpu_reader::SectionEntry& e : d.sections)
+    sections.push_back({{"type", e.type}, {"type_code", e.type_code}, {"offset", e.offset}, {"length", e.length}});
   j["sections"] = sections;
-  uint64_t total = 0, distinct_bytes = 0;
-  std::set<const unsigned char*> distinct;
-  for (const aotcpu::TensorView& t : reader.tensors()) {
-    total += t.length;
-    if (distinct.insert(t.data).second) distinct_bytes += t.length;
-  }
-  j["tensors"] = {{"count", reader.tensors().size()},
-                  {"bytes", total},
-                  {"distinct", distinct.size()},
-                  {"distinct_bytes", distinct_bytes}};
+  j["tensors"] = {{"count", d.tensor_count},
+                  {"bytes", d.tensor_bytes},
+                  {"distinct", d.distinct_tensors},
+                  {"distinct_bytes", d.distinct_bytes}};
   json graphs = json::array();
-  for (const aotcpu::GraphView& gv : reader.graphs()) {
+  for (const aotcpu_reader::GraphDescription& gd : d.graphs) {
     json g;
-    g["name"] = std::string(gv.name);
-    uint64_t weight_bytes = 0;
-    for (uint32_t t : gv.tensor_indices) weight_bytes += reader.tensors()[t].length;
-    g["weights"] = {{"count", gv.tensor_indices.size()}, {"bytes", weight_bytes}};
-    g["records_bytes"] = gv.records.size();
-    if (gv.records.size() >= 8 && gv.records.substr(0, 7) == "AOTDYN1") {  // a partition for every input shape
-      std::vector<aotcpu::WeightRef> tensors;
-      for (uint32_t t : gv.tensor_indices) tensors.push_back({reader.tensors()[t].data, reader.tensors()[t].length});
-      aotcpu::ParsedDynamicGraph parsed;
-      const aotcpu::CheckResult dr = aotcpu::ParseDynamicGraph(gv.records, tensors, &parsed);
-      if (!dr.ok) {
-        g["error"] = dr.reason;
-        if (failure->empty()) *failure = "graph '" + Printable(std::string(gv.name), 256) + "': " + dr.reason;
-        graphs.push_back(g);
-        continue;
-      }
+    g["name"] = gd.name;
+    g["weights"] = {{"count", gd.weight_count}, {"bytes", gd.weight_bytes}};
+    g["records_bytes"] = gd.records_bytes;
+    if (!gd.parsed) {
+      g["error"] = gd.error;
+      if (failure->empty()) *failure = "graph '" + Printable(gd.name, 256) + "': " + gd.error;
+      graphs.push_back(g);
+      continue;
+    }
+    if (gd.dynamic) {  // a partition for every input shape
       json ios = json::array();
-      std::set<std::string> symbols;
-      for (const std::string& name : parsed.inputs) {
-        const int v = parsed.graph.Find(name);
-        json io = {{"name", name}};
-        if (v >= 0) {
-          const aotcpu::Value& val = parsed.graph.v(v);
+      for (const aotcpu_reader::DynamicInput& in : gd.dynamic_inputs) {
+        json io = {{"name", in.name}};
+        if (in.known) {
           json dims = json::array();
-          for (size_t k = 0; k < val.dims.size(); ++k) {
-            const std::string sym = k < val.dim_symbols.size() ? val.dim_symbols[k] : std::string();
-            if (val.dims[k] >= 0) {
-              dims.push_back(val.dims[k]);
-            } else {
-              const std::string named = sym.empty() ? name + ":" + std::to_string(k) : sym;
-              dims.push_back(named);
-              symbols.insert(named);
-            }
+          for (const aotcpu_reader::DynamicDim& dim : in.dims) {
+            if (dim.size >= 0) dims.push_back(dim.size);
+            else dims.push_back(dim.symbol);
           }
           io["dims"] = dims;
-          io["dtype"] = DtypeName(val.dtype);
+          io["dtype"] = DtypeName(in.dtype);
         }
         ios.push_back(io);
       }
       g["dynamic"] = true;
       g["inputs"] = ios;
-      g["outputs"] = parsed.outputs;
-      g["symbols"] = symbols;
-      g["node_count"] = parsed.graph.nodes.size();
-      g["packed_weights"] = parsed.packed.size();
+      g["outputs"] = gd.dynamic_outputs;
+      g["symbols"] = gd.symbols;
+      g["node_count"] = gd.node_count;
+      g["packed_weights"] = gd.packed_weights;
       json profiles = json::array();
-      for (const auto& profile : parsed.shapes.profiles) {
+      for (const auto& profile : gd.shape_profiles) {
         json p = json::object();
-        for (size_t i = 0; i < profile.size() && i < parsed.inputs.size(); ++i) p[parsed.inputs[i]] = profile[i];
+        for (const auto& [input, dims] : profile) p[input] = dims;
         profiles.push_back(p);
       }
       g["shape_profiles"] = profiles;
       json ranges = json::object();
-      for (const auto& [sym, range] : parsed.shapes.ranges) ranges[sym] = {range.first, range.second};
+      for (const auto& [sym, range] : gd.shape_ranges) ranges[sym] = {range.first, range.second};
       g["shape_ranges"] = ranges;
       graphs.push_back(g);
       continue;
     }
-    aotcpu::Program p;
-    const aotcpu::CheckResult pr =
-        aotcpu::ParseProgram(gv.records, static_cast<uint32_t>(gv.tensor_indices.size()), &p);
-    if (!pr.ok) {
-      g["error"] = pr.reason;
-      if (failure->empty()) *failure = "graph '" + Printable(std::string(gv.name), 256) + "': " + pr.reason;
-      graphs.push_back(g);
-      continue;
-    }
-    g["inputs"] = IoJson(p.inputs);
-    g["outputs"] = IoJson(p.outputs);
-    g["arena_bytes"] = p.arena_bytes;
-    g["step_count"] = p.steps.size();
-    std::map<std::string, uint64_t> by_kind;
-    for (const aotcpu::Step& st : p.steps) ++by_kind[aotcpu::StepKindName(static_cast<uint32_t>(st.kind))];
-    g["steps_by_kind"] = by_kind;
-    if (with_steps) {
-      json steps = json::array();
-      for (const aotcpu::Step& st : p.steps) steps.push_back(aotcpu::DescribeStep(st));
-      g["steps"] = steps;
-    }
+    g["inputs"] = IoJson(gd.inputs);
+    g["outputs"] = IoJson(gd.outputs);
+    g["arena_bytes"] = gd.arena_bytes;
+    g["step_count"] = gd.step_count;
+    g["steps_by_kind"] = gd.steps_by_kind;
+    if (with_steps) g["steps"] = gd.steps;
     graphs.push_back(g);
   }
   j["graphs"] = graphs;

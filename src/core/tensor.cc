@@ -17,10 +17,8 @@ constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 40;  // refuse > 1 TiB o
 // which dominated data-movement kernels (64 MiB took ~38 ms). Blocks are bucketed by size rounded up to a power of
 // two; the cache holds at most kMaxCachedBytes and is shared by all sessions of the process. From 64 KiB: glibc
 // maps blocks above its mmap threshold (128 KiB at first) fresh on every malloc, and the CPU EP allocates every
-// output on every run (page faults were a visible share of a small CNN's run, issue 14). Small blocks too, from one
-// alignment unit: aligned_alloc and free of a small block (glibc's _int_memalign, malloc_consolidate) were a third of
-// a run of small elementwise nodes (issue 24).
-constexpr size_t kMinCachedBlock = kAlignment;
+// output on every run (page faults were a visible share of a small CNN's run, issue 14).
+constexpr size_t kMinCachedBlock = size_t{64} << 10;
 constexpr size_t kMaxCachedBytes = size_t{256} << 20;
 
 class BlockCache {
