@@ -4,8 +4,9 @@
 //   nn_pool.cc     pooling, Resize, BatchNormalization
 //   nn_gemm.cc     Gemm
 //   nn_lstm.cc     LSTM
-//   ops_math.cc    MatMul, elementwise unary/binary (incl. the Erf-form GELU), Softmax (and mask Add + Softmax),
-//                  LayerNormalization, ReduceMean/Max/Min/Sum
+//   math_matmul.cc MatMul                                    (math_common.h: what the math files share)
+//   math_eltwise.cc  elementwise unary/binary/compare (incl. the Erf-form GELU)
+//   math_reduce.cc Softmax (and mask Add + Softmax), LayerNormalization, ReduceMean/Max/Min/Sum
 //   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type), Transpose, Slice, Split, Gather,
 //                  Concat, Pad
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
@@ -43,7 +44,7 @@ EPCTX_AOT_STEP(InnerProduct)
 EPCTX_AOT_STEP(BatchNorm)
 EPCTX_AOT_STEP(Lstm)
 
-// ops_math.cc
+// math_matmul.cc, math_eltwise.cc, math_reduce.cc
 EPCTX_AOT_OP(MatMul)
 EPCTX_AOT_OP(Unary)   // Relu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Exp, Sqrt, Erf, Abs, Neg, Log, ...
 EPCTX_AOT_OP(Binary)  // Add, Sub, Mul, Div, Pow, Max, Min
@@ -83,7 +84,7 @@ EPCTX_AOT_STEP(Reorder)
 // reversed); false when it is not a permutation of [0, rank).
 bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
 
-// ops_math.cc: `n` reading `value` as an affine map by a constant scalar (x * s, x + s, x - s, s - x, x / s): true
+// math_eltwise.cc: `n` reading `value` as an affine map by a constant scalar (x * s, x + s, x - s, s - x, x / s): true
 // with y = alpha * x + beta. x / s becomes x * (1/s), within one ulp of the quotient (exact when s is a power of two);
 // a non-finite s gives a non-finite alpha/beta, which AppendPostOp refuses.
 bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float* beta);
@@ -98,7 +99,7 @@ inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
   return p;
 }
 
-// ops_math.cc: appends post-op `p` to `list`. oneDNN 2.6's JIT post-op injectors (convolution, matmul, binary)
+// math_eltwise.cc: appends post-op `p` to `list`. oneDNN 2.6's JIT post-op injectors (convolution, matmul, binary)
 // run every eltwise post-op of one algorithm with the parameters of the first one: linear(1, 1.5) then
 // linear(1, 0.25) adds 1.5 twice (found by tests/difftest). So a second eltwise post-op of an algorithm already in
 // `list` with other parameters is refused: false, `list` unchanged. With `merge_linear`, a linear that follows a
@@ -106,14 +107,14 @@ inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
 // shift pair (PaddlePaddle's Mul + Add affine) fused. Any other post-op is appended.
 bool AppendPostOp(std::vector<PostOp>* list, const PostOp& p, bool merge_linear);
 
-// ops_math.cc: rewrites every hard-swish spelled out in ONNX ops (x * clip(x + 3, 0, 6) / 6 in its orders, x *
+// math_eltwise.cc: rewrites every hard-swish spelled out in ONNX ops (x * clip(x + 3, 0, 6) / 6 in its orders, x *
 // HardSigmoid(x) with alpha 1/6, beta 0.5) as one HardSwish node, and every swish (x * Sigmoid(x), x * Sigmoid(a * x)
 // with a constant scalar a: SiLU, quick GELU) as one Swish node (ONNX opset 24's, alpha = a): the last pattern node becomes HardSwish(x) (named
 // after every pattern node), the others are marked in `folded` and leave their inputs' consumer lists. A convolution
 // then takes it as one post-op (PP-OCR: 2 steps per convolution before, issue 14). Returns the number rewritten.
 int FuseSpelledActivations(Graph* g, std::vector<bool>* folded);
 
-// ops_math.cc: the element strides of an operand whose layout has no inner blocks (plain, strided, a permutation such
+// math_common.cc: the element strides of an operand whose layout has no inner blocks (plain, strided, a permutation such
 // as nhwc's acdb; a scalar has none); false for a blocked layout.
 bool PlainStrides(const Operand& op, std::vector<int64_t>* strides);
 

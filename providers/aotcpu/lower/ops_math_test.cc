@@ -1,6 +1,7 @@
-// ops_math.cc on small hand-built graphs: each is compiled (CompileGraph), serialized and parsed back, run by the
-// Executor and compared with a float64 reference; the step lists check what was fused (bias, GELU, scale + mask,
-// residual) and what was not. Also erf's accuracy against the correctly rounded value over a sweep of floats.
+// The math family (math_*.cc) on small hand-built graphs: each is compiled (CompileGraph), serialized and parsed
+// back, run by the Executor and compared with a float64 reference; the step lists check what was fused (bias, GELU,
+// scale + mask, residual) and what was not. Also erf's accuracy against the correctly rounded value over a sweep of
+// floats.
 #include <gtest/gtest.h>
 
 #include <cmath>
