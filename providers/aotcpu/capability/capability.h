@@ -1,5 +1,5 @@
 // Capability: which nodes of a graph the AotCpu EP takes, and how they group into partitions the runtime can fuse.
-// The EP's GetCapability (plugin/aotcpu_ep.cc) asks IsNodeSupported per node, groups the supported ones with
+// The EP's GetCapability (plugin/ep_capability.cc) asks IsNodeSupported per node, groups the supported ones with
 // GroupNodes, then keeps the groups that pay (partition_cost.h). Reentrant: both only read the graph.
 #ifndef EPCTX_PROVIDERS_AOTCPU_CAPABILITY_CAPABILITY_H_
 #define EPCTX_PROVIDERS_AOTCPU_CAPABILITY_CAPABILITY_H_

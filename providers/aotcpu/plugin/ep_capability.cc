@@ -1,0 +1,349 @@
+// AotCpuExecutionProvider's GetCapability: the graph copied out of the ABI, folded, each node supported or not with
+// a reason (capability/), free dims pinned or kept symbolic (dynamic_shapes), the groups that pay (partition_cost.h).
+#include "providers/aotcpu/plugin/ep.h"
+
+#include <epctx/ep_api.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/context_util.h"
+#include "providers/aotcpu/capability/capability.h"
+#include "providers/aotcpu/capability/partition_cost.h"
+#include "providers/aotcpu/ir/ir.h"
+#include "providers/aotcpu/ir/symbolic.h"
+#include "providers/aotcpu/lower/ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+// `g` (before folding) cut down to `nodes` (ascending), as the fused graph of that partition shows it: values made by
+// other nodes become plain inputs (no constant data, the runtime's shape), consumers are the kept nodes only.
+Graph Restrict(const Graph& g, const std::vector<int>& nodes) {
+  Graph sub = g;
+  sub.nodes.clear();
+  for (Value& v : sub.values) {
+    v.producer = -1;
+    v.consumers.clear();
+  }
+  for (int i : nodes) {
+    const int k = static_cast<int>(sub.nodes.size());
+    const Node& n = g.nodes[static_cast<size_t>(i)];
+    sub.nodes.push_back(n);
+    for (int v : n.inputs)
+      if (v >= 0) sub.v(v).consumers.push_back(k);
+    for (int v : n.outputs)
+      if (v >= 0) sub.v(v).producer = k;
+  }
+  return sub;
+}
+
+// dim_params of the graph's inputs: the symbols a free-dimension override (-f) can pin. Symbols elsewhere were
+// made up by shape inference (unk__N) or name outputs only, and pinning them changes nothing upstream.
+std::set<std::string> InputSymbols(const EpctxGraph* graph) {
+  std::set<std::string> out;
+  std::vector<const EpctxValueInfo*> inputs(g_api->Graph_GetNumInputs(graph));
+  if (EpctxStatus* st = g_api->Graph_GetInputs(graph, inputs.data(), inputs.size())) {
+    g_api->ReleaseStatus(st);
+    return out;
+  }
+  for (const EpctxValueInfo* vi : inputs) {
+    const int64_t rank = vi ? g_api->ValueInfo_GetRank(vi) : -1;
+    if (rank <= 0) continue;
+    std::vector<const char*> symbols(static_cast<size_t>(rank), nullptr);
+    if (EpctxStatus* st = g_api->ValueInfo_GetShape(vi, nullptr, symbols.data(), symbols.size())) {
+      g_api->ReleaseStatus(st);
+      continue;
+    }
+    for (const char* sym : symbols)
+      if (sym && *sym) out.insert(sym);
+  }
+  return out;
+}
+
+// A "no static shape" refusal made specific from the runtime's view of the node's values: which dim is free and
+// the free-dimension override that pins it, or that shape inference could not compute it. `why` when neither applies.
+std::string ShapeReason(const Graph& g, const Node& n, const std::string& why, const std::set<std::string>& pinnable) {
+  if (why.find("static") == std::string::npos || !n.handle) return why;  // "no static shape", "shapes must be static
+  for (const bool inputs : {true, false}) {
+    const size_t count = inputs ? g_api->Node_GetNumInputs(n.handle) : g_api->Node_GetNumOutputs(n.handle);
+    std::vector<const EpctxValueInfo*> vis(count);
+    EpctxStatus* st = inputs ? g_api->Node_GetInputs(n.handle, vis.data(), count)
+                             : g_api->Node_GetOutputs(n.handle, vis.data(), count);
+    if (st) {
+      g_api->ReleaseStatus(st);
+      return why;
+    }
+    for (const EpctxValueInfo* vi : vis) {
+      if (!vi) continue;
+      const std::string name = g_api->ValueInfo_GetName(vi);
+      const int v = g.Find(name);
+      if (v >= 0 && g.v(v).has_shape) continue;  // folding gave it a shape
+      const std::string what = std::string(inputs ? "input '" : "output '") + name + "'";
+      const int64_t rank = g_api->ValueInfo_GetRank(vi);
+      if (rank < 0) return what + " has no known rank (shape inference could not compute it)";
+      std::vector<int64_t> dims(static_cast<size_t>(rank));
+      std::vector<const char*> symbols(static_cast<size_t>(rank), nullptr);
+      st = g_api->ValueInfo_GetShape(vi, dims.data(), symbols.data(), dims.size());
+      if (st) {
+        g_api->ReleaseStatus(st);
+        continue;
+      }
+      for (size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d] >= 0) continue;
+        const std::string sym = symbols[d] ? symbols[d] : "";
+        if (pinnable.count(sym))
+          return what + " dim " + std::to_string(d) + " is free ('" + sym + "'); pin it with -f " + sym + ":N";
+        return what + " dim " + std::to_string(d) +
+               " is unknown before run time (shape inference could not compute it)";
+      }
+    }
+  }
+  return why;
+}
+
+void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::string& reason) {
+  if (!n.handle || reason.empty()) return;
+  EpctxStatus* st = g_api->EpGraphSupportInfo_SetNodeRejectionReason(support, n.handle, reason.c_str());
+  if (st) g_api->ReleaseStatus(st);  // a reason is information only
+}
+
+// dynamic_shapes: when `g` has free input dims, replaces it by the graph bound at probe sizes (each free dim 64, else
+// 256, 1024 or 4096, clamped into its shape_ranges entry) after checking that it also binds at 1.5 times that, and fills `why` (one entry per node)
+// with the reason a node's shapes are not known symbolically ("" for known ones; a node not fully known must stay on
+// the CPU EP, since its partition is compiled per shape from the symbolic shapes). Leaves `g` alone (and `why`
+// empty) when it has no free input dim or does not bind (`probe_error` says why): the nodes then stay on the CPU EP
+// as without the option.
+void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why, std::string* probe_error,
+                  Graph* unbound) {
+  bool free = false;
+  for (int v : g->inputs) free |= !g->v(v).has_shape;
+  if (!free) return;
+  SymbolicShapes sym;
+  InferSymbolic(*g, &sym);
+  auto probe = [&](int64_t size) {
+    std::map<std::string, int64_t> b;
+    for (const std::string& name : sym.symbols) {
+      auto r = options.shape_ranges.find(name);
+      b[name] = r == options.shape_ranges.end() ? size : std::min(std::max(size, r->second.lo), r->second.hi);
+    }
+    return b;
+  };
+  // Two probe sizes per candidate pair (the second catches a shape that binds only by coincidence); larger pairs for
+  // graphs whose windows need more (an audio front end's 512-sample STFT window).
+  Graph bound, second;
+  std::string err;
+  bool binds = false;
+  for (int64_t size : {64, 256, 1024, 4096}) {
+    if (Bind(*g, sym, probe(size), &bound, &err) && Bind(*g, sym, probe(size + size / 2), &second, &err)) {
+      binds = true;
+      break;
+    }
+  }
+  if (!binds) {
+    *probe_error = "dynamic_shapes: the graph binds at none of the probe sizes (64 to 6144 per free dim): " + err;
+    return;
+  }
+  why->assign(g->nodes.size(), std::string());
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    (*why)[i] = i < sym.why.size() ? sym.why[i] : std::string();
+    const Node& n = g->nodes[i];
+    for (const std::vector<int>* list : {&n.inputs, &n.outputs})
+      for (int v : *list)
+        if (v >= 0 && (*why)[i].empty() && !sym.values[static_cast<size_t>(v)].known)
+          (*why)[i] = "value '" + g->v(v).name + "' has no shape known as an expression of the free dims";
+  }
+  *unbound = std::move(*g);
+  *g = std::move(bound);
+}
+
+}  // namespace
+
+EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
+  {
+    std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graph));
+    AOT_RETURN_IF_ERROR(g_api->Graph_GetNodes(graph, nodes.data(), nodes.size()));
+    bool any = false;
+    for (const EpctxNode* node : nodes)
+      if (plugin::IsEpContextNodeFrom(g_api, node, {kEpName})) {
+        AOT_RETURN_IF_ERROR(g_api->EpGraphSupportInfo_AddSingleNode(support, node));
+        any = true;
+      }
+    if (any) {  // a compiled model: its remaining nodes stay where the runtime puts them
+      std::string warning;
+      ep->options = IgnorePrepareAndLoadForContextModel(ep->options, &warning);
+      if (!warning.empty()) LogWarning(ep, warning);
+      return nullptr;
+    }
+  }
+  Graph g;
+  CheckResult r = BuildGraph(g_api, graph, &g);
+  if (!r.ok) return Error(EPCTX_EP_FAIL, "reading the graph: " + r.reason);
+  DistrustContradictedShapes(&g);  // static shapes libonnx sized unlike the kernels (ops.h)
+  // Dynamic shapes (dynamic.h): with free input dims, the graph is judged bound at probe sizes; the fused graphs keep
+  // their symbolic shapes and are compiled per input shape at run time. Nodes whose shapes are not known as
+  // expressions of the free dims stay on the CPU EP.
+  std::vector<std::string> symbolic_why;
+  std::string probe_error;
+  Graph unbound;  // with dynamic shapes: the graph before binding, to judge each partition's symbolic shapes alone
+  if (ep->options.dynamic_shapes) ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound);
+  const Graph original = g;
+  std::vector<bool> folded;
+  r = FoldConstants(&g, &folded);
+  if (!r.ok) {  // a malformed constant subgraph: claim nothing, the CPU EP reports the problem
+    for (const Node& n : original.nodes) SetReason(support, n, "constant folding failed: " + r.reason);
+    return nullptr;
+  }
+  // Again with the shapes folding made static: without the runtime's folding (the compile API's level 0) a pooling
+  // fed by a Reshape to a computed shape had no input shape the first time (difftest seed 20261130 model 1223).
+  DistrustContradictedShapes(&g);
+  folded.resize(g.nodes.size(), false);
+  std::vector<bool> supported(g.nodes.size(), false);
+  std::vector<std::string> reasons(g.nodes.size());  // why each node is not taken (handed to the runtime)
+  const std::set<std::string> pinnable = InputSymbols(graph);
+  size_t compute_nodes = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.has_subgraphs) {
+      reasons[i] = "has subgraphs (If/Loop/Scan run on the CPU EP)";
+      continue;
+    }
+    std::string why;
+    supported[i] = folded[i] || IsNodeSupported(g, n, &why);
+    if (!supported[i]) reasons[i] = ShapeReason(g, n, why, pinnable);
+    if (!supported[i] && !probe_error.empty()) reasons[i] += " (" + probe_error + ")";
+    if (supported[i] && i < symbolic_why.size() && !symbolic_why[i].empty()) {
+      supported[i] = false;
+      reasons[i] = "its shapes are not known for every size of the free dims: " + symbolic_why[i];
+    }
+    if (supported[i] && !folded[i]) ++compute_nodes;
+  }
+  if (compute_nodes == 0) {  // only constants: nothing worth a partition
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      SetReason(support, g.nodes[i],
+                reasons[i].empty() ? "only constants are left to compute in this graph (no partition made)" : reasons[i]);
+    return nullptr;
+  }
+  // Each partition's Compile sees only its own nodes: a value made by another partition (or the CPU EP) arrives
+  // without the data folding gave it and with the runtime's shape. Re-check every group that way and drop the
+  // nodes that would fail there (Reshape to a shape folded elsewhere, a mask shaped only by folding), until stable.
+  // The runtime folds constants before GetCapability at graph optimization level >= 1, so then this rarely drops a
+  // node (a result over the runtime's size cap); it is still needed at level 0 (the compile API's default) and
+  // keeps every partition compilable whatever the runtime did.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const std::vector<int>& group : GroupNodes(g, supported)) {
+      Graph sub = Restrict(original, group);
+      // A value a node outside the group makes arrives as a runtime input. With dynamic shapes `original` is the
+      // graph bound at probe sizes, where shape values (a Constant's int64, Shape arithmetic) carry the data binding
+      // wrote: dropped here, as the partition will not have it (difftest --dynamic seed 20261211: a Pow whose
+      // exponent came from a Constant node left outside failed to lower at run time).
+      for (size_t v = 0; v < sub.values.size(); ++v)
+        if (original.values[v].producer >= 0 && sub.values[v].producer < 0 && !sub.values[v].is_initializer &&
+            sub.values[v].is_const()) {
+          sub.values[v].data = nullptr;
+          sub.values[v].folded.reset();
+        }
+      std::vector<bool> sub_folded;
+      const bool ok = FoldConstants(&sub, &sub_folded).ok;
+      if (ok) DistrustContradictedShapes(&sub);
+      sub_folded.resize(sub.nodes.size(), false);
+      for (size_t k = 0; k < group.size(); ++k) {
+        std::string why;
+        if (ok && (sub_folded[k] || IsNodeSupported(sub, sub.nodes[k], &why))) continue;
+        supported[static_cast<size_t>(group[k])] = false;
+        reasons[static_cast<size_t>(group[k])] =
+            "in its partition, without the values folding computed outside it: " +
+            (ok ? ShapeReason(sub, sub.nodes[k], why, pinnable) : std::string("constant folding failed"));
+        changed = true;
+      }
+      if (unbound.nodes.empty()) continue;
+      // With dynamic shapes the partition is compiled from its own symbolic shapes: a value made outside it arrives
+      // with only the rank and dims the runtime knows (difftest --dynamic, seed 20261209: a BatchNormalization on
+      // the CPU EP whose output had no rank for the runtime failed the session's compile).
+      Graph usub = Restrict(unbound, group);
+      std::set<int> inside_outputs;
+      for (const Node& n : usub.nodes)
+        for (int o : n.outputs)
+          if (o >= 0) inside_outputs.insert(o);
+      usub.inputs.clear();
+      for (const Node& n : usub.nodes)
+        for (int in : n.inputs)
+          if (in >= 0 && !inside_outputs.count(in) && !usub.v(in).is_const() && !usub.v(in).is_graph_input) {
+            usub.v(in).is_graph_input = true;
+            usub.inputs.push_back(in);
+          }
+      for (int in : unbound.inputs) usub.inputs.push_back(in);
+      SymbolicShapes us;
+      InferSymbolic(usub, &us);
+      for (size_t k = 0; k < group.size(); ++k) {
+        const size_t node = static_cast<size_t>(group[k]);
+        if (!supported[node]) continue;
+        std::string why = k < us.why.size() ? us.why[k] : std::string();
+        for (const std::vector<int>* list : {&usub.nodes[k].inputs, &usub.nodes[k].outputs})
+          for (int v : *list)
+            if (v >= 0 && why.empty() && !us.values[static_cast<size_t>(v)].known)
+              why = "value '" + usub.v(v).name + "' has no shape known as an expression of the free dims";
+        if (why.empty()) continue;
+        supported[node] = false;
+        reasons[node] = "in its partition, its shapes are not known for every size of the free dims: " + why;
+        changed = true;
+      }
+    }
+  }
+  bool any_subgraphs = false;
+  for (const Node& n : g.nodes) any_subgraphs |= n.has_subgraphs;
+  // Leaving a whole group on the CPU EP never makes another group's fusion cyclic (every path between two nodes of
+  // a group stays inside it, GroupNodes), so each group is judged on its own.
+  for (const std::vector<int>& group : GroupNodes(g, supported)) {
+    // A group of only constants and zero-copy views (a lone Reshape or same-type Cast between nodes left on the
+    // CPU EP) would cost a partition and its boundary copies and compute nothing: it stays on the CPU EP.
+    bool computes = false;
+    for (int n : group)
+      computes |= !folded[static_cast<size_t>(n)] && !IsZeroCopyView(g.nodes[static_cast<size_t>(n)]);
+    // A group none of whose results is read (dead nodes the runtime did not remove, at the compile API's level 0)
+    // would become a fused node with no outputs, which no context model may hold (difftest --dynamic, seed 20261210
+    // model 9216): it stays on the CPU EP.
+    // (A value read only inside an If/Loop body has no consumer entry: with such nodes the check is skipped.)
+    if (!any_subgraphs) {
+      const std::set<int> in_group(group.begin(), group.end());
+      bool read = false;
+      for (int n : group)
+        for (int o : g.nodes[static_cast<size_t>(n)].outputs) {
+          if (o < 0) continue;
+          read |= g.v(o).is_graph_output;
+          for (int c : g.v(o).consumers) read |= !in_group.count(c);
+        }
+      if (!read) {
+        for (int n : group) reasons[static_cast<size_t>(n)] = "nothing reads the results of its group (no partition made)";
+        continue;
+      }
+    }
+    if (!computes) {
+      for (int n : group)
+        reasons[static_cast<size_t>(n)] =
+            folded[static_cast<size_t>(n)]
+                ? "folds to a constant in a group with nothing to compute (no partition made)"
+                : "a zero-copy view in a group with nothing to compute (a partition would only add copies)";
+      continue;
+    }
+    // An island whose work saves less than its partition costs stays on the CPU EP (partition_cost.h).
+    const GroupCost cost = EstimateGroupCost(g, group, folded, ep->options.partition_cost);
+    if (!GroupPays(cost, ep->options.partition_cost)) {
+      const std::string why = NotPayingReason(cost, ep->options.partition_cost);
+      for (int n : group) reasons[static_cast<size_t>(n)] = why;
+      continue;
+    }
+    std::vector<const EpctxNode*> nodes;
+    for (int n : group) nodes.push_back(g.nodes[static_cast<size_t>(n)].handle);
+    AOT_RETURN_IF_ERROR(g_api->EpGraphSupportInfo_AddNodesToFuse(support, nodes.data(), nodes.size()));
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) SetReason(support, g.nodes[i], reasons[i]);
+  return nullptr;
+}
+
+}  // namespace aotcpu
+}  // namespace epctx
