@@ -21,20 +21,27 @@ void RequireRank(onnx::InferenceContext& ctx, const char* op, size_t i, int rank
     fail_shape_inference(op, ": ", what, " (input ", i, ") must have rank ", rank, ", has rank ", have);
 }
 
-// Wraps the inference function of every version of `op` (default domain) with `check`.
-void Guard(const char* op, std::function<void(onnx::InferenceContext&)> check) {
+using InferenceStep = std::function<void(onnx::InferenceContext&)>;
+
+// Wraps the inference function of every version of `op` (default domain): `before` runs first, `after` last (either
+// may be empty).
+void Wrap(const char* op, InferenceStep before, InferenceStep after) {
   std::set<const onnx::OpSchema*> done;
   for (int version = 1; version <= 17; ++version) {
     auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, version, ""));
     if (!schema || !done.insert(schema).second) continue;
     onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
     if (!original) continue;
-    schema->TypeAndShapeInferenceFunction([check, original](onnx::InferenceContext& ctx) {
-      check(ctx);
+    schema->TypeAndShapeInferenceFunction([before, original, after](onnx::InferenceContext& ctx) {
+      if (before) before(ctx);
       original(ctx);
+      if (after) after(ctx);
     });
   }
 }
+
+// A check that refuses the node before libonnx's function reads it.
+void Guard(const char* op, InferenceStep check) { Wrap(op, std::move(check), nullptr); }
 
 // Convolutions and pools (libonnx's convPoolShapeInference / convTransposeShapeInference index the weight's and the
 // attributes' entries by the input's spatial rank): input rank >= 2, weight (input `w`, or none if < 0) of the
@@ -81,21 +88,8 @@ void AxisInRange(onnx::InferenceContext& ctx, const char* op, size_t x, int64_t 
     fail_shape_inference(op, ": axis ", axis, " is outside [", -rank, ", ", rank, ") for an input of rank ", rank);
 }
 
-// Runs `after` once the original inference function of every version of `op` (default domain) has run: rules that
-// libonnx 1.12 lacks and later ONNX versions have.
-void Extend(const char* op, std::function<void(onnx::InferenceContext&)> after) {
-  std::set<const onnx::OpSchema*> done;
-  for (int version = 1; version <= 17; ++version) {
-    auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, version, ""));
-    if (!schema || !done.insert(schema).second) continue;
-    onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
-    if (!original) continue;
-    schema->TypeAndShapeInferenceFunction([after, original](onnx::InferenceContext& ctx) {
-      original(ctx);
-      after(ctx);
-    });
-  }
-}
+// A rule that libonnx 1.12 lacks and later ONNX versions have, run after libonnx's own.
+void Extend(const char* op, InferenceStep after) { Wrap(op, nullptr, std::move(after)); }
 
 // Reshape to a shape computed at run time: libonnx 1.12 gives no shape at all; ONNX 1.14 and ONNX Runtime give the
 // rank, the length of the shape input, with unknown dims. Without it every op after the Reshape lost its rank (the
