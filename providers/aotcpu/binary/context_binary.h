@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "providers/aotcpu/check_result.h"
+
 namespace epctx {
 namespace aotcpu {
 
@@ -44,16 +46,6 @@ const char* SectionTypeName(uint32_t type);
 
 // Element size in bytes of an ONNX TensorProto data type code, or 0 if the format does not carry that type.
 size_t DtypeSize(uint32_t dtype);
-
-// Result of writing or validating. `reason` is empty when ok, otherwise one precise sentence naming the field,
-// the offending values and the limit, e.g. "section 3 (WEIGHTS) [offset 8192, length 4096] extends past the end
-// of the file (10000 bytes)". The EP wraps it as INVALID_GRAPH "Failed to load from EpContext model. <file>: <reason>".
-struct CheckResult {
-  bool ok = true;
-  std::string reason;
-  static CheckResult Ok() { return {}; }
-  static CheckResult Fail(std::string why) { return {false, std::move(why)}; }
-};
 
 // The compatibility block. A loader compares it against the running process and refuses on mismatch.
 struct CompatInfo {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "epctx/ep_api.h"
-#include "providers/aotcpu/binary/context_binary.h"  // CheckResult
+#include "providers/aotcpu/check_result.h"
 
 namespace epctx {
 namespace aotcpu {

@@ -1,5 +1,5 @@
 // ONNX Slice's starts/ends/axes/steps resolved against an input's dims, by the operator's clamping rules: what constant
-// folding (fold.cc), the lowering (ops_tensor.cc) and the shape-generic kernel (generic_ops.cc) all need. Overflow-safe for any int64 parameters.
+// folding (fold.cc), the lowering (lower/tensor_view.cc) and the shape-generic kernel (generic_ops.cc) all need. Overflow-safe for any int64 parameters.
 #ifndef EPCTX_PROVIDERS_AOTCPU_IR_SLICE_PARAMS_H_
 #define EPCTX_PROVIDERS_AOTCPU_IR_SLICE_PARAMS_H_
 

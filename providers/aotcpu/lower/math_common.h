@@ -1,7 +1,7 @@
 // What the math op family's files share (math_matmul.cc, math_eltwise.cc, math_reduce.cc): dims and operand helpers,
 // graph patterns (the Erf-form GELU), the post-op chain a MatMul or Binary step absorbs, eltwise emission, the step
 // builders' descriptor checks, and the mask Add + Softmax lowering both MatMul and Binary hand off to. Internal to
-// lower/: nothing outside the math family includes it.
+// lower/: the math family includes it, and tensor_common.h for Reject, Numel and RowMajorStrides.
 //
 // Fusion: a MatMul or Binary step absorbs the nodes that follow it while each is the sole consumer of the previous
 // result: a constant bias Add (MatMul only, as the primitive's bias), activations and constant-scalar Mul/Add/Sub

@@ -7,8 +7,10 @@
 //   math_matmul.cc MatMul                                    (math_common.h: what the math files share)
 //   math_eltwise.cc  elementwise unary/binary/compare (incl. the Erf-form GELU)
 //   math_reduce.cc Softmax (and mask Add + Softmax), LayerNormalization, ReduceMean/Max/Min/Sum
-//   ops_tensor.cc  Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type), Transpose, Slice, Split, Gather,
-//                  Concat, Pad
+//   tensor_view.cc Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type), Transpose, Slice
+//   tensor_concat.cc Concat, Split                           (tensor_common.h: what the tensor files share)
+//   tensor_gather.cc Gather
+//   tensor_pad.cc  Pad
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
@@ -61,7 +63,7 @@ EPCTX_AOT_STEP(Reduction)
 EPCTX_AOT_STEP(Erf)
 EPCTX_AOT_STEP(MaskedSoftmax)
 
-// ops_tensor.cc
+// tensor_view.cc, tensor_concat.cc, tensor_gather.cc, tensor_pad.cc
 EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)
 EPCTX_AOT_OP(Transpose)
 EPCTX_AOT_OP(Slice)
@@ -80,7 +82,7 @@ EPCTX_AOT_STEP(Reorder)
 #undef EPCTX_AOT_OP
 #undef EPCTX_AOT_STEP
 
-// ops_tensor.cc: the permutation of Transpose node `n` over `rank` axes (its perm attribute, by default the axes
+// tensor_view.cc: the permutation of Transpose node `n` over `rank` axes (its perm attribute, by default the axes
 // reversed); false when it is not a permutation of [0, rank).
 bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm);
 
@@ -118,13 +120,13 @@ int FuseSpelledActivations(Graph* g, std::vector<bool>* folded);
 // as nhwc's acdb; a scalar has none); false for a blocked layout.
 bool PlainStrides(const Operand& op, std::vector<int64_t>* strides);
 
-// ops_tensor.cc: the sub-block [offsets, offsets + dims) of a format-tag operand as an operand of the same tag at a
+// tensor_view.cc: the sub-block [offsets, offsets + dims) of a format-tag operand as an operand of the same tag at a
 // byte offset, when those bytes are exactly a `dims` tensor in that layout (no padding); false otherwise. Split and
 // Slice of blocked values use it to read the parent's bytes in place.
 bool BlockedSubView(const Operand& parent, const std::vector<int64_t>& dims, const std::vector<int64_t>& offsets,
                     Operand* out);
 
-// ops_tensor.cc: a constant-zero Pad of spatial axes read only by Convs (as X, explicit pads) becomes part of their
+// tensor_pad.cc: a constant-zero Pad of spatial axes read only by Convs (as X, explicit pads) becomes part of their
 // pads: the Pad is marked in `folded`, the Convs read its input (TensorFlow exports pad before a strided convolution;
 // a padded copy in plain layout otherwise). Returns the number folded.
 int FoldPadIntoConv(Graph* g, std::vector<bool>* folded);

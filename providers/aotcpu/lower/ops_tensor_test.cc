@@ -1,4 +1,4 @@
-// ops_tensor.cc and the reductions on hand-built graphs in the opset-18 forms the runtime cannot load yet (it reads
+// The tensor family (tensor_*.cc) and the reductions on hand-built graphs in the opset-18 forms the runtime cannot load yet (it reads
 // opsets up to 17): Split with num_outputs, Pad with an axes input, ReduceMean/ReduceMax with an axes input. Each
 // graph is compiled, its program serialized and parsed back, run by the Executor and compared with a reference
 // computed here. (tests/aotcpu_ops_test.cc runs the opset <= 17 forms end to end against the CPU EP.)

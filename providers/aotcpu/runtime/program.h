@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "providers/aotcpu/binary/context_binary.h"  // CheckResult
+#include "providers/aotcpu/check_result.h"
 
 namespace epctx {
 namespace aotcpu {
