@@ -238,6 +238,10 @@ def report(a):
     out.append("")
     out.append(f"- command: `{meta.get('cmdline', '')}`")
     out.append(f"- machine: {cpu_facts()}")
+    ort_isas = sorted({r["result"].get("ort_isa") for r in rows
+                       if r.get("side") == "ort" and isinstance(r.get("result"), dict) and r["result"].get("ort_isa")})
+    out.append("- ORT's kernels (MLAS): " + (", ".join(ort_isas) if ort_isas else "not recorded") +
+               " (`tests/ort/load_ort.js`: at ONEDNN_MAX_CPU_ISA=AVX2 ORT is held to AVX2 as well)")
     out.append(f"- load average (1/5/15 min) at start: {meta.get('load_start', '?')}, at end: "
                f"{meta.get('load_end', '?')} (anything else running skews every number)")
     if load_warn:

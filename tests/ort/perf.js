@@ -7,11 +7,12 @@
 // DIR is a test_data_set folder (input_N.pb). Session options: intraOpNumThreads=N, interOpNumThreads=1,
 // graphOptimizationLevel 'all' (default), executionMode 'sequential'.
 // Prints one JSON line:
-//   {"session_creation_ms":..,"first_run_ms":..,"run_ms_median":..,"run_ms_p90":..,"peak_rss_mb":..,"runs":M}
+//   {"session_creation_ms":..,"first_run_ms":..,"run_ms_median":..,"run_ms_p90":..,"peak_rss_mb":..,"runs":M,
+//    "threads":N,"ort_isa":"native" | "avx2 (MLAS held by patch)"}   (load_ort.js: held to AVX2 at that level)
 // session_creation_ms: InferenceSession.create (file read, graph optimization, kernel/weight preparation);
 // first_run_ms: the first run after it; median/p90 over M runs after W warm-up runs (default 1).
 
-const ort = require('onnxruntime-node');
+const { ort, isa: ORT_ISA } = require('./load_ort');  // held to AVX2 when the run is at that level
 const { readInputs } = require('./tensorproto');
 
 function parseArgs(argv) {
@@ -79,6 +80,7 @@ async function main() {
     peak_rss_mb: round3(process.resourceUsage().maxRSS / 1024),
     runs: a.runs,
     threads: a.threads,
+    ort_isa: ORT_ISA,
   }));
 }
 

@@ -15,6 +15,8 @@
 //       W untimed runs (then more until T ms have passed), then N timed runs -> {"ok":true,"times_ms":[N numbers]}; with outputs_dir the outputs of
 //       the first run are written there as output_K.pb (K = the session's output order) before the timing
 //   {"cmd":"release","id":"g1"}                          -> {"ok":true}
+//   {"cmd":"info"}                 -> {"ok":true,"version":"1.30.0","ort_isa":"native" | "avx2 (MLAS held by patch)"}
+//       (load_ort.js: ORT is held to AVX2 when ONEDNN_MAX_CPU_ISA=AVX2 or EPCTX_ORT_ISA=avx2)
 //   {"cmd":"quit"}                                        exits
 //
 // A command that fails answers {"ok":false,"error":MESSAGE}; the worker goes on. Times are process.hrtime around
@@ -23,7 +25,7 @@
 const fs = require('fs');
 const path = require('path');
 const readline = require('readline');
-const ort = require('onnxruntime-node');
+const { ort, isa: ORT_ISA } = require('./load_ort');  // held to AVX2 when the run is at that level
 const { readInputs, tensorToPb } = require('./tensorproto');
 
 const sessions = new Map();  // id -> {session, feeds}
@@ -58,6 +60,8 @@ function get(id) {
 
 async function handle(req) {
   switch (req.cmd) {
+    case 'info':
+      return { ok: true, version: ort.env.versions.node, ort_isa: ORT_ISA };
     case 'load': {
       if (sessions.has(req.id)) throw new Error(`session ${req.id} exists`);
       const opts = {

@@ -1019,6 +1019,9 @@ def main():
     sys.stdout.flush()
     work = tempfile.mkdtemp(prefix="perftest_")
     runner = Runner(args, build)
+    info = runner.ort.call({"cmd": "info"})
+    isa["ort"] = info.get("ort_isa", "?") if info.get("ok") else "? (%s)" % info.get("error")
+    print("perftest: ORT %s, kernels (MLAS) %s" % (info.get("version", "?"), isa["ort"]))
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(1))
@@ -1187,9 +1190,10 @@ def main():
     # the markdown + json summary
     head = ["# perftest %s (%s)" % (started.strftime("%Y-%m-%d %H:%M"), isa["label"]), "",
             "- command: `%s`" % cmdline,
-            "- commit %s; %s, %d cores; avx512f %s; ONEDNN_MAX_CPU_ISA=%s; %d threads per side" % (
+            "- commit %s; %s, %d cores; avx512f %s; ONEDNN_MAX_CPU_ISA=%s; ORT's kernels (MLAS) %s "
+            "(`tests/ort/load_ort.js`); %d threads per side" % (
                 commit(), isa["cpu"], isa["nproc"] or 0, "yes" if isa["avx512f"] else "no",
-                isa["ONEDNN_MAX_CPU_ISA"] or "unset", args.threads),
+                isa["ONEDNN_MAX_CPU_ISA"] or "unset", isa.get("ort", "?"), args.threads),
             "- seed %d, %d graphs (indices %d..%d), %d rounds, %.0f s; load average at start %s, at end %s" % (
                 args.seed, len(results), results[0]["index"], results[-1]["index"], args.rounds, dt, load0, load1),
             "- `_ctx.onnx` compiled at graph optimization level %d" % args.compile_opt_level,
