@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -43,7 +44,7 @@ struct MatMulSpec {
 };
 
 struct DnnlMatMulPlan {
-  dnnl::matmul prim;
+  dnnl::primitive prim;  // a matmul, or a 1x1 convolution over nhwc views (Conv1x1)
   memory::desc src, w_user, w_prim, dst, bias, scratch_md;
   dnnl::reorder w_reorder;
   memory packed_w;
@@ -141,6 +142,7 @@ class DnnlMatMulRunner {
     dnnl::matmul::desc d = spec.has_bias ? dnnl::matmul::desc(plan->src, w_md, plan->bias, plan->dst)
                                          : dnnl::matmul::desc(plan->src, w_md, plan->dst);
     dnnl::matmul::primitive_desc pd(d, attr, eng);
+    if (std::string(pd.impl_info_str()).compare(0, 4, "gemm") == 0 && Conv1x1(spec, plan)) return;
     plan->w_prim = pd.weights_desc();
     plan->scratch_md = pd.scratchpad_desc();
     plan->prim = dnnl::matmul(pd);
@@ -154,6 +156,58 @@ class DnnlMatMulRunner {
       total += ScratchCarver::Rounded(plan->w_prim.get_size());
     }
     plan->scratch_total = total;
+  }
+
+  // oneDNN 2.6 has a packed-weight (brgemm) f32 matmul only from avx512_core; below it, its matmul runs the sgemm
+  // driver, which packs B again on every call (perftest seed 4, graph 10 at AVX2: [156, 512] x [512, 2048] in
+  // 3.44 ms, ORT 1.91 ms). A constant [K, N] against a dense [M, K] then runs as a 1x1 convolution over nhwc views
+  // ([1, K, M, 1] with channels innermost is the same bytes as [M, K] row-major; [1, N, M, 1] likewise for Y), its
+  // weights packed once, when oneDNN has a jit kernel for it (AotCpu does the same, lower/math_matmul.cc). False
+  // (plan untouched) otherwise.
+  bool Conv1x1(const MatMulSpec& spec, DnnlMatMulPlan* plan) const {
+    if (!spec.pack_weights || !const_w_.defined() || spec.accumulate || spec.alpha != 1.f ||
+        spec.src_dims.size() != 2 || spec.w_dims.size() != 2)
+      return false;
+    const int64_t M = spec.src_dims[0], K = spec.src_dims[1], N = spec.w_dims[1];
+    if (spec.src_strides != memory::dims{K, 1} || spec.w_strides != memory::dims{N, 1} || spec.w_dims[0] != K ||
+        spec.dst_dims != memory::dims{M, N})
+      return false;
+    const dnnl::engine& eng = CpuEngine();
+    const auto f32 = memory::data_type::f32;
+    const memory::desc src({1, K, M, 1}, f32, memory::dims{M * K, 1, K, K});
+    const memory::desc dst({1, N, M, 1}, f32, memory::dims{M * N, 1, N, N});
+    const memory::desc w_user({N, K, 1, 1}, f32, memory::dims{1, N, 1, 1});  // the [K, N] bytes as OIhw
+    const memory::desc w_any({N, K, 1, 1}, f32, memory::format_tag::any);
+    const memory::desc bias = spec.has_bias ? PlainDesc({N}) : memory::desc();
+    dnnl::convolution_forward::primitive_desc pd;
+    try {
+      dnnl::convolution_forward::desc d =
+          spec.has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, src, w_any, bias, dst,
+                                                          {1, 1}, {0, 0}, {0, 0})
+                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, src, w_any, dst, {1, 1},
+                                                          {0, 0}, {0, 0});
+      pd = dnnl::convolution_forward::primitive_desc(d, UserScratchpadAttr(), eng, true);
+    } catch (const dnnl::error&) {
+      return false;  // no convolution for this problem: the matmul
+    }
+    if (!pd || std::string(pd.impl_info_str()).compare(0, 3, "jit") != 0 || pd.src_desc() != src ||
+        pd.dst_desc() != dst)
+      return false;
+    plan->src = src;
+    plan->dst = dst;
+    plan->bias = bias;
+    plan->w_user = w_user;
+    plan->w_prim = pd.weights_desc();
+    plan->scratch_md = pd.scratchpad_desc();
+    plan->prim = dnnl::convolution_forward(pd);
+    if (plan->w_prim != plan->w_user)
+      plan->w_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plan->w_user, eng, plan->w_prim));
+    plan->packed_w = PackedConstantWeights(eng, plan->w_user, plan->w_prim, plan->w_reorder,
+                                           const_cast<void*>(const_w_.raw_data()), &packed_);
+    plan->scratch_total = ScratchCarver::Rounded(plan->scratch_md.get_size());
+    return true;
   }
 
   Tensor const_w_;

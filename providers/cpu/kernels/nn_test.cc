@@ -12,6 +12,7 @@
 
 #include "providers/cpu/kernel.h"
 #include "providers/cpu/kernels/kernel_test_util.h"
+#include "providers/cpu/layout.h"
 
 namespace epctx {
 namespace {
@@ -330,6 +331,38 @@ TEST(NnMatMul, VectorOperandsAndConstantWeights) {
   ASSERT_EQ(r.out().shape(), (Shape{4, 5, 2}));
   EXPECT_NEAR(r.out().data<float>()[7], a3.data<float>()[9] * 2 + a3.data<float>()[10] * 4 + a3.data<float>()[11] * 6,
               1e-5);
+}
+
+// A constant 2-D B is packed once; below avx512_core (the AVX2 pass of the tests) the product runs as a 1x1
+// convolution over nhwc views of A and Y (nn_matmul.cc, Conv1x1). One kernel, several row counts (one plan each),
+// with and without the fused bias, against double loops.
+TEST(NnMatMul, ConstantWeightsAtSeveralRowCountsMatchReference) {
+  const int64_t K = 96, N = 40;
+  Tensor b = Random({K, N}, 21), bias = Random({N}, 22);
+  for (bool with_bias : {false, true}) {
+    std::vector<IValue> first{Random({5, K}, 23), b};
+    if (with_bias) first.push_back(bias);
+    std::vector<Attribute> attrs;
+    if (with_bias) attrs.push_back(IntAttr(kMatMulBiasAttr, 1));
+    OpRunner runner("MatMul", 13, first, attrs, 1, with_bias ? std::vector<size_t>{1, 2} : std::vector<size_t>{1});
+    ASSERT_TRUE(runner.create_status().ok()) << runner.create_status().ToString();
+    for (int64_t rows : {1, 5, 64, 157}) {
+      Tensor a = Random({rows, K}, static_cast<uint32_t>(30 + rows));
+      std::vector<IValue> in{a, b};
+      if (with_bias) in.push_back(bias);
+      std::vector<IValue> out;
+      ASSERT_TRUE(runner.Run(in, &out).ok()) << rows << " rows";
+      ASSERT_EQ(out[0].tensor().shape(), (Shape{rows, N}));
+      std::vector<float> want(static_cast<size_t>(rows * N));
+      for (int64_t m = 0; m < rows; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = with_bias ? bias.data<float>()[n] : 0.0;
+          for (int64_t k = 0; k < K; ++k) acc += double(a.data<float>()[m * K + k]) * b.data<float>()[k * N + n];
+          want[static_cast<size_t>(m * N + n)] = static_cast<float>(acc);
+        }
+      ExpectNear(Values<float>(out[0].tensor()), want);
+    }
+  }
 }
 
 TEST(NnMatMul, IntegerTypesAndErrors) {
