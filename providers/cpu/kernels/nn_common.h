@@ -83,6 +83,13 @@ class ScopedOmpThreads {
   int saved_;
 };
 
+// The threads a oneDNN product of `macs` multiply-adds is built and run with: one below 2^18 (~5 us on one core, the
+// rule the recurrent kernels' per-step products already use), else `threads`. A second thread gains nothing on such
+// a product but costs an OpenMP fork/join per call and, under load, waits for a busy core: silero_vad_legacy (tiny
+// MatMuls and 1x1 convolutions) ran 0.23 ms on one thread and 0.35-0.45 ms on two, its p90 57 ms on two beside a
+// build (issue 24). The choice is part of a plan's key, so a kernel builds each problem once for its thread count.
+inline int ThreadsForWork(int64_t macs, int threads) { return macs < (int64_t{1} << 18) ? 1 : threads; }
+
 // Runs fn (which may throw dnnl::error) and converts an exception into a Status (FAIL) naming `what`.
 // This is the one place where oneDNN's C++ exceptions are caught; nothing escapes a kernel.
 template <typename Fn>

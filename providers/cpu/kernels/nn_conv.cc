@@ -32,6 +32,11 @@ struct ConvProblem {
   WindowGeom g;
 };
 
+// Multiply-adds of a convolution problem (for ThreadsForWork).
+int64_t ConvMacs(const ConvProblem& p) {
+  return p.n * p.m * p.g.OutSize() * (p.group > 0 ? p.c / p.group : p.c) * p.g.KernelSize();
+}
+
 struct DnnlConvPlan {
   dnnl::primitive prim;
   memory::desc src_user, src_prim, dst_user, dst_prim, w_user, w_prim, bias_md, scratch_md;
@@ -488,7 +493,7 @@ class ConvKernel final : public OpKernel {
 
   Status RunFloat(KernelContext& ctx, const ConvProblem& p, const float* x, const float* w, const float* b,
                   float* y) const {
-    const int threads = ctx.num_threads();
+    const int threads = ThreadsForWork(ConvMacs(p), ctx.num_threads());
     ASSIGN_OR_RETURN(std::shared_ptr<const DnnlConvPlan> plan, runner_.GetPlan(p, threads));
     if (plan) return runner_.Run(*plan, x, w, b, y, threads).WithContext(ctx.node().Describe());
     return RunPlainFloat(ctx, p, x, w, b, y);
@@ -512,7 +517,7 @@ class ConvKernel final : public OpKernel {
   // problem, the plain fallback runs between two reorders.
   Status RunLaidOut(KernelContext& ctx, const ConvProblem& p, const Shape& x_logical, const Shape& y_logical,
                     const Tensor& x, const float* w, const Tensor* b, Tensor* y) const {
-    const int threads = ctx.num_threads();
+    const int threads = ThreadsForWork(ConvMacs(p), ctx.num_threads());
     const float* bias = b ? b->data<float>() : nullptr;
     ASSIGN_OR_RETURN(std::shared_ptr<const DnnlConvPlan> plan, runner_.GetPlan(p, threads));
     if (plan) return runner_.Run(*plan, x.data<float>(), w, bias, y->data<float>(), threads)
@@ -652,7 +657,7 @@ class ConvKernel final : public OpKernel {
     Shape y_shape;
     Shape bs{transposed_ ? ws[1] * group_ : ws[0]};
     if (!Resolve(xs, ws, info.HasInput(2) ? &bs : nullptr, &p, &y_shape).ok()) return;
-    runner_.GetPlan(p, info.num_threads()).status().IgnoreError();
+    runner_.GetPlan(p, ThreadsForWork(ConvMacs(p), info.num_threads())).status().IgnoreError();
   }
 
   Activation act_;

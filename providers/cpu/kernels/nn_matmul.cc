@@ -268,7 +268,7 @@ class MatMulKernel final : public OpKernel {
         const int64_t k = b->shape()[0], n = b->rank() == 2 ? b->shape()[1] : 1;
         MatMulSpec s = Spec2D(rows, k, n);
         s.has_bias = has_bias_;
-        if (k > 0 && n > 0) runner_.GetPlan(s, info.num_threads());
+        if (k > 0 && n > 0) runner_.GetPlan(s, ThreadsForWork(rows * k * n, info.num_threads()));
       }
     }
   }
@@ -367,11 +367,11 @@ class MatMulKernel final : public OpKernel {
   // `bias` (nullable): [n] added to every row, in the primitive when the product is one 2-D matmul.
   Status RunFloat(KernelContext& ctx, const Problem& p, const float* a, const float* b, const float* bias,
                   float* y) const {
-    const int threads = ctx.num_threads();
     if (runner_.has_constant_weights()) b = runner_.constant_weights().data<float>();
     const bool b_single = std::all_of(p.b_batch.begin(), p.b_batch.end(), [](int64_t d) { return d == 1; });
     int64_t batch_total = 1;
     for (int64_t d : p.batch) batch_total *= d;
+    const int threads = ThreadsForWork(batch_total * p.m * p.k * p.n, ctx.num_threads());
     if (b_single) {
       // All of A's rows against one B: a single 2-D product.
       MatMulSpec s = Spec2D(batch_total * p.m, p.k, p.n);
@@ -391,14 +391,14 @@ class MatMulKernel final : public OpKernel {
       if (auto plan = runner_.GetPlan(s, threads))
         return runner_.Run(*plan, a, b, nullptr, y, threads).WithContext(ctx.node().Describe());
     }
-    RETURN_IF_ERROR(RunPerBatch(ctx, p, a, b, y));
+    RETURN_IF_ERROR(RunPerBatch(ctx, p, a, b, y, threads));
     if (bias) AddRowBias(bias, y, batch_total * p.m, p.n);
     return Status::OK();
   }
 
   // One 2-D product per batch index.
-  Status RunPerBatch(KernelContext& ctx, const Problem& p, const float* a, const float* b, float* y) const {
-    const int threads = ctx.num_threads();
+  Status RunPerBatch(KernelContext& ctx, const Problem& p, const float* a, const float* b, float* y,
+                     int threads) const {
     std::vector<int64_t> a_off, b_off;
     BatchOffsets(p.batch, p.a_batch, p.b_batch, p.m * p.k, p.k * p.n, &a_off, &b_off);
     MatMulSpec s = Spec2D(p.m, p.k, p.n);
@@ -447,7 +447,8 @@ class GemmKernel final : public OpKernel {
           const Dim& d = t->dims[k->trans_a_ ? 1 : 0];
           if (d.known() && d.value > 0) m = d.value;
         }
-        if (kk > 0 && n > 0) k->runner_.GetPlan(k->Spec(m, kk, n, false, false), info.num_threads());
+        if (kk > 0 && n > 0)
+          k->runner_.GetPlan(k->Spec(m, kk, n, false, false), ThreadsForWork(m * kk * n, info.num_threads()));
       }
     }
     return std::unique_ptr<OpKernel>(std::move(k));
@@ -554,7 +555,7 @@ class GemmKernel final : public OpKernel {
 
   Status RunFloat(KernelContext& ctx, int64_t m, int64_t k, int64_t n, const float* a, const float* b, const float* c,
                   const CInfo& ci, float* y) const {
-    const int threads = ctx.num_threads();
+    const int threads = ThreadsForWork(m * k * n, ctx.num_threads());
     if (runner_.has_constant_weights()) b = runner_.constant_weights().data<float>();
     if (k == 0) {  // alpha * (empty product) = 0
       if (ci.use) FillC<float>(m, n, c, ci, y);
