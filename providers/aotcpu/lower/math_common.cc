@@ -345,8 +345,8 @@ std::vector<Fused> CollectPostOps(LowerContext& ctx, int value, bool allow_binar
     std::string why;
     if (m.op == "HardSigmoid" && m.inputs.size() == 1 && m.inputs[0] == value) {
       HardSigmoidOps(m, &f.post_ops);
-    } else if (m.op == "Erf") {
-      break;  // not an eltwise algorithm (only inside the GELU)
+    } else if (m.op == "Erf" || (m.op == "Tanh" && OwnTanh(ctx.options()))) {
+      break;  // not an eltwise algorithm (only inside the GELU), or our own loop (OwnTanh)
     } else if (m.inputs.size() >= 1 && m.inputs[0] == value && !IsBinaryOp(m.op) && m.op != "Pow" &&
                SupportUnary(g, m, &why) && EltwiseFor(g, m, &alg, &alpha, &beta)) {
       f.post_ops.push_back(EltwisePostOp(alg, alpha, beta));

@@ -350,7 +350,8 @@ std::vector<FusedOp> CollectPostOps(LowerContext& ctx, int value, std::vector<Po
     } else if (cn.op == "HardSigmoid" && In(cn, 0) == value) {
       f.pos.push_back(EltwisePostOp(dnnl_eltwise_linear, cn.Float("alpha", 0.2f), cn.Float("beta", 0.5f)));
       f.pos.push_back(EltwisePostOp(dnnl_eltwise_clip_v2, 0.f, 1.f));
-    } else if (In(cn, 0) == value && EltwiseFor(g, cn, &alg, &alpha, &beta)) {
+    } else if (In(cn, 0) == value && !(cn.op == "Tanh" && OwnTanh(ctx.options())) &&
+               EltwiseFor(g, cn, &alg, &alpha, &beta)) {
       f.pos.push_back(EltwisePostOp(alg, alpha, beta));
     } else {
       break;

@@ -91,6 +91,12 @@ bool TransposePermutation(const Node& n, size_t rank, std::vector<int64_t>* perm
 // a non-finite s gives a non-finite alpha/beta, which AppendPostOp refuses.
 bool ScalarAffine(const Graph& g, const Node& n, int value, float* alpha, float* beta);
 
+// math_eltwise.cc: Tanh runs as our own loop (step kErf, function tanh: fast_math.h's TanhF, 1.3 ulp), never as a
+// oneDNN eltwise step or post-op, when compiling for an ISA below avx512_core: oneDNN 2.6's tanh there looks its
+// coefficients up with vgatherdps, slow on AMD's cores (perftest seed 4 at AVX2: a lone Tanh of 254K elements 0.37 ms
+// against ORT's 0.16 ms; the tanh GELU 0.56x).
+bool OwnTanh(const CompileOptions& options);
+
 // An eltwise post-op of algorithm `alg` (dnnl_alg_kind_t) with scale 1.
 inline PostOp EltwisePostOp(uint32_t alg, float alpha, float beta) {
   PostOp p;

@@ -4,6 +4,7 @@
 // floats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -37,7 +38,8 @@ struct Compiled {
 };
 
 // Every node of the graph must be supported; compiles, round-trips the program and builds an executor.
-::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c, bool portable = false) {
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c, bool portable = false,
+                                   const std::string& isa = "") {
   for (const Node& n : b.g.nodes) {
     std::string why;
     if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
@@ -47,6 +49,7 @@ struct Compiled {
   for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
   CompileOptions options;
   options.portable_layouts = portable;
+  options.isa = isa;
   CheckResult r = CompileGraph(b.g, ins, outs, options, &c->cg);
   if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
   std::string records = SerializeProgram(c->cg.program);
@@ -184,6 +187,62 @@ TEST(OpsMath, ErfIsCorrectlyRoundedWithinOneUlp) {
   ASSERT_TRUE(Compile(nb, &nc));
   std::vector<float> ny = Execute(nc, {{NAN, 0.5f}})[0];
   EXPECT_TRUE(std::isnan(ny[0]));
+}
+
+// Below avx512_core Tanh is our own loop (OwnTanh: oneDNN 2.6's tanh there gathers its table), alone and after a
+// MatMul (not a post-op); at avx512_core it stays oneDNN's eltwise / post-op. Values against double tanh.
+TEST(OpsMath, TanhBelowAvx512IsOurOwnLoop) {
+  std::vector<float> xs;
+  for (float x = 0; x < 12.f; x += 0.0137f) {
+    xs.push_back(x);
+    xs.push_back(-x);
+  }
+  for (float x : {INFINITY, -INFINITY, 1e-40f, -1e-30f, 0.624999f, 0.625f, 44.f, -90.f}) xs.push_back(x);
+  const Dims d = {static_cast<int64_t>(xs.size())};
+  for (const char* isa : {"avx2", "avx512_core"}) {
+    GraphBuilder b;
+    b.Input("x", d);
+    b.Out("y", d);
+    b.N("Tanh", {"x"}, {"y"}, 13);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c, false, isa));
+    EXPECT_EQ(Kinds(c.parsed), std::string(isa) == "avx2" ? "Erf" : "Eltwise") << isa;
+    std::vector<float> y = Execute(c, {xs})[0];
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double want = std::tanh(static_cast<double>(xs[i]));
+      ASSERT_NEAR(y[i], want, 3e-7 * std::max(1.0, std::fabs(want))) << isa << " tanh(" << xs[i] << ")";
+    }
+  }
+  // NaN propagates through our loop.
+  GraphBuilder nb;
+  nb.Input("x", {2});
+  nb.Out("y", {2});
+  nb.N("Tanh", {"x"}, {"y"}, 13);
+  nb.Output("y");
+  Compiled nc;
+  ASSERT_TRUE(Compile(nb, &nc, false, "avx2"));
+  EXPECT_TRUE(std::isnan(Execute(nc, {{NAN, 0.5f}})[0][0]));
+  // After a MatMul: a post-op at avx512_core, a step of its own at avx2; the same values.
+  std::vector<std::vector<float>> results;
+  for (const char* isa : {"avx2", "avx512_core"}) {
+    GraphBuilder b;
+    b.Input("a", {4, 8});
+    b.Input("w", {8, 5});
+    b.Out("m", {4, 5});
+    b.Out("y", {4, 5});
+    b.N("MatMul", {"a", "w"}, {"m"}, 13);
+    b.N("Tanh", {"m"}, {"y"}, 13);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c, false, isa));
+    EXPECT_EQ(Kinds(c.parsed), std::string(isa) == "avx2" ? "MatMul,Erf" : "MatMul(1)") << isa;  // (1): one post-op
+    std::vector<float> a(32), w(40);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 0.3f * std::sin(0.7f * static_cast<float>(i));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f * std::cos(0.3f * static_cast<float>(i));
+    results.push_back(Execute(c, {a, w})[0]);
+  }
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_NEAR(results[0][i], results[1][i], 1e-6f) << i;
 }
 
 // MatMul + bias + GELU (all three spellings) is one matmul step with one eltwise post-op.

@@ -80,7 +80,7 @@ enum class StepKind : uint32_t {
   kConcat = 11,      // ops: src0..srcN-1, dst. ints: axis.
   kResample = 12,    // ops: src, dst. ints: alg.
   kGather = 13,      // ops: data, indices, dst. ints: axis. Indices checked at run time (negative wraps).
-  kErf = 14,         // ops: src, dst (f32, same dims; plain).
+  kErf = 14,         // ops: src, dst (f32, same dims; plain); ints: none (erf) or [function]: 0 erf, 1 tanh.
   kInnerProduct = 15,// ops: src, weights, bias|none, dst, post-op srcs...
   kBatchNorm = 16,   // ops: src, scale, shift, mean, variance, dst. floats: epsilon. Inference (global stats).
   kMaskedSoftmax = 17,  // (version 2) ops: src, mask, dst; f32, dense row-major. dst = softmax(src + mask) over the

@@ -13,7 +13,7 @@
 
 #include "providers/cpu/kernel.h"
 #include "providers/cpu/kernels/elementwise_types.h"
-#include "providers/cpu/kernels/fast_math.h"
+#include "providers/common/fast_math.h"
 
 namespace epctx {
 

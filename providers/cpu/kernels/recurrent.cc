@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "providers/cpu/kernel.h"
-#include "providers/cpu/kernels/fast_math.h"
+#include "providers/common/fast_math.h"
 #include "providers/cpu/kernels/nn_common.h"
 
 namespace epctx {

@@ -1,5 +1,5 @@
-// Vectorizable float exp, sigmoid and tanh for the CPU EP's kernels (elementwise ops, recurrent cells): branch-free,
-// so loops over them vectorize under `#pragma omp simd`, where libm calls do not.
+// Vectorizable float exp, sigmoid and tanh, header-only: the CPU EP's elementwise ops and recurrent cells, and AotCpu's
+// own Tanh loop. Branch-free, so loops over them vectorize under `#pragma omp simd`, where libm calls do not.
 #pragma once
 
 #include <algorithm>
