@@ -105,50 +105,51 @@ float OriginalCoordinate(const ResizeConfig& cfg, float x, float scale, int64_t 
   return x;
 }
 
-// Antialiased linear/cubic (Resize-18, as ONNX Runtime computes it): each output takes the input pixels within the
-// filter's support around its centre, the support (and the filter) stretched by 1/scale when downsampling; taps
-// outside the input are dropped and the weights renormalized. Taps per output = the widest window, padded with
-// zero weights.
+// Antialiased linear/cubic (Resize-18), as ONNX's reference and ONNX Runtime 1.30 compute it: when downsampling
+// (scale < 1) the filter is stretched by 1/scale, so an output takes 2 - 2 * floor(-support / scale + 1) taps
+// around its input coordinate (support 1 for linear, 2 for cubic), weights filter((tap - ratio) * scale)
+// normalized to sum 1, taps outside the input clamped to the edge (excluded with exclude_outside).
 AxisPlan PlanAxisAntialias(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, float scale, float length_resized,
                            float roi_start, float roi_end) {
   AxisPlan p;
   p.in_len = in_len;
   p.out_len = out_len;
   const bool cubic = cfg.interp == Interp::kCubic;
-  const float support_size = cubic ? 4.0f : 2.0f;
-  const float inv = 1.0f / scale;  // > 1 when downsampling
-  const float support = inv >= 1.0f ? (support_size * 0.5f) * inv : support_size * 0.5f;
-  const int64_t window = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  const double sc = std::min(static_cast<double>(scale), 1.0);
+  const double support = cubic ? 2.0 : 1.0;
+  const int64_t start = static_cast<int64_t>(std::floor(-support / sc)) + 1;
+  const int64_t window = 2 - 2 * start;
   p.taps = static_cast<int>(window);
   p.index.assign(static_cast<size_t>(out_len * window), 0);
   p.weight.assign(static_cast<size_t>(out_len * window), 0.0);
   p.outside.assign(static_cast<size_t>(out_len), 0);
-  const float ss = 1.0f / (inv >= 1.0f ? inv : 1.0f);
   const double a = cfg.cubic_a;
-  auto filter = [cubic, a](float x) -> double {
-    double d = std::fabs(static_cast<double>(x));
+  auto filter = [cubic, a](double d) -> double {
+    d = std::fabs(d);
     if (!cubic) return d < 1.0 ? 1.0 - d : 0.0;
     if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
     if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
     return 0.0;
   };
+  const float in_f = static_cast<float>(in_len);
   for (int64_t j = 0; j < out_len; ++j) {
-    float center = 0.5f;
-    if (scale == 1.0f) center += static_cast<float>(j);
-    else center += OriginalCoordinate(cfg, static_cast<float>(j), scale, in_len, out_len, length_resized, roi_start,
-                                      roi_end);
-    int64_t xmin = std::max<int64_t>(static_cast<int64_t>(std::floor(center - support + 0.5f)), 0);
-    int64_t xmax = std::min<int64_t>(static_cast<int64_t>(std::floor(center + support + 0.5f)), in_len);
-    if (xmax - xmin > window) xmax = xmin + window;
-    double total = 0;
+    float xo = static_cast<float>(j);
+    if (scale != 1.0f) xo = OriginalCoordinate(cfg, xo, scale, in_len, out_len, length_resized, roi_start, roi_end);
+    if (std::isnan(xo)) xo = 0;
+    xo = std::min(std::max(xo, -8.0f), in_f + 8.0f);
+    // As the non-antialiased plan: an integral coordinate is the right end of its interval (ratio 1).
+    const double base = std::ceil(static_cast<double>(xo)) - 1;
+    const double r = static_cast<double>(xo) - base;
     int64_t* idx = &p.index[j * window];
     double* w = &p.weight[j * window];
-    for (int64_t t = 0; t < window; ++t) idx[t] = std::min<int64_t>(std::max<int64_t>(xmin, 0), in_len - 1);
-    for (int64_t x = 0; x < xmax - xmin; ++x) {
-      const double wt = filter((static_cast<float>(x + xmin) - center + 0.5f) * ss);
-      idx[x] = x + xmin;
-      w[x] = wt;
-      total += wt;
+    double total = 0;
+    for (int64_t t = 0; t < window; ++t) {
+      const int64_t k = start + t;
+      const int64_t i = static_cast<int64_t>(base) + k;
+      w[t] = filter((static_cast<double>(k) - r) * sc);
+      if (cfg.exclude_outside && (i < 0 || i >= in_len)) w[t] = 0;
+      idx[t] = std::min(std::max<int64_t>(i, 0), in_len - 1);
+      total += w[t];
     }
     if (total != 0)
       for (int64_t t = 0; t < window; ++t) w[t] /= total;
@@ -558,11 +559,8 @@ class ResizeKernel final : public OpKernel {
         else if (pol == "not_larger") c.policy = AspectPolicy::kNotLarger;
         else if (pol == "not_smaller") c.policy = AspectPolicy::kNotSmaller;
         else return info.Error(ErrorCode::INVALID_ARGUMENT, "keep_aspect_ratio_policy '", pol, "' is not supported");
-        // The antialiased plan (PlanAxisAntialias) does not yet match ONNX Runtime 1.30's outputs
-        // (tests/opset Resize_18_*_antialias_down): refused rather than run differently.
-        if (c.antialias && c.interp != Interp::kNearest)
-          return info.Error(ErrorCode::NOT_IMPLEMENTED, "antialias=1 with mode '", mode,
-                            "' is not implemented by the CPU EP");
+        if (c.antialias && c.coord == CoordMode::kTfCropAndResize)
+          return info.Error(ErrorCode::NOT_IMPLEMENTED, "antialias with tf_crop_and_resize is not supported");
       }
     }
     if (is_upsample && c.opset < 9) {
