@@ -126,6 +126,7 @@ KernelFactory LambdaKernel(std::function<Status(KernelContext&)> fn) {
 const KernelRegistry& CpuKernelRegistry() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
+    RegisterVersionGates(*r);  // first: Find returns the first entry whose opset range matches
     RegisterElementwiseKernels(*r);
     RegisterReductionKernels(*r);
     RegisterNnKernels(*r);

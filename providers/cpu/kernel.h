@@ -161,6 +161,11 @@ KernelFactory MakeFactory() {
 KernelFactory LambdaKernel(std::function<Status(KernelContext&)> fn);
 
 // The registration function of each family of kernels (providers/cpu/kernels/*.cc).
+// Refusing factories for the ai.onnx op versions of opsets 18-26 the CPU EP does not implement (NOT_IMPLEMENTED
+// naming the node and the op version); registered before the kernels so that they win (kernels/op_versions.cc).
+void RegisterVersionGates(KernelRegistry& r);
+// The versions of an ai.onnx op introduced in opsets 18..26, ascending (empty for an op without one).
+std::vector<int> OnnxOpVersionsSince18(const std::string& op);
 void RegisterElementwiseKernels(KernelRegistry& r);
 void RegisterReductionKernels(KernelRegistry& r);
 void RegisterNnKernels(KernelRegistry& r);

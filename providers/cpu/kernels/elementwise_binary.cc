@@ -549,6 +549,14 @@ void RegisterElementwiseBinaryKernels(KernelRegistry& r) {
   r.Register("", "Or", BinaryFactoryFn<true, bool>([](bool a, bool b) { return a || b; }));
   r.Register("", "Xor", BinaryFactoryFn<true, bool>([](bool a, bool b) { return a != b; }));
   r.Register("", "BitShift", MakeBitShift);
+#define EW_INTEGERS int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+  r.Register("", "BitwiseAnd", BinaryFactoryFn<false, EW_INTEGERS>([](auto a, auto b) { return a & b; }));
+  r.Register("", "BitwiseOr", BinaryFactoryFn<false, EW_INTEGERS>([](auto a, auto b) { return a | b; }));
+  r.Register("", "BitwiseXor", BinaryFactoryFn<false, EW_INTEGERS>([](auto a, auto b) { return a ^ b; }));
+#undef EW_INTEGERS
+  // StringConcat-20: elementwise concatenation with broadcasting.
+  r.Register("", "StringConcat",
+             BinaryFactoryFn<false, std::string>([](const std::string& a, const std::string& b) { return a + b; }), 20);
   r.Register("", "PRelu", LambdaKernel(PReluCompute));
   r.Register("", "Max", LambdaKernel([](KernelContext& ctx) { return VariadicCompute<MaxOp, false>(ctx, MaxOp{}); }));
   r.Register("", "Min", LambdaKernel([](KernelContext& ctx) { return VariadicCompute<MinOp, false>(ctx, MinOp{}); }));

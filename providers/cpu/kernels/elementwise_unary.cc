@@ -459,6 +459,55 @@ void RegisterElementwiseUnaryKernels(KernelRegistry& r) {
                  return SaturateCast<C>(y);
                };
              }));
+  // Mish-18: x * tanh(softplus(x)).
+  r.Register("", "Mish", UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
+               using C = decltype(x);
+               const C sp = x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+               if constexpr (std::is_same_v<C, float>) {
+                 return x * TanhF(sp);
+               } else {
+                 return x * std::tanh(sp);
+               }
+             }, 10));
+  // Gelu-20: approximate "none" is x/2 (1 + erf(x / sqrt 2)); "tanh" is x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  r.Register("", "Gelu", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
+    const std::string approx = info.GetString("approximate", "none");
+    if (approx == "tanh")
+      return UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
+        using C = decltype(x);
+        const C u = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
+        if constexpr (std::is_same_v<C, float>) {
+          return C(0.5) * x * (C(1) + TanhF(u));
+        } else {
+          return C(0.5) * x * (C(1) + std::tanh(u));
+        }
+      }, 4)(info);
+    if (approx != "none")
+      return info.Error(ErrorCode::INVALID_GRAPH, "approximate must be 'none' or 'tanh', got '", approx, "'");
+    return UnaryFactoryFn<EW_FLOATS>([](auto x) EW_INLINE {
+      using C = decltype(x);
+      if constexpr (std::is_same_v<C, float>) {
+        return 0.5f * x * (1.0f + ErfF(x * 0.70710678118654752f));
+      } else {
+        return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752)));
+      }
+    }, 4)(info);
+  });
+  // Swish-24: x * sigmoid(alpha x).
+  r.Register("", "Swish", UnaryFactory<EW_FLOATS>([](const KernelInfo& info) {
+               const float alpha = info.GetFloat("alpha", 1.0f);
+               return [alpha](auto x) EW_INLINE {
+                 using C = decltype(x);
+                 if constexpr (std::is_same_v<C, float>) {
+                   return x * SigmoidF(alpha * x);
+                 } else {
+                   return x / (C(1) + std::exp(-static_cast<C>(alpha) * x));
+                 }
+               };
+             }, 4));
+  // BitwiseNot-18.
+  r.Register("", "BitwiseNot", UnaryFactoryFn<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>(
+                                   [](auto x) EW_INLINE { return static_cast<decltype(x)>(~x); }));
   // --- predicates -------------------------------------------------------------------------------------------
   r.Register("", "IsNaN", LambdaKernel([](KernelContext& ctx) {
                return PredicateKernel(ctx, [](auto x) EW_INLINE { return x != x; });

@@ -1,7 +1,10 @@
-// Text ops: StringNormalizer (stopword removal and case change) and TfIdfVectorizer (n-gram counting with skips).
+// Text ops: StringNormalizer (stopword removal and case change), TfIdfVectorizer (n-gram counting with skips),
+// StringSplit-20 and RegexFullMatch-20 (StringConcat-20 is a broadcasting binary op in elementwise_binary.cc).
 // Case changes cover ASCII and the simple one-to-one mappings of Latin-1, Latin Extended-A, Greek and Cyrillic in
 // UTF-8; other code points and invalid UTF-8 bytes pass through unchanged. The `locale` attribute is not used.
 #include <algorithm>
+#include <memory>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -355,9 +358,108 @@ StatusOr<std::unique_ptr<OpKernel>> MakeTfIdf(const KernelInfo& info) {
   return std::unique_ptr<OpKernel>(std::move(kernel));
 }
 
+// StringSplit-20, as ONNX Runtime 1.30 runs it: Python's str.split per element, except that an empty string has no
+// substrings and an empty delimiter splits at runs of spaces only (leading and trailing ones ignored); maxsplit
+// bounds the number of splits. Y is X's shape plus the largest piece count,
+// padded with empty strings; Z holds each element's count.
+StatusOr<std::unique_ptr<OpKernel>> MakeStringSplit(const KernelInfo& info) {
+  const std::string delim = info.GetString("delimiter", "");
+  const bool has_max = info.HasAttr("maxsplit");
+  const int64_t maxsplit = info.GetInt("maxsplit", -1);
+  return LambdaKernel([=](KernelContext& ctx) -> Status {
+    const Tensor* x = ctx.Input(0);
+    if (!x || x->dtype() != DataType::kString)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input X must be a string tensor");
+    const int64_t n = x->NumElements();
+    const std::string* xs = x->data<std::string>();
+    const bool limited = has_max && maxsplit >= 0;
+    std::vector<std::vector<std::string>> parts(static_cast<size_t>(n));
+    size_t widest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string& s = xs[i];
+      std::vector<std::string>& out = parts[i];
+      int64_t splits = 0;
+      if (s.empty()) {
+        // An empty string has no substrings (ONNX Runtime 1.30), whatever the delimiter.
+      } else if (delim.empty()) {
+        size_t p = 0;
+        auto ws = [](char c) { return c == ' '; };  // as ONNX Runtime 1.30: spaces only, not tabs or newlines
+        while (p < s.size()) {
+          while (p < s.size() && ws(s[p])) ++p;
+          if (p >= s.size()) break;
+          if (limited && splits >= maxsplit) {
+            size_t e = s.size();
+            while (e > p && ws(s[e - 1])) --e;
+            out.push_back(s.substr(p, e - p));
+            break;
+          }
+          size_t q = p;
+          while (q < s.size() && !ws(s[q])) ++q;
+          out.push_back(s.substr(p, q - p));
+          ++splits;
+          p = q;
+        }
+      } else {
+        size_t p = 0;
+        for (;;) {
+          const size_t q = (limited && splits >= maxsplit) ? std::string::npos : s.find(delim, p);
+          if (q == std::string::npos) {
+            out.push_back(s.substr(p));
+            break;
+          }
+          out.push_back(s.substr(p, q - p));
+          ++splits;
+          p = q + delim.size();
+        }
+      }
+      widest = std::max(widest, out.size());
+    }
+    Shape ys = x->shape();
+    ys.push_back(static_cast<int64_t>(widest));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kString, ys));
+    ASSIGN_OR_RETURN(Tensor * z, ctx.Output(1, DataType::kInt64, x->shape()));
+    std::string* yp = y->data<std::string>();
+    int64_t* zp = z->data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      zp[i] = static_cast<int64_t>(parts[i].size());
+      for (size_t k = 0; k < parts[i].size(); ++k) yp[i * widest + k] = std::move(parts[i][k]);
+    }
+    return Status::OK();
+  })(info);
+}
+
+// RegexFullMatch-20: whether each string matches `pattern` in full. ONNX names RE2 syntax; this kernel uses
+// std::regex (ECMAScript), which agrees with RE2 on the common subset; a pattern it cannot parse is refused at
+// session creation (NOT_IMPLEMENTED naming the pattern).
+StatusOr<std::unique_ptr<OpKernel>> MakeRegexFullMatch(const KernelInfo& info) {
+  const std::string pattern = info.GetString("pattern", "");
+  std::shared_ptr<const std::regex> re;
+  try {
+    re = std::make_shared<std::regex>(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return info.Error(ErrorCode::NOT_IMPLEMENTED, "pattern '", pattern, "' is not supported: ", e.what());
+  }
+  return LambdaKernel([re](KernelContext& ctx) -> Status {
+    const Tensor* x = ctx.Input(0);
+    if (!x || x->dtype() != DataType::kString)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input X must be a string tensor");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kBool, x->shape()));
+    const std::string* xs = x->data<std::string>();
+    // std::regex reports resource exhaustion by throwing; it becomes a Status here (no exception leaves).
+    try {
+      for (int64_t i = 0; i < x->NumElements(); ++i) y->data<bool>()[i] = std::regex_match(xs[i], *re);
+    } catch (const std::regex_error& e) {
+      return ctx.Error(ErrorCode::RUNTIME_EXCEPTION, "matching failed: ", e.what());
+    }
+    return Status::OK();
+  })(info);
+}
+
 }  // namespace
 
 void RegisterExtraTextKernels(KernelRegistry& r) {
+  r.Register("", "StringSplit", MakeStringSplit, 20);
+  r.Register("", "RegexFullMatch", MakeRegexFullMatch, 20);
   r.Register("", "StringNormalizer", MakeStringNormalizer);
   r.Register("", "TfIdfVectorizer", MakeTfIdf);
 }

@@ -23,7 +23,17 @@ namespace misc {
 namespace {
 
 enum class Interp { kNearest, kLinear, kCubic };
-enum class CoordMode { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
+enum class CoordMode {
+  kHalfPixel,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize,
+  kHalfPixelSymmetric  // Resize-19
+};
+// Resize-18's keep_aspect_ratio_policy (with sizes).
+enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
 // kLegacy: Upsample and Resize-10, which had no nearest_mode: floor when upsampling, ceil when downsampling.
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
 
@@ -38,6 +48,10 @@ struct ResizeConfig {
   float extrapolation_value = 0;
   bool has_attr_scales = false;
   std::vector<float> attr_scales;  // Upsample-7
+  // Resize-18.
+  bool antialias = false;
+  std::vector<int64_t> axes;  // empty: every axis
+  AspectPolicy policy = AspectPolicy::kStretch;
 };
 
 // The sampling plan of one axis. For output coordinate j: taps input indices index[j*taps + t] (clamped into
@@ -67,8 +81,87 @@ void CubicCoeffs(double r, double a, double* c) {
   c[3] = k(2 - r);
 }
 
+// The input coordinate of output coordinate x (the formulas of coordinate_transformation_mode).
+float OriginalCoordinate(const ResizeConfig& cfg, float x, float scale, int64_t in_len, int64_t out_len,
+                         float length_resized, float roi_start, float roi_end) {
+  const float in_f = static_cast<float>(in_len);
+  switch (cfg.coord) {
+    case CoordMode::kHalfPixel: return (x + 0.5f) / scale - 0.5f;
+    case CoordMode::kPytorchHalfPixel: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+    case CoordMode::kAlignCorners:
+      return out_len == 1 || length_resized == 1.0f ? 0.0f : x * (in_f - 1) / (length_resized - 1);
+    case CoordMode::kAsymmetric: return x / scale;
+    case CoordMode::kTfHalfPixelForNn: return (x + 0.5f) / scale;
+    case CoordMode::kTfCropAndResize:
+      return out_len > 1 ? roi_start * (in_f - 1) + x * (roi_end - roi_start) * (in_f - 1) / (length_resized - 1)
+                         : static_cast<float>(0.5 * (roi_start + roi_end) * (in_f - 1));
+    case CoordMode::kHalfPixelSymmetric: {
+      const float adjustment = static_cast<float>(out_len) / length_resized;
+      const float center = in_f / 2;
+      const float offset = center * (1 - adjustment);
+      return offset + (x + 0.5f) / scale - 0.5f;
+    }
+  }
+  return x;
+}
+
+// Antialiased linear/cubic (Resize-18), as ONNX's reference and ONNX Runtime 1.30 compute it: when downsampling
+// (scale < 1) the filter is stretched by 1/scale, so an output takes 2 - 2 * floor(-support / scale + 1) taps
+// around its input coordinate (support 1 for linear, 2 for cubic), weights filter((tap - ratio) * scale)
+// normalized to sum 1, taps outside the input clamped to the edge (excluded with exclude_outside).
+AxisPlan PlanAxisAntialias(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, float scale, float length_resized,
+                           float roi_start, float roi_end) {
+  AxisPlan p;
+  p.in_len = in_len;
+  p.out_len = out_len;
+  const bool cubic = cfg.interp == Interp::kCubic;
+  const double sc = std::min(static_cast<double>(scale), 1.0);
+  const double support = cubic ? 2.0 : 1.0;
+  const int64_t start = static_cast<int64_t>(std::floor(-support / sc)) + 1;
+  const int64_t window = 2 - 2 * start;
+  p.taps = static_cast<int>(window);
+  p.index.assign(static_cast<size_t>(out_len * window), 0);
+  p.weight.assign(static_cast<size_t>(out_len * window), 0.0);
+  p.outside.assign(static_cast<size_t>(out_len), 0);
+  const double a = cfg.cubic_a;
+  auto filter = [cubic, a](double d) -> double {
+    d = std::fabs(d);
+    if (!cubic) return d < 1.0 ? 1.0 - d : 0.0;
+    if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+    if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    return 0.0;
+  };
+  const float in_f = static_cast<float>(in_len);
+  for (int64_t j = 0; j < out_len; ++j) {
+    float xo = static_cast<float>(j);
+    if (scale != 1.0f) xo = OriginalCoordinate(cfg, xo, scale, in_len, out_len, length_resized, roi_start, roi_end);
+    if (std::isnan(xo)) xo = 0;
+    xo = std::min(std::max(xo, -8.0f), in_f + 8.0f);
+    // As the non-antialiased plan: an integral coordinate is the right end of its interval (ratio 1).
+    const double base = std::ceil(static_cast<double>(xo)) - 1;
+    const double r = static_cast<double>(xo) - base;
+    int64_t* idx = &p.index[j * window];
+    double* w = &p.weight[j * window];
+    double total = 0;
+    for (int64_t t = 0; t < window; ++t) {
+      const int64_t k = start + t;
+      const int64_t i = static_cast<int64_t>(base) + k;
+      w[t] = filter((static_cast<double>(k) - r) * sc);
+      if (cfg.exclude_outside && (i < 0 || i >= in_len)) w[t] = 0;
+      idx[t] = std::min(std::max<int64_t>(i, 0), in_len - 1);
+      total += w[t];
+    }
+    if (total != 0)
+      for (int64_t t = 0; t < window; ++t) w[t] /= total;
+  }
+  p.identity = false;
+  return p;
+}
+
 AxisPlan PlanAxis(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, float scale, float length_resized,
                   float roi_start, float roi_end) {
+  if (cfg.antialias && cfg.interp != Interp::kNearest && !(scale == 1.0f && in_len == out_len))
+    return PlanAxisAntialias(cfg, in_len, out_len, scale, length_resized, roi_start, roi_end);
   AxisPlan p;
   p.in_len = in_len;
   p.out_len = out_len;
@@ -83,21 +176,8 @@ AxisPlan PlanAxis(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, floa
     float xo = x;
     // An axis with scale 1 keeps its coordinates (as ONNX Runtime does; the formula for tf_half_pixel_for_nn would
     // shift it by half a pixel). Only tf_crop_and_resize, whose roi may crop any axis, maps it.
-    if (scale != 1.0f || cfg.coord == CoordMode::kTfCropAndResize) {
-      switch (cfg.coord) {
-        case CoordMode::kHalfPixel: xo = (x + 0.5f) / scale - 0.5f; break;
-        case CoordMode::kPytorchHalfPixel: xo = out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f; break;
-        case CoordMode::kAlignCorners:
-          xo = out_len == 1 || length_resized == 1.0f ? 0.0f : x * (in_f - 1) / (length_resized - 1);
-          break;
-        case CoordMode::kAsymmetric: xo = x / scale; break;
-        case CoordMode::kTfHalfPixelForNn: xo = (x + 0.5f) / scale; break;
-        case CoordMode::kTfCropAndResize:
-          xo = out_len > 1 ? roi_start * (in_f - 1) + x * (roi_end - roi_start) * (in_f - 1) / (length_resized - 1)
-                           : static_cast<float>(0.5 * (roi_start + roi_end) * (in_f - 1));
-          break;
-      }
-    }
+    if (scale != 1.0f || cfg.coord == CoordMode::kTfCropAndResize)
+      xo = OriginalCoordinate(cfg, x, scale, in_len, out_len, length_resized, roi_start, roi_end);
     if (cfg.coord == CoordMode::kTfCropAndResize && !(xo >= 0 && xo <= in_f - 1)) {
       p.outside[j] = 1;
       p.any_outside = true;
@@ -236,7 +316,14 @@ void ResamplePass(const Src* src, Dst* dst, int64_t outer, int64_t inner, const 
         switch (K) {
           case 1: ResampleLine<1>(s, d, out_len, p.index.data(), w.data()); break;
           case 2: ResampleLine<2>(s, d, out_len, p.index.data(), w.data()); break;
-          default: ResampleLine<4>(s, d, out_len, p.index.data(), w.data()); break;
+          case 4: ResampleLine<4>(s, d, out_len, p.index.data(), w.data()); break;
+          default:  // antialias windows
+            for (int64_t j = 0; j < out_len; ++j) {
+              Acc sum = 0;
+              for (int t = 0; t < K; ++t) sum += w[j * K + t] * ToAcc<Acc>(s[p.index[j * K + t]]);
+              d[j] = FromAcc<Dst, Acc>(sum);
+            }
+            break;
         }
         if (p.any_outside)
           for (int64_t j = 0; j < out_len; ++j)
@@ -451,8 +538,10 @@ class ResizeKernel final : public OpKernel {
       else if (ct == "asymmetric") c.coord = CoordMode::kAsymmetric;
       else if (ct == "tf_half_pixel_for_nn") c.coord = CoordMode::kTfHalfPixelForNn;
       else if (ct == "tf_crop_and_resize") c.coord = CoordMode::kTfCropAndResize;
+      else if (ct == "half_pixel_symmetric" && c.opset >= 19) c.coord = CoordMode::kHalfPixelSymmetric;
       else
-        return info.Error(ErrorCode::INVALID_ARGUMENT, "coordinate_transformation_mode '", ct, "' is not supported");
+        return info.Error(ErrorCode::INVALID_ARGUMENT, "coordinate_transformation_mode '", ct, "' is not supported",
+                          c.opset < 19 && ct == "half_pixel_symmetric" ? " before opset 19" : "");
       const std::string nm = info.GetString("nearest_mode", "round_prefer_floor");
       if (nm == "round_prefer_floor") c.nearest = NearestMode::kRoundPreferFloor;
       else if (nm == "round_prefer_ceil") c.nearest = NearestMode::kRoundPreferCeil;
@@ -462,10 +551,17 @@ class ResizeKernel final : public OpKernel {
       c.cubic_a = info.GetFloat("cubic_coeff_a", -0.75f);
       c.exclude_outside = info.GetInt("exclude_outside", 0) != 0;
       c.extrapolation_value = info.GetFloat("extrapolation_value", 0.0f);
-      if (info.GetInt("antialias", 0) != 0 || info.HasAttr("axes") ||
-          info.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
-        return info.Error(ErrorCode::NOT_IMPLEMENTED,
-                          "the opset-18 attributes antialias, axes and keep_aspect_ratio_policy are not supported");
+      if (c.opset >= 18) {
+        c.antialias = info.GetInt("antialias", 0) != 0;
+        c.axes = info.GetInts("axes");
+        const std::string pol = info.GetString("keep_aspect_ratio_policy", "stretch");
+        if (pol == "stretch") c.policy = AspectPolicy::kStretch;
+        else if (pol == "not_larger") c.policy = AspectPolicy::kNotLarger;
+        else if (pol == "not_smaller") c.policy = AspectPolicy::kNotSmaller;
+        else return info.Error(ErrorCode::INVALID_ARGUMENT, "keep_aspect_ratio_policy '", pol, "' is not supported");
+        if (c.antialias && c.coord == CoordMode::kTfCropAndResize)
+          return info.Error(ErrorCode::NOT_IMPLEMENTED, "antialias with tf_crop_and_resize is not supported");
+      }
     }
     if (is_upsample && c.opset < 9) {
       if (!info.HasAttr("scales"))
@@ -509,11 +605,77 @@ class ResizeKernel final : public OpKernel {
       }
       RETURN_ERROR_IF(scales.empty() && !have_sizes, INVALID_ARGUMENT, ctx.node().Describe(),
                       ": one of 'scales' and 'sizes' must be given (non-empty)");
+      // Resize-18 axes: scales/sizes/roi list only those axes; the others keep scale 1, their size, roi [0, 1].
+      if (!cfg_.axes.empty()) {
+        const size_t na = cfg_.axes.size();
+        std::vector<size_t> ax;
+        std::vector<bool> seen(rank, false);
+        for (int64_t a : cfg_.axes) {
+          const int64_t r = static_cast<int64_t>(rank);
+          RETURN_ERROR_IF(a < -r || a >= r, INVALID_ARGUMENT, ctx.node().Describe(), ": axis ", a,
+                          " is out of range for rank ", rank);
+          const size_t u = static_cast<size_t>(a < 0 ? a + r : a);
+          RETURN_ERROR_IF(seen[u], INVALID_ARGUMENT, ctx.node().Describe(), ": axes repeat axis ", u);
+          seen[u] = true;
+          ax.push_back(u);
+        }
+        if (!scales.empty()) {
+          RETURN_ERROR_IF(scales.size() != na, INVALID_ARGUMENT, ctx.node().Describe(), ": 'scales' has ",
+                          scales.size(), " values for ", na, " axes");
+          std::vector<float> full(rank, 1.0f);
+          for (size_t k = 0; k < na; ++k) full[ax[k]] = scales[k];
+          scales = std::move(full);
+        }
+        if (have_sizes) {
+          RETURN_ERROR_IF(sizes.size() != na, INVALID_ARGUMENT, ctx.node().Describe(), ": 'sizes' has ",
+                          sizes.size(), " values for ", na, " axes");
+          std::vector<int64_t> full(in_shape.begin(), in_shape.end());
+          for (size_t k = 0; k < na; ++k) full[ax[k]] = sizes[k];
+          sizes = std::move(full);
+        }
+        if (!roi.empty()) {
+          RETURN_ERROR_IF(roi.size() != 2 * na, INVALID_ARGUMENT, ctx.node().Describe(), ": 'roi' has ", roi.size(),
+                          " values for ", na, " axes");
+          std::vector<float> full(2 * rank, 0.0f);
+          std::fill(full.begin() + rank, full.end(), 1.0f);
+          for (size_t k = 0; k < na; ++k) {
+            full[ax[k]] = roi[k];
+            full[rank + ax[k]] = roi[na + k];
+          }
+          roi = std::move(full);
+        }
+      }
     }
 
     Shape out_shape(rank);
     std::vector<float> length_resized(rank);
-    if (have_sizes) {
+    if (have_sizes && cfg_.policy != AspectPolicy::kStretch) {
+      // keep_aspect_ratio_policy: one scale for the listed axes (all axes without `axes`), the smallest
+      // (not_larger) or largest (not_smaller) of sizes / input, and output sizes round(scale * input).
+      RETURN_ERROR_IF(sizes.size() != rank, INVALID_ARGUMENT, ctx.node().Describe(), ": 'sizes' has ",
+                      sizes.size(), " values but X has rank ", rank);
+      std::vector<bool> listed(rank, cfg_.axes.empty());
+      for (int64_t a : cfg_.axes) listed[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(rank) : a)] = true;
+      float sc = cfg_.policy == AspectPolicy::kNotLarger ? std::numeric_limits<float>::max() : 0.0f;
+      for (size_t i = 0; i < rank; ++i) {
+        if (!listed[i]) continue;
+        RETURN_ERROR_IF(in_shape[i] <= 0 || sizes[i] < 0, INVALID_ARGUMENT, ctx.node().Describe(),
+                        ": cannot keep the aspect ratio of dimension ", i, " (", in_shape[i], " -> ", sizes[i], ")");
+        const float r = static_cast<float>(sizes[i]) / static_cast<float>(in_shape[i]);
+        sc = cfg_.policy == AspectPolicy::kNotLarger ? std::min(sc, r) : std::max(sc, r);
+      }
+      scales.assign(rank, 1.0f);
+      for (size_t i = 0; i < rank; ++i) {
+        if (listed[i]) {
+          scales[i] = sc;
+          sizes[i] = static_cast<int64_t>(std::round(sc * static_cast<float>(in_shape[i])));
+        } else {
+          sizes[i] = in_shape[i];
+        }
+        out_shape[i] = sizes[i];
+        length_resized[i] = static_cast<float>(sizes[i]);
+      }
+    } else if (have_sizes) {
       RETURN_ERROR_IF(sizes.size() != rank, INVALID_ARGUMENT, ctx.node().Describe(), ": 'sizes' has ",
                       sizes.size(), " values but X has rank ", rank);
       scales.resize(rank);

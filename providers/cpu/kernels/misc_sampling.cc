@@ -5,6 +5,7 @@
 // offset 0, so the gather never reads out of bounds.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -63,14 +64,17 @@ class GridSampleKernel final : public OpKernel {
       : mode_(mode), padding_(padding), align_corners_(align_corners) {}
 
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
-    const std::string m = info.GetString("mode", "bilinear");
+    // GridSample-20 renamed the modes (linear, nearest, cubic; default linear) and allows N-D input.
+    const bool v20 = info.opset() >= 20;
+    const std::string m = info.GetString("mode", v20 ? "linear" : "bilinear");
     const std::string p = info.GetString("padding_mode", "zeros");
     GridMode mode;
     GridPadding padding;
-    if (m == "bilinear") mode = GridMode::kBilinear;
+    if (m == (v20 ? "linear" : "bilinear")) mode = GridMode::kBilinear;
     else if (m == "nearest") mode = GridMode::kNearest;
-    else if (m == "bicubic") mode = GridMode::kBicubic;
-    else return info.Error(ErrorCode::INVALID_ARGUMENT, "mode '", m, "' is not supported (bilinear, nearest, bicubic)");
+    else if (m == (v20 ? "cubic" : "bicubic")) mode = GridMode::kBicubic;
+    else return info.Error(ErrorCode::INVALID_ARGUMENT, "mode '", m, "' is not supported (",
+                           v20 ? "linear, nearest, cubic" : "bilinear, nearest, bicubic", ")");
     if (p == "zeros") padding = GridPadding::kZeros;
     else if (p == "border") padding = GridPadding::kBorder;
     else if (p == "reflection") padding = GridPadding::kReflection;
@@ -82,6 +86,8 @@ class GridSampleKernel final : public OpKernel {
     const Tensor* x = ctx.Input(0);
     const Tensor* grid = ctx.Input(1);
     RETURN_ERROR_IF(!x || !grid, INVALID_ARGUMENT, ctx.node().Describe(), ": inputs X and grid are required");
+    RETURN_ERROR_IF(x->rank() == 5, NOT_IMPLEMENTED, ctx.node().Describe(),
+                    ": volumetric (5-D) GridSample-20 is not implemented by the CPU EP; X ", ShapeToString(x->shape()));
     RETURN_ERROR_IF(x->rank() != 4, INVALID_ARGUMENT, ctx.node().Describe(), ": X must be 4-D (N,C,H,W), got shape ",
                     ShapeToString(x->shape()));
     RETURN_ERROR_IF(grid->rank() != 4 || grid->dim(3) != 2 || grid->dim(0) != x->dim(0), INVALID_ARGUMENT,
@@ -410,7 +416,265 @@ class RoiAlignKernel final : public OpKernel {
 
 }  // namespace
 
+// AffineGrid-20: theta (N, 2, 3) or (N, 3, 4) maps the normalized output coordinates (x, y[, z], 1) to a sampling
+// grid (N, H, W, 2) or (N, D, H, W, 3) for GridSample. Coordinates are pixel centres in [-1, 1]
+// (align_corners = 0) or the corner pixels at -1 and 1 (align_corners = 1).
+class AffineGridKernel final : public OpKernel {
+ public:
+  explicit AffineGridKernel(bool align_corners) : align_corners_(align_corners) {}
+
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    return std::unique_ptr<OpKernel>(new AffineGridKernel(info.GetInt("align_corners", 0) != 0));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* theta = ctx.Input(0);
+    const Tensor* size = ctx.Input(1);
+    const std::string node = ctx.node().Describe();
+    RETURN_ERROR_IF(!theta || !size, INVALID_ARGUMENT, node, ": inputs theta and size are required");
+    RETURN_ERROR_IF(size->dtype() != DataType::kInt64 || size->rank() != 1 ||
+                        (size->NumElements() != 4 && size->NumElements() != 5),
+                    INVALID_ARGUMENT, node, ": size must be int64 (N, C, H, W) or (N, C, D, H, W), got ",
+                    DataTypeName(size->dtype()), " ", ShapeToString(size->shape()));
+    const int64_t* sz = size->data<int64_t>();
+    const int nd = static_cast<int>(size->NumElements()) - 2;  // 2 or 3 spatial dims
+    const int64_t n = sz[0];
+    RETURN_ERROR_IF(theta->rank() != 3 || theta->dim(0) != n || theta->dim(1) != nd || theta->dim(2) != nd + 1,
+                    INVALID_ARGUMENT, node, ": theta must have shape (N, ", nd, ", ", nd + 1, ") with N = ", n,
+                    ", got ", ShapeToString(theta->shape()));
+    Shape out{n};
+    for (int d = 0; d < nd; ++d) {
+      RETURN_ERROR_IF(sz[2 + d] <= 0 || sz[2 + d] > (int64_t{1} << 24), INVALID_ARGUMENT, node, ": size ", sz[2 + d],
+                      " is out of range");
+      out.push_back(sz[2 + d]);
+    }
+    out.push_back(nd);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, theta->dtype(), out));
+    // Normalized coordinate of index i along a dim of size m.
+    const bool ac = align_corners_;
+    auto coord = [ac](int64_t i, int64_t m) -> double {
+      if (ac) return m == 1 ? -1.0 : -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(m - 1);
+      return -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(m);
+    };
+    return DispatchType<float, double, Float16, BFloat16>(theta->dtype(), "AffineGrid", [&](auto tag) {
+             using T = decltype(tag);
+             const T* th = theta->data<T>();
+             T* dst = y->data<T>();
+             // Spatial dims in order (D,) H, W; the point is (x from W, y from H[, z from D], 1).
+             const int64_t D = nd == 3 ? sz[2] : 1, H = sz[nd == 3 ? 3 : 2], W = sz[nd == 3 ? 4 : 3];
+             const int64_t per = D * H * W;
+             for (int64_t b = 0; b < n; ++b) {
+               double m[12];
+               for (int k = 0; k < nd * (nd + 1); ++k) m[k] = static_cast<double>(static_cast<float>(th[b * nd * (nd + 1) + k]));
+               if constexpr (std::is_same_v<T, double>) {
+                 for (int k = 0; k < nd * (nd + 1); ++k) m[k] = th[b * nd * (nd + 1) + k];
+               }
+               for (int64_t d = 0; d < D; ++d)
+                 for (int64_t h = 0; h < H; ++h)
+                   for (int64_t w = 0; w < W; ++w) {
+                     const double p[4] = {coord(w, W), coord(h, H), nd == 3 ? coord(d, D) : 1.0, 1.0};
+                     T* o = dst + (b * per + (d * H + h) * W + w) * nd;
+                     for (int r = 0; r < nd; ++r) {
+                       double v = 0;
+                       for (int c = 0; c <= nd; ++c) v += m[r * (nd + 1) + c] * p[c];
+                       o[r] = static_cast<T>(static_cast<float>(v));
+                       if constexpr (std::is_same_v<T, double>) o[r] = v;
+                     }
+                   }
+             }
+             return Status::OK();
+           }).WithContext(node);
+  }
+
+ private:
+  bool align_corners_;
+};
+
+// MaxRoiPool: each roi (batch, x1, y1, x2, y2), scaled by spatial_scale and rounded to pixels, is divided into
+// pooled_shape bins; a bin takes the maximum of its pixels (0 for an empty bin).
+class MaxRoiPoolKernel final : public OpKernel {
+ public:
+  MaxRoiPoolKernel(int64_t ph, int64_t pw, float scale) : ph_(ph), pw_(pw), scale_(scale) {}
+
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    const std::vector<int64_t> ps = info.GetInts("pooled_shape");
+    if (ps.size() != 2 || ps[0] <= 0 || ps[1] <= 0 || ps[0] > (1 << 20) || ps[1] > (1 << 20))
+      return info.Error(ErrorCode::INVALID_GRAPH, "pooled_shape must be two positive values");
+    return std::unique_ptr<OpKernel>(new MaxRoiPoolKernel(ps[0], ps[1], info.GetFloat("spatial_scale", 1.0f)));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    const Tensor* rois = ctx.Input(1);
+    const std::string node = ctx.node().Describe();
+    RETURN_ERROR_IF(!x || !rois, INVALID_ARGUMENT, node, ": inputs X and rois are required");
+    RETURN_ERROR_IF(x->rank() != 4 || x->dtype() != DataType::kFloat || rois->dtype() != DataType::kFloat,
+                    NOT_IMPLEMENTED, node, ": float X (N, C, H, W) and rois only, got ", DataTypeName(x->dtype()), " ",
+                    ShapeToString(x->shape()));
+    RETURN_ERROR_IF(rois->rank() != 2 || rois->dim(1) != 5, INVALID_ARGUMENT, node, ": rois must be (num_rois, 5), got ",
+                    ShapeToString(rois->shape()));
+    const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3), nr = rois->dim(0);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, {nr, c, ph_, pw_}));
+    const float* rp = rois->data<float>();
+    const float* xp = x->data<float>();
+    float* yp = y->data<float>();
+    for (int64_t r = 0; r < nr; ++r) {
+      const float* roi = rp + r * 5;
+      const int64_t b = static_cast<int64_t>(roi[0]);
+      RETURN_ERROR_IF(b < 0 || b >= n, INVALID_ARGUMENT, node, ": roi ", r, " names batch ", roi[0], " of ", n);
+      const int64_t sw = static_cast<int64_t>(std::round(roi[1] * scale_)), sh = static_cast<int64_t>(std::round(roi[2] * scale_));
+      const int64_t ew = static_cast<int64_t>(std::round(roi[3] * scale_)), eh = static_cast<int64_t>(std::round(roi[4] * scale_));
+      const int64_t rh = std::max<int64_t>(eh - sh + 1, 1), rw = std::max<int64_t>(ew - sw + 1, 1);
+      const float bh = static_cast<float>(rh) / static_cast<float>(ph_), bw = static_cast<float>(rw) / static_cast<float>(pw_);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* plane = xp + (b * c + ch) * h * w;
+        for (int64_t i = 0; i < ph_; ++i)
+          for (int64_t j = 0; j < pw_; ++j) {
+            int64_t hs = static_cast<int64_t>(std::floor(static_cast<float>(i) * bh));
+            int64_t he = static_cast<int64_t>(std::ceil(static_cast<float>(i + 1) * bh));
+            int64_t ws = static_cast<int64_t>(std::floor(static_cast<float>(j) * bw));
+            int64_t we = static_cast<int64_t>(std::ceil(static_cast<float>(j + 1) * bw));
+            hs = std::min(std::max<int64_t>(hs + sh, 0), h);
+            he = std::min(std::max<int64_t>(he + sh, 0), h);
+            ws = std::min(std::max<int64_t>(ws + sw, 0), w);
+            we = std::min(std::max<int64_t>(we + sw, 0), w);
+            float m = 0;
+            if (he > hs && we > ws) {
+              m = -std::numeric_limits<float>::max();
+              for (int64_t yy = hs; yy < he; ++yy)
+                for (int64_t xx = ws; xx < we; ++xx) m = std::max(m, plane[yy * w + xx]);
+            }
+            yp[((r * c + ch) * ph_ + i) * pw_ + j] = m;
+          }
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t ph_, pw_;
+  float scale_;
+};
+
+// DeformConv (2-D, float): a convolution whose taps sample X at their regular position plus a learned offset
+// (offset: (N, offset_group * kH * kW * 2, oH, oW), (dy, dx) per tap), bilinearly with zeros outside X, each
+// sample scaled by `mask` when given. Direct loops: sampled columns per (image, group), then a dot product per
+// output channel.
+class DeformConvKernel final : public OpKernel {
+ public:
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    auto k = std::unique_ptr<DeformConvKernel>(new DeformConvKernel());
+    k->kernel_ = info.GetInts("kernel_shape");
+    k->strides_ = info.GetInts("strides", {1, 1});
+    k->dil_ = info.GetInts("dilations", {1, 1});
+    k->pads_ = info.GetInts("pads", {0, 0, 0, 0});
+    k->group_ = info.GetInt("group", 1);
+    k->offset_group_ = info.GetInt("offset_group", 1);
+    if (k->strides_.size() != 2 || k->dil_.size() != 2 || k->pads_.size() != 4 || k->group_ <= 0 ||
+        k->offset_group_ <= 0 || (!k->kernel_.empty() && k->kernel_.size() != 2))
+      return info.Error(ErrorCode::NOT_IMPLEMENTED, "only 2-D DeformConv with positive group/offset_group is supported");
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    const Tensor* wt = ctx.Input(1);
+    const Tensor* off = ctx.Input(2);
+    const Tensor* bias = ctx.Input(3);
+    const Tensor* mask = ctx.Input(4);
+    const std::string node = ctx.node().Describe();
+    RETURN_ERROR_IF(!x || !wt || !off, INVALID_ARGUMENT, node, ": inputs X, W and offset are required");
+    for (const Tensor* t : {x, wt, off, bias, mask})
+      RETURN_ERROR_IF(t && t->dtype() != DataType::kFloat, NOT_IMPLEMENTED, node, ": element type ",
+                      DataTypeName(t->dtype()), " is not supported (float only)");
+    RETURN_ERROR_IF(x->rank() != 4 || wt->rank() != 4 || off->rank() != 4, NOT_IMPLEMENTED, node,
+                    ": only 2-D DeformConv is supported, got X ", ShapeToString(x->shape()));
+    const int64_t n = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
+    const int64_t oc = wt->dim(0), cg = wt->dim(1), kh = wt->dim(2), kw = wt->dim(3);
+    const int64_t g = group_, og = offset_group_;
+    RETURN_ERROR_IF(!kernel_.empty() && (kernel_[0] != kh || kernel_[1] != kw), INVALID_ARGUMENT, node,
+                    ": kernel_shape differs from W ", ShapeToString(wt->shape()));
+    RETURN_ERROR_IF(c != cg * g || oc % g != 0 || c % og != 0, INVALID_ARGUMENT, node, ": channels ", c, " / W ",
+                    ShapeToString(wt->shape()), " do not fit group ", g, " and offset_group ", og);
+    const int64_t oh = (h + pads_[0] + pads_[2] - (dil_[0] * (kh - 1) + 1)) / strides_[0] + 1;
+    const int64_t ow = (w + pads_[1] + pads_[3] - (dil_[1] * (kw - 1) + 1)) / strides_[1] + 1;
+    RETURN_ERROR_IF(oh <= 0 || ow <= 0, INVALID_ARGUMENT, node, ": the kernel does not fit X");
+    const int64_t taps = kh * kw;
+    RETURN_ERROR_IF(off->dim(0) != n || off->dim(1) != og * taps * 2 || off->dim(2) != oh || off->dim(3) != ow,
+                    INVALID_ARGUMENT, node, ": offset ", ShapeToString(off->shape()), " must be (", n, ", ",
+                    og * taps * 2, ", ", oh, ", ", ow, ")");
+    RETURN_ERROR_IF(mask && (mask->dim(0) != n || mask->dim(1) != og * taps || mask->dim(2) != oh || mask->dim(3) != ow),
+                    INVALID_ARGUMENT, node, ": mask ", ShapeToString(mask->shape()), " must be (", n, ", ", og * taps,
+                    ", ", oh, ", ", ow, ")");
+    RETURN_ERROR_IF(bias && bias->NumElements() != oc, INVALID_ARGUMENT, node, ": B must have ", oc, " values");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, {n, oc, oh, ow}));
+    const float* xp = x->data<float>();
+    const float* wp = wt->data<float>();
+    const float* op = off->data<float>();
+    const float* mp = mask ? mask->data<float>() : nullptr;
+    float* yp = y->data<float>();
+    const int64_t cpo = c / og, ocg = oc / g, positions = oh * ow;
+    ParallelFor(ctx.num_threads(), n * g, static_cast<double>(ocg * cg * taps * positions), [&](int64_t lo, int64_t hi) {
+      std::vector<float> cols(static_cast<size_t>(cg * taps * positions));
+      for (int64_t item = lo; item < hi; ++item) {
+        const int64_t b = item / g, gi = item % g;
+        // cols[(ci * taps + t) * positions + p]: the sampled input of channel gi*cg + ci for tap t at position p.
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          const int64_t ch = gi * cg + ci, ogi = ch / cpo;
+          const float* plane = xp + (b * c + ch) * h * w;
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t t = i * kw + j;
+              const float* dy = op + ((b * og + ogi) * taps * 2 + 2 * t) * positions;
+              const float* dx = dy + positions;
+              const float* mk = mp ? mp + ((b * og + ogi) * taps + t) * positions : nullptr;
+              float* col = cols.data() + (ci * taps + t) * positions;
+              for (int64_t p = 0; p < positions; ++p) {
+                const int64_t py = p / ow, px = p % ow;
+                const float sy = static_cast<float>(py * strides_[0] - pads_[0] + i * dil_[0]) + dy[p];
+                const float sx = static_cast<float>(px * strides_[1] - pads_[1] + j * dil_[1]) + dx[p];
+                float v = 0;
+                if (sy > -1 && sy < h && sx > -1 && sx < w) {
+                  const int64_t y0 = static_cast<int64_t>(std::floor(sy)), x0 = static_cast<int64_t>(std::floor(sx));
+                  const float ly = sy - y0, lx = sx - x0;
+                  auto at = [&](int64_t yy, int64_t xx) -> float {
+                    return yy >= 0 && yy < h && xx >= 0 && xx < w ? plane[yy * w + xx] : 0.0f;
+                  };
+                  v = (1 - ly) * (1 - lx) * at(y0, x0) + (1 - ly) * lx * at(y0, x0 + 1) + ly * (1 - lx) * at(y0 + 1, x0) +
+                      ly * lx * at(y0 + 1, x0 + 1);
+                }
+                col[p] = mk ? v * mk[p] : v;
+              }
+            }
+        }
+        for (int64_t o = 0; o < ocg; ++o) {
+          const int64_t oci = gi * ocg + o;
+          float* out = yp + (b * oc + oci) * positions;
+          const float b0 = bias ? bias->data<float>()[oci] : 0.0f;
+          for (int64_t p = 0; p < positions; ++p) out[p] = b0;
+          const float* wrow = wp + oci * cg * taps;
+          for (int64_t k = 0; k < cg * taps; ++k) {
+            const float wv = wrow[k];
+            const float* col = cols.data() + k * positions;
+#pragma omp simd
+            for (int64_t p = 0; p < positions; ++p) out[p] += wv * col[p];
+          }
+        }
+      }
+    });
+    return Status::OK();
+  }
+
+ private:
+  DeformConvKernel() = default;
+  std::vector<int64_t> kernel_, strides_, dil_, pads_;
+  int64_t group_ = 1, offset_group_ = 1;
+};
+
 void RegisterSamplingKernels(KernelRegistry& r) {
+  r.Register("", "MaxRoiPool", MaxRoiPoolKernel::Create);
+  r.Register("", "DeformConv", DeformConvKernel::Create, 19);
+  r.Register("", "AffineGrid", AffineGridKernel::Create, 20);
   r.Register("", "GridSample", GridSampleKernel::Create, 16);
   r.Register("", "RoiAlign", RoiAlignKernel::Create, 10);
 }

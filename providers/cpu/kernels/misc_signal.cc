@@ -305,11 +305,15 @@ constexpr int64_t kMaxDftLength = int64_t{1} << 22;  // bounds the Bluestein buf
 
 class DftKernel final : public OpKernel {
  public:
-  DftKernel(int64_t axis, bool inverse, bool onesided) : axis_(axis), inverse_(inverse), onesided_(onesided) {}
+  DftKernel(int64_t axis, bool inverse, bool onesided, bool axis_input)
+      : axis_(axis), inverse_(inverse), onesided_(onesided), axis_input_(axis_input) {}
 
+  // DFT-17 takes axis as an attribute (default 1); DFT-20 as the optional scalar input 2 (default -2, the last
+  // signal axis), where any axis but the last (the complex one) is allowed.
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
-    return std::unique_ptr<OpKernel>(new DftKernel(info.GetInt("axis", 1), info.GetInt("inverse", 0) != 0,
-                                                   info.GetInt("onesided", 0) != 0));
+    const bool v20 = info.opset() >= 20;
+    return std::unique_ptr<OpKernel>(new DftKernel(v20 ? -2 : info.GetInt("axis", 1), info.GetInt("inverse", 0) != 0,
+                                                   info.GetInt("onesided", 0) != 0, v20));
   }
 
   Status Compute(KernelContext& ctx) const override {
@@ -319,9 +323,12 @@ class DftKernel final : public OpKernel {
     RETURN_ERROR_IF(rank < 3 || (x->dim(rank - 1) != 1 && x->dim(rank - 1) != 2), INVALID_ARGUMENT,
                     ctx.node().Describe(), ": input must have shape [batch, signal dims..., 1 or 2], got ",
                     ShapeToString(x->shape()));
-    int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
-    RETURN_ERROR_IF(axis < 1 || axis > rank - 2, INVALID_ARGUMENT, ctx.node().Describe(), ": axis ", axis_,
-                    " is not a signal axis of an input of rank ", rank, " (valid: 1..", rank - 2, ")");
+    int64_t axis_value = axis_;
+    if (axis_input_ && ctx.Input(2) != nullptr) RETURN_IF_ERROR(ReadIntScalar(ctx, 2, "axis", &axis_value));
+    int64_t axis = axis_value < 0 ? axis_value + rank : axis_value;
+    const int64_t lowest = axis_input_ ? 0 : 1;
+    RETURN_ERROR_IF(axis < lowest || axis > rank - 2, INVALID_ARGUMENT, ctx.node().Describe(), ": axis ", axis_value,
+                    " is not a signal axis of an input of rank ", rank, " (valid: ", lowest, "..", rank - 2, ")");
     const int64_t len = x->dim(axis);
     int64_t n = len;
     if (ctx.Input(1) != nullptr) {
@@ -370,7 +377,7 @@ class DftKernel final : public OpKernel {
 
  private:
   int64_t axis_;
-  bool inverse_, onesided_;
+  bool inverse_, onesided_, axis_input_;
 };
 
 class StftKernel final : public OpKernel {

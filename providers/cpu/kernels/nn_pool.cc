@@ -138,8 +138,10 @@ class PoolKernel final : public OpKernel {
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, PoolKind kind, bool global) {
     std::unique_ptr<PoolKernel> k(new PoolKernel(kind, global));
     if (!global) {
-      RETURN_IF_ERROR(k->attrs_.Parse(info, /*has_dilations=*/kind == PoolKind::kMax,
-                                      /*has_ceil_mode=*/kind != PoolKind::kLp));
+      // dilations: MaxPool, AveragePool from 19, LpPool from 18; ceil_mode: LpPool from 18.
+      const bool dilations = kind == PoolKind::kMax || (kind == PoolKind::kAverage && info.opset() >= 19) ||
+                             (kind == PoolKind::kLp && info.opset() >= 18);
+      RETURN_IF_ERROR(k->attrs_.Parse(info, dilations, /*has_ceil_mode=*/kind != PoolKind::kLp || info.opset() >= 18));
       if (k->attrs_.kernel_shape.empty())
         return info.Error(ErrorCode::INVALID_GRAPH, "required attribute 'kernel_shape' is missing");
     }
@@ -335,6 +337,10 @@ class PoolKernel final : public OpKernel {
 
   std::shared_ptr<const DnnlPoolPlan> GetPlan(const WindowGeom& g, int64_t n, int64_t c, int threads) const {
     if (kind_ == PoolKind::kAverage && !DnnlAverageMatches(g)) return nullptr;
+    // A dilated average (AveragePool-19) runs on the direct loops, whose divisor counts the taps as ONNX does.
+    if (kind_ == PoolKind::kAverage)
+      for (int64_t d : g.dilation)
+        if (d != 1) return nullptr;
     std::vector<int64_t> key{n, c, threads};
     for (const auto* v : {&g.in, &g.out, &g.pad_begin, &g.pad_end}) key.insert(key.end(), v->begin(), v->end());
     std::lock_guard<std::mutex> lock(mu_);

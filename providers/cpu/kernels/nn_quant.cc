@@ -102,7 +102,9 @@ Status AxisBlocks(const Shape& xs, int64_t axis_attr, int64_t param_count, bool 
 class QuantizeKernel final : public OpKernel {
  public:
   QuantizeKernel(const KernelInfo& info, bool dequantize)
-      : dequantize_(dequantize), axis_(info.GetInt("axis", 1)), per_axis_(info.opset() >= 13) {}
+      : dequantize_(dequantize), axis_(info.GetInt("axis", 1)), per_axis_(info.opset() >= 13),
+        block_size_(info.opset() >= 21 ? info.GetInt("block_size", 0) : 0),
+        output_dtype_(info.opset() >= 21 ? info.GetInt("output_dtype", 0) : 0) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
@@ -113,8 +115,11 @@ class QuantizeKernel final : public OpKernel {
     std::vector<float> sc;
     RETURN_IF_ERROR_CTX(ReadFloats(*scale, "scale", &sc), node);
     RETURN_ERROR_IF(sc.empty(), INVALID_ARGUMENT, node, ": scale is empty");
-    RETURN_ERROR_IF(scale->rank() > 1, INVALID_ARGUMENT, node, ": scale must be a scalar or 1-D, got ",
-                    ShapeToString(scale->shape()));
+    RETURN_ERROR_IF(block_size_ < 0, INVALID_ARGUMENT, node, ": block_size must not be negative, got ", block_size_);
+    RETURN_ERROR_IF(block_size_ == 0 && scale->rank() > 1, INVALID_ARGUMENT, node,
+                    ": scale must be a scalar or 1-D, got ", ShapeToString(scale->shape()));
+    RETURN_ERROR_IF(dequantize_ && scale->dtype() != DataType::kFloat, NOT_IMPLEMENTED, node, ": a ",
+                    DataTypeName(scale->dtype()), " scale (output of that type) is not supported; float only");
     std::vector<int32_t> zps(sc.size(), 0);
     DataType q_type = DataType::kUint8;
     if (zp) {
@@ -122,11 +127,45 @@ class QuantizeKernel final : public OpKernel {
       RETURN_ERROR_IF(zps.size() != sc.size(), INVALID_ARGUMENT, node, ": zero point has ", zps.size(),
                       " values but scale has ", sc.size());
       q_type = zp->dtype();
+    } else if (!dequantize_ && output_dtype_ != 0) {
+      q_type = static_cast<DataType>(output_dtype_);
     }
+    RETURN_ERROR_IF(!dequantize_ && zp && output_dtype_ != 0 && static_cast<DataType>(output_dtype_) != q_type,
+                    INVALID_ARGUMENT, node, ": output_dtype ", output_dtype_, " differs from the zero point's type");
+    RETURN_ERROR_IF(dequantize_ && output_dtype_ != 0 && output_dtype_ != static_cast<int64_t>(DataType::kFloat),
+                    NOT_IMPLEMENTED, node, ": output_dtype ", output_dtype_, " is not supported (float only)");
     int64_t outer = 0, axis_dim = 0, inner = 0;
-    RETURN_IF_ERROR_CTX(AxisBlocks(x->shape(), axis_, static_cast<int64_t>(sc.size()), per_axis_, &outer, &axis_dim,
-                                   &inner),
-                        node);
+    // Blocked (opset 21): scale has x's rank with ceil(x.dim(axis) / block_size) along axis. `nb` parameter blocks
+    // along the axis; element (o, a, i) of the [outer, axis_dim, inner] view reads parameter (o, a / bs, i).
+    int64_t nb = 0, bs = 0;
+    if (block_size_ > 0) {
+      const int64_t r = static_cast<int64_t>(x->rank());
+      const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+      RETURN_ERROR_IF(axis < 0 || axis >= r, INVALID_ARGUMENT, node, ": axis ", axis_, " is out of range for rank ", r);
+      RETURN_ERROR_IF(static_cast<int64_t>(scale->rank()) != r, INVALID_ARGUMENT, node, ": blocked scale ",
+                      ShapeToString(scale->shape()), " must have x's rank ", r);
+      bs = block_size_;
+      nb = (x->dim(axis) + bs - 1) / bs;
+      for (int64_t d = 0; d < r; ++d)
+        RETURN_ERROR_IF(scale->dim(d) != (d == axis ? nb : x->dim(d)), INVALID_ARGUMENT, node, ": blocked scale ",
+                        ShapeToString(scale->shape()), " does not match x ", ShapeToString(x->shape()), " with axis ",
+                        axis, " and block_size ", bs);
+      outer = 1;
+      for (int64_t d = 0; d < axis; ++d) outer *= x->dim(d);
+      axis_dim = x->dim(axis);
+      inner = 1;
+      for (int64_t d = axis + 1; d < r; ++d) inner *= x->dim(d);
+    } else {
+      RETURN_IF_ERROR_CTX(AxisBlocks(x->shape(), axis_, static_cast<int64_t>(sc.size()), per_axis_, &outer, &axis_dim,
+                                     &inner),
+                          node);
+    }
+    // Parameter index of element i of row b (b over outer * axis_dim): per-axis / per-tensor or blocked.
+    auto param = [&](int64_t b, int64_t i) -> int64_t {
+      if (nb == 0) return sc.size() == 1 ? 0 : b % axis_dim;
+      const int64_t o = b / axis_dim, a = b % axis_dim;
+      return (o * nb + a / bs) * inner + (i - b * inner);
+    };
     const int threads = ctx.num_threads();
     if (dequantize_) {
       RETURN_ERROR_IF(zp && zp->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": zero point is ",
@@ -140,6 +179,13 @@ class QuantizeKernel final : public OpKernel {
         float* yp = y->data<float>();
         ParallelFor(threads, outer * axis_dim, static_cast<double>(inner), [&](int64_t lo, int64_t hi) {
           for (int64_t b = lo; b < hi; ++b) {
+            if (nb > 0) {
+              for (int64_t i = b * inner; i < (b + 1) * inner; ++i) {
+                const int64_t p = param(b, i);
+                yp[i] = static_cast<float>(static_cast<int32_t>(xp[i]) - zps[p]) * sc[p];
+              }
+              continue;
+            }
             const int64_t a = b % axis_dim;
             const float s = sc[a];
             const int32_t z = zps[a];
@@ -171,6 +217,13 @@ class QuantizeKernel final : public OpKernel {
       Q* yp = y->data<Q>();
       ParallelFor(threads, outer * axis_dim, static_cast<double>(inner) * 4, [&](int64_t lo, int64_t hi) {
         for (int64_t b = lo; b < hi; ++b) {
+          if (nb > 0) {
+            for (int64_t i = b * inner; i < (b + 1) * inner; ++i) {
+              const int64_t p = param(b, i);
+              yp[i] = SaturateRound<Q>(std::nearbyint(xp[i] / sc[p]) + static_cast<float>(zps[p]));
+            }
+            continue;
+          }
           const int64_t a = b % axis_dim;
           const float s = sc[a], z = static_cast<float>(zps[a]);
           for (int64_t i = b * inner; i < (b + 1) * inner; ++i) yp[i] = SaturateRound<Q>(std::nearbyint(xp[i] / s) + z);
@@ -186,6 +239,8 @@ class QuantizeKernel final : public OpKernel {
   bool dequantize_;
   int64_t axis_;
   bool per_axis_;
+  int64_t block_size_;
+  int64_t output_dtype_;
 };
 
 Status DynamicQuantize(KernelContext& ctx) {

@@ -382,6 +382,8 @@ class ReduceKernel : public OpKernel {
     return KernelPtr(std::move(k));
   }
 
+  Status NoopTransform(KernelContext& ctx, const Tensor& x) const;
+
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
     if (!x) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input 0 is missing");
@@ -395,6 +397,10 @@ class ReduceKernel : public OpKernel {
     }
     const int64_t rank = static_cast<int64_t>(x->rank());
     if (axes.empty() && noop_with_empty_axes_) {
+      // Nothing is reduced, but the op's elementwise part still applies (ONNX's reference and ONNX Runtime 1.30):
+      // ReduceL1/L2 give |x|, ReduceSumSquare x^2, ReduceLogSum log(x); the others (LogSumExp: log(exp(x))) give x.
+      if (op_ == ReduceOp::kL1 || op_ == ReduceOp::kL2 || op_ == ReduceOp::kSumSquare || op_ == ReduceOp::kLogSum)
+        return NoopTransform(ctx, *x);
       ctx.SetOutput(0, IValue(*x));
       return Status::OK();
     }
@@ -423,6 +429,15 @@ class ReduceKernel : public OpKernel {
       RETURN_IF_ERROR(ReduceTyped<float>(ctx, op_, xf, reduced, &yf));
       return ConvertHalf(yf, y, false);
     }
+    if (dt == DataType::kBool && (op_ == ReduceOp::kMax || op_ == ReduceOp::kMin)) {
+      // ReduceMax/ReduceMin-20 take bool (any / all): reduced as 0/1 bytes.
+      ASSIGN_OR_RETURN(Tensor xb, Tensor::Allocate(DataType::kUint8, x->shape()));
+      ASSIGN_OR_RETURN(Tensor yb, Tensor::Allocate(DataType::kUint8, out_shape));
+      for (int64_t i = 0; i < x->NumElements(); ++i) xb.data<uint8_t>()[i] = x->data<bool>()[i] ? 1 : 0;
+      RETURN_IF_ERROR(ReduceTyped<uint8_t>(ctx, op_, xb, reduced, &yb));
+      for (int64_t i = 0; i < y->NumElements(); ++i) y->data<bool>()[i] = yb.data<uint8_t>()[i] != 0;
+      return Status::OK();
+    }
     if (dt == DataType::kInt8 || dt == DataType::kUint8) {
       if (op_ != ReduceOp::kMax && op_ != ReduceOp::kMin)
         return ctx.Error(ErrorCode::NOT_IMPLEMENTED, ReduceOpName(op_), ": element type ", DataTypeName(dt),
@@ -445,6 +460,26 @@ class ReduceKernel : public OpKernel {
   bool axes_from_input_ = false;
   std::vector<int64_t> axes_;
 };
+
+Status ReduceKernel::NoopTransform(KernelContext& ctx, const Tensor& x) const {
+  ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, x.dtype(), x.shape()));
+  const ReduceOp op = op_;
+  auto f = [op](double v) {
+    switch (op) {
+      case ReduceOp::kL1:
+      case ReduceOp::kL2: return std::fabs(v);
+      case ReduceOp::kSumSquare: return v * v;
+      default: return std::log(v);  // kLogSum
+    }
+  };
+  return DispatchType<EPCTX_FLOAT_TYPES, int32_t, int64_t, uint32_t, uint64_t>(x.dtype(), ReduceOpName(op_), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    T* dst = y->data<T>();
+    for (int64_t i = 0; i < x.NumElements(); ++i) dst[i] = FromC<T>(f(ToC<double>(src[i])));
+    return Status::OK();
+  });
+}
 
 KernelFactory ReduceFactory(ReduceOp op) {
   return [op](const KernelInfo& info) { return ReduceKernel::Create(info, op); };

@@ -94,12 +94,24 @@ class ArgKernel : public OpKernel {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// CumSum.
+// CumSum, and CumProd-26 (the same scan with a product; integers wrap).
+
+template <typename A>
+inline A ScanStep(A acc, A v, bool prod) {
+  if (!prod) return acc + v;
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(acc) * static_cast<U>(v));
+  } else {
+    return acc * v;
+  }
+}
 
 class CumSumKernel : public OpKernel {
  public:
   explicit CumSumKernel(const KernelInfo& info)
-      : exclusive_(info.GetInt("exclusive", 0) != 0), reverse_(info.GetInt("reverse", 0) != 0) {}
+      : exclusive_(info.GetInt("exclusive", 0) != 0), reverse_(info.GetInt("reverse", 0) != 0),
+        prod_(info.op_type() == "CumProd") {}
 
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
@@ -121,7 +133,7 @@ class CumSumKernel : public OpKernel {
       using A = typename AccOf<T>::type;
       const T* src = x->data<T>();
       T* dst = y->data<T>();
-      const bool excl = exclusive_, rev = reverse_;
+      const bool excl = exclusive_, rev = reverse_, prod = prod_;
       constexpr int64_t kBlock = 1024;
       const int64_t nblock = std::max<int64_t>(1, (inner + kBlock - 1) / kBlock);
       ParallelFor(ctx.num_threads(), outer * nblock, static_cast<double>(n * std::min(inner, kBlock)),
@@ -129,7 +141,7 @@ class CumSumKernel : public OpKernel {
                     std::vector<A> acc;
                     for (int64_t t = b; t < e; ++t) {
                       int64_t o = t / nblock, i0 = (t % nblock) * kBlock, i1 = std::min(inner, i0 + kBlock);
-                      acc.assign(static_cast<size_t>(i1 - i0), A(0));
+                      acc.assign(static_cast<size_t>(i1 - i0), A(prod ? 1 : 0));
                       A* a = acc.data() - i0;
                       for (int64_t s = 0; s < n; ++s) {
                         int64_t j = rev ? n - 1 - s : s;
@@ -139,9 +151,9 @@ class CumSumKernel : public OpKernel {
                           A v = ToC<A>(in[i]);
                           if (excl) {
                             out[i] = FromC<T>(a[i]);
-                            a[i] += v;
+                            a[i] = ScanStep(a[i], v, prod);
                           } else {
-                            a[i] += v;
+                            a[i] = ScanStep(a[i], v, prod);
                             out[i] = FromC<T>(a[i]);
                           }
                         }
@@ -153,7 +165,7 @@ class CumSumKernel : public OpKernel {
   }
 
  private:
-  bool exclusive_, reverse_;
+  bool exclusive_, reverse_, prod_;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -258,6 +270,7 @@ void RegisterReductionIndexKernels(KernelRegistry& r) {
     return KernelPtr(new ArgKernel(info, false));
   });
   r.Register("", "CumSum", MakeFactory<CumSumKernel>(), 11);
+  r.Register("", "CumProd", MakeFactory<CumSumKernel>(), 26);
   r.Register("", "TopK", [](const KernelInfo& info) -> StatusOr<KernelPtr> {
     if (info.opset() < 10 && !info.HasAttr("k"))
       return info.Error(ErrorCode::INVALID_GRAPH, "TopK before opset 10 requires the attribute 'k'");

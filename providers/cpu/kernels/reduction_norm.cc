@@ -1,4 +1,5 @@
-// Normalizations: BatchNormalization, InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization.
+// Normalizations: BatchNormalization, InstanceNormalization, LayerNormalization (and RMSNormalization-23), LRN,
+// MeanVarianceNormalization, LpNormalization, GroupNormalization-18/21.
 //
 // Statistics are computed in float (double for double inputs) with two passes (mean, then squared deviations),
 // which is the reference's formula and avoids the cancellation of E[x^2] - E[x]^2. Per-channel parameters are read
@@ -287,6 +288,7 @@ class LayerNormKernel : public OpKernel {
  public:
   static StatusOr<KernelPtr> Create(const KernelInfo& info) {
     auto k = std::make_unique<LayerNormKernel>();
+    k->rms_ = info.op_type() == "RMSNormalization";  // RMSNormalization-23: no mean, no bias, one output
     k->axis_ = info.GetInt("axis", -1);
     k->epsilon_ = info.GetFloat("epsilon", 1e-5f);
     const int64_t stash = info.GetInt("stash_type", 1);
@@ -308,7 +310,7 @@ class LayerNormKernel : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
     const Tensor* scale = ctx.Input(1);
-    const Tensor* bias = ctx.Input(2);
+    const Tensor* bias = rms_ ? nullptr : ctx.Input(2);
     if (!x || !scale) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "inputs X and Scale are required");
     const int64_t rank = static_cast<int64_t>(x->rank());
     if (rank == 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "X must have rank >= 1");
@@ -341,8 +343,9 @@ class LayerNormKernel : public OpKernel {
     Shape stat_shape(x->shape().begin(), x->shape().begin() + axis);
     stat_shape.resize(rank, 1);
     std::vector<double> means, invs;
-    const bool want_mean = ctx.num_outputs() > 1 && ctx.OutputRequested(1);
-    const bool want_inv = ctx.num_outputs() > 2 && ctx.OutputRequested(2);
+    const bool want_mean = !rms_ && ctx.num_outputs() > 1 && ctx.OutputRequested(1);
+    const bool want_inv = !rms_ && ctx.num_outputs() > 2 && ctx.OutputRequested(2);
+    const bool rms = rms_;
     if (want_mean) means.resize(rows);
     if (want_inv) invs.resize(rows);
 
@@ -368,7 +371,7 @@ class LayerNormKernel : public OpKernel {
             q = buf.data();
             o = buf.data();
           }
-          const C mean = LaneSum<C>(d, [&](int64_t j) { return q[j]; }) / static_cast<C>(d);
+          const C mean = rms ? C(0) : LaneSum<C>(d, [&](int64_t j) { return q[j]; }) / static_cast<C>(d);
           const C sq = LaneSum<C>(d, [&](int64_t j) { return (q[j] - mean) * (q[j] - mean); });
           const C inv = C(1) / std::sqrt(sq / static_cast<C>(d) + eps);
           const C* ps = scv.data() + r * sc_stride;
@@ -402,9 +405,139 @@ class LayerNormKernel : public OpKernel {
   }
 
  private:
+  bool rms_ = false;
   int64_t axis_ = -1;
   float epsilon_ = 1e-5f;
   DataType stat_type_ = DataType::kFloat;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// LpNormalization: x / ||x||_p along one axis (p = 1 or 2); a zero norm gives zeros.
+
+class LpNormKernel : public OpKernel {
+ public:
+  static StatusOr<KernelPtr> Create(const KernelInfo& info) {
+    auto k = std::make_unique<LpNormKernel>();
+    k->axis_ = info.GetInt("axis", -1);
+    k->p_ = info.GetInt("p", 2);
+    if (k->p_ != 1 && k->p_ != 2) return info.Error(ErrorCode::INVALID_GRAPH, "p must be 1 or 2, got ", k->p_);
+    return KernelPtr(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    if (!x) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input is required");
+    const int64_t rank = static_cast<int64_t>(x->rank());
+    if (rank == 0) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "input must have rank >= 1");
+    int64_t axis = 0;
+    RETURN_IF_ERROR(NormalizeAxis(ctx, axis_, rank, &axis));
+    int64_t outer = 1, n = x->dim(axis), inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= x->dim(i);
+    for (int64_t i = axis + 1; i < rank; ++i) inner *= x->dim(i);
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), x->shape()));
+    const bool l1 = p_ == 1;
+    return DispatchType<EPCTX_FLOAT_TYPES>(x->dtype(), "LpNormalization", [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = x->data<T>();
+      T* dst = y->data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          double norm = 0;
+          for (int64_t k = 0; k < n; ++k) {
+            const double v = ToC<double>(src[(o * n + k) * inner + i]);
+            norm += l1 ? std::fabs(v) : v * v;
+          }
+          if (!l1) norm = std::sqrt(norm);
+          for (int64_t k = 0; k < n; ++k) {
+            const int64_t at = (o * n + k) * inner + i;
+            dst[at] = FromC<T>(norm == 0 ? 0.0 : ToC<double>(src[at]) / norm);
+          }
+        }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t axis_ = -1, p_ = 2;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// GroupNormalization: X (N, C, D...) in num_groups groups of C/G channels, each normalized over its channels and
+// spatial positions. Version 18 takes scale and bias per group (G values), version 21 per channel (C values).
+
+class GroupNormKernel : public OpKernel {
+ public:
+  static StatusOr<KernelPtr> Create(const KernelInfo& info) {
+    auto k = std::make_unique<GroupNormKernel>();
+    ASSIGN_OR_RETURN(k->groups_, info.RequireInt("num_groups"));
+    if (k->groups_ <= 0) return info.Error(ErrorCode::INVALID_GRAPH, "num_groups must be positive, got ", k->groups_);
+    k->epsilon_ = info.GetFloat("epsilon", 1e-5f);
+    k->per_channel_ = info.opset() >= 21;
+    return KernelPtr(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    const Tensor* scale = ctx.Input(1);
+    const Tensor* bias = ctx.Input(2);
+    if (!x || !scale || !bias) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "inputs X, scale and bias are required");
+    if (x->rank() < 2)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "X must have shape (N, C, ...), got ", ShapeToString(x->shape()));
+    const int64_t n = x->dim(0), c = x->dim(1), g = groups_;
+    if (c % g != 0)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "C = ", c, " is not a multiple of num_groups = ", g);
+    int64_t s = 1;
+    for (size_t d = 2; d < x->rank(); ++d) s *= x->dim(d);
+    const int64_t want = per_channel_ ? c : g;
+    if (scale->NumElements() != want || bias->NumElements() != want)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "scale ", ShapeToString(scale->shape()), " and bias ",
+                       ShapeToString(bias->shape()), " must have ", want, per_channel_ ? " (C)" : " (num_groups)",
+                       " elements");
+    ASSIGN_OR_RETURN(std::vector<double> sc, ReadFloats(ctx, *scale, "scale"));
+    ASSIGN_OR_RETURN(std::vector<double> bi, ReadFloats(ctx, *bias, "bias"));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), x->shape()));
+    const int64_t cg = c / g, len = cg * s;
+    const double eps = epsilon_;
+    const bool per_channel = per_channel_;
+    return DispatchType<EPCTX_FLOAT_TYPES>(x->dtype(), "GroupNormalization", [&](auto tag) {
+      using T = decltype(tag);
+      using C = ComputeOf<T>;
+      const T* src = x->data<T>();
+      T* dst = y->data<T>();
+      ParallelFor(ctx.num_threads(), n * g, static_cast<double>(len) * 4, [&](int64_t b0, int64_t e0) {
+        std::vector<C> buf(static_cast<size_t>(len));
+        for (int64_t grp = b0; grp < e0; ++grp) {
+          const int64_t gi = grp % g;
+          const T* p = src + grp * len;
+          for (int64_t j = 0; j < len; ++j) buf[j] = ToC<C>(p[j]);
+          const C* q = buf.data();
+          const C mean = LaneSum<C>(len, [&](int64_t j) { return q[j]; }) / static_cast<C>(len);
+          const C sq = LaneSum<C>(len, [&](int64_t j) { return (q[j] - mean) * (q[j] - mean); });
+          const C inv = static_cast<C>(1.0 / std::sqrt(static_cast<double>(sq) / len + eps));
+          T* o = dst + grp * len;
+          for (int64_t ch = 0; ch < cg; ++ch) {
+            const int64_t pi = per_channel ? gi * cg + ch : gi;
+            const C ka = inv * static_cast<C>(sc[pi]);
+            const C kb = static_cast<C>(bi[pi]) - mean * ka;
+            const C* qc = q + ch * s;
+            if constexpr (std::is_same_v<T, C>) {
+              T* oc = o + ch * s;
+#pragma omp simd
+              for (int64_t j = 0; j < s; ++j) oc[j] = qc[j] * ka + kb;
+            } else {
+              for (int64_t j = 0; j < s; ++j) o[ch * s + j] = FromC<T>(qc[j] * ka + kb);
+            }
+          }
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t groups_ = 1;
+  float epsilon_ = 1e-5f;
+  bool per_channel_ = true;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -537,6 +670,9 @@ void RegisterReductionNormKernels(KernelRegistry& r) {
   r.Register("", "InstanceNormalization", MakeFactory<InstanceNormKernel>());
   // LayerNormalization is standard from opset 17; older exporters emit it in the default domain too.
   r.Register("", "LayerNormalization", [](const KernelInfo& info) { return LayerNormKernel::Create(info); });
+  r.Register("", "RMSNormalization", [](const KernelInfo& info) { return LayerNormKernel::Create(info); }, 23);
+  r.Register("", "GroupNormalization", [](const KernelInfo& info) { return GroupNormKernel::Create(info); }, 18);
+  r.Register("", "LpNormalization", [](const KernelInfo& info) { return LpNormKernel::Create(info); });
   r.Register("", "LRN", [](const KernelInfo& info) { return LrnKernel::Create(info); });
   r.Register("", "MeanVarianceNormalization", MakeFactory<MvnKernel>());
 }

@@ -97,6 +97,7 @@ void RegisterTensorKernels(KernelRegistry& r) {
   tensor_kernels::RegisterCopyKernels(r);
   tensor_kernels::RegisterConcatKernels(r);
   tensor_kernels::RegisterIndexKernels(r);
+  tensor_kernels::RegisterRearrangeKernels(r);
 }
 
 }  // namespace epctx

@@ -74,6 +74,11 @@ StatusOr<std::unique_ptr<OpKernel>> CreateSplit(const KernelInfo& info) {
   const bool split_input = info.opset() >= 13 || info.opset() == 1;
   const bool has_attr = info.opset() < 13 && info.HasAttr("split");
   const std::vector<int64_t> attr_split = info.GetInts("split");
+  // Split-18: num_outputs instead of a split input; chunks of ceil(dim / n), the last one smaller.
+  const int64_t num_outputs = info.opset() >= 18 ? info.GetInt("num_outputs", 0) : 0;
+  if (num_outputs != 0 && num_outputs != static_cast<int64_t>(info.num_outputs()))
+    return info.Error(ErrorCode::INVALID_GRAPH, "num_outputs ", num_outputs, " differs from the node's ",
+                      info.num_outputs(), " outputs");
   return LambdaKernel([=](KernelContext& ctx) -> Status {
     ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
     const int64_t r = static_cast<int64_t>(x->rank());
@@ -85,6 +90,11 @@ StatusOr<std::unique_ptr<OpKernel>> CreateSplit(const KernelInfo& info) {
       ASSIGN_OR_RETURN(split, ReadInts(ctx, *ctx.Input(1), "split"));
     } else if (has_attr) {
       split = attr_split;
+    } else if (num_outputs > 0) {
+      if (ctx.Input(1))
+        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "num_outputs and the split input are both given");
+      const int64_t chunk = (dim + num_outputs - 1) / num_outputs;
+      for (int64_t i = 0; i < num_outputs; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
     } else {
       if (n == 0 || dim % n != 0)
         return ctx.Error(ErrorCode::INVALID_ARGUMENT, "axis ", axis, " of size ", dim, " cannot be split into ", n,
@@ -126,7 +136,7 @@ StatusOr<std::unique_ptr<OpKernel>> CreateSplit(const KernelInfo& info) {
 
 // ---------------------------------------------------------------- Pad
 
-enum class PadMode { kConstant, kReflect, kEdge };
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 // Source coordinate of output coordinate o along a dim of size d with `before` padding; -1 = padding value.
 inline int64_t PadSource(int64_t o, int64_t before, int64_t d, PadMode mode) {
@@ -137,6 +147,9 @@ inline int64_t PadSource(int64_t o, int64_t before, int64_t d, PadMode mode) {
       return -1;
     case PadMode::kEdge:
       return i < 0 ? 0 : d - 1;
+    case PadMode::kWrap:  // Pad-19
+      i %= d;
+      return i < 0 ? i + d : i;
     case PadMode::kReflect: {
       if (d == 1) return 0;
       const int64_t period = 2 * (d - 1);
@@ -231,8 +244,11 @@ StatusOr<std::unique_ptr<OpKernel>> CreatePad(const KernelInfo& info) {
     mode = PadMode::kReflect;
   } else if (mode_name == "edge") {
     mode = PadMode::kEdge;
+  } else if (mode_name == "wrap" && opset >= 19) {
+    mode = PadMode::kWrap;
   } else {
-    return info.Error(ErrorCode::INVALID_GRAPH, "mode must be constant, reflect or edge, got '", mode_name, "'");
+    return info.Error(ErrorCode::INVALID_GRAPH, "mode must be constant, reflect or edge",
+                      opset >= 19 ? " or wrap" : " (wrap from opset 19)", ", got '", mode_name, "'");
   }
   std::vector<int64_t> attr_pads;
   if (opset < 11) {
@@ -251,6 +267,22 @@ StatusOr<std::unique_ptr<OpKernel>> CreatePad(const KernelInfo& info) {
       value_input = ctx.Input(2);
     }
     const size_t r = x->rank();
+    if (opset >= 18 && ctx.Input(3)) {  // Pad-18: pads cover only the listed axes, the rest get 0
+      ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReadInts(ctx, *ctx.Input(3), "axes"));
+      if (pads.size() != 2 * axes.size())
+        return ctx.Error(ErrorCode::INVALID_ARGUMENT, "pads ", ShapeToString(pads), " must have 2 * ", axes.size(),
+                         " values for axes ", ShapeToString(axes));
+      std::vector<int64_t> full(2 * r, 0);
+      std::vector<bool> seen(r, false);
+      for (size_t j = 0; j < axes.size(); ++j) {
+        ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(ctx, axes[j], static_cast<int64_t>(r)));
+        if (seen[a]) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "axes ", ShapeToString(axes), " repeat axis ", a);
+        seen[a] = true;
+        full[a] = pads[j];
+        full[a + r] = pads[j + axes.size()];
+      }
+      pads = std::move(full);
+    }
     if (pads.size() != 2 * r)
       return ctx.Error(ErrorCode::INVALID_ARGUMENT, "pads ", ShapeToString(pads), " must have 2 * rank = ", 2 * r,
                        " values for input shape ", ShapeToString(x->shape()));

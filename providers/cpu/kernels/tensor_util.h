@@ -97,6 +97,7 @@ void RegisterShapeKernels(KernelRegistry& r);    // Reshape, Flatten, Squeeze, U
 void RegisterCopyKernels(KernelRegistry& r);     // Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth
 void RegisterConcatKernels(KernelRegistry& r);   // Concat, Split, Pad, Compress, ReverseSequence, Trilu
 void RegisterIndexKernels(KernelRegistry& r);    // Gather*, Scatter*, OneHot, NonZero, Unique
+void RegisterRearrangeKernels(KernelRegistry& r);  // CenterCropPad, Col2Im, TensorScatter, BitCast
 
 }  // namespace tensor_kernels
 }  // namespace epctx
