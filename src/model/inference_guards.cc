@@ -9,6 +9,9 @@
 #include <utility>
 #include <string>
 
+#include "model/model.h"
+#include "model/schemas_18_26.h"
+
 namespace epctx {
 
 namespace {
@@ -27,7 +30,7 @@ using InferenceStep = std::function<void(onnx::InferenceContext&)>;
 // may be empty).
 void Wrap(const char* op, InferenceStep before, InferenceStep after) {
   std::set<const onnx::OpSchema*> done;
-  for (int version = 1; version <= 17; ++version) {
+  for (int version = 1; version <= kMaxDefaultOpset; ++version) {  // libonnx's schemas and schemas_18_26's
     auto* schema = const_cast<onnx::OpSchema*>(onnx::OpSchemaRegistry::Schema(op, version, ""));
     if (!schema || !done.insert(schema).second) continue;
     onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
@@ -112,6 +115,7 @@ void ReshapeRankFromShapeInput(onnx::InferenceContext& ctx) {
 void InstallInferenceGuards() {
   static std::once_flag once;
   std::call_once(once, [] {
+    RegisterNewerOpsetSchemas();  // wrapped below like libonnx's own (AveragePool-19, LpPool-18 call libonnx's)
     // STFT-17 reads signal dims 0..2 and window dim 0 (signal [batch, length, 1|2], window [length]).
     Guard("STFT", [](onnx::InferenceContext& ctx) {
       RequireRank(ctx, "STFT", 0, 3, "signal");

@@ -14,6 +14,8 @@
 #include "model/ep_context_schema.h"
 #include "model/inference_guards.h"
 #include "model/external_data.h"
+#include "model/functions.h"
+#include "model/schemas_18_26.h"
 #include "model/tensor_proto.h"
 
 namespace epctx {
@@ -265,8 +267,8 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   const std::string what = path.empty() ? std::string("(from memory)") : "'" + path + "'";
   RETURN_ERROR_IF(!proto->has_graph(), INVALID_GRAPH, "model ", what, " has no graph");
   RETURN_ERROR_IF(proto->ir_version() < kMinIrVersion || proto->ir_version() > kMaxIrVersion, INVALID_GRAPH,
-                  "model ", what, " has IR version ", proto->ir_version(), "; epctx supports IR versions ",
-                  kMinIrVersion, " to ", kMaxIrVersion);
+                  "model ", what, " has IR version ", proto->ir_version(), "; epctx reads IR versions ",
+                  kMinIrVersion, " to ", kMaxIrVersion, ", as ONNX Runtime 1.30");
   auto model = std::make_shared<Model>();
   model->path = path;
   model->folder = path.empty() ? options.external_data_folder : FolderOf(path);
@@ -283,8 +285,14 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   if (model->opsets.count("")) {
     int default_opset = model->opsets[""];
     RETURN_ERROR_IF(default_opset < 1 || default_opset > kMaxDefaultOpset, INVALID_GRAPH, "model ", what,
-                    " uses ONNX opset ", default_opset, "; epctx supports opsets 1 to ", kMaxDefaultOpset,
-                    " (libonnx 1.12)");
+                    " uses ONNX opset ", default_opset, "; epctx reads opsets 1 to ", kMaxDefaultOpset,
+                    ", as ONNX Runtime 1.30");
+  }
+  if (model->opsets.count("ai.onnx.ml")) {
+    int ml_opset = model->opsets["ai.onnx.ml"];
+    RETURN_ERROR_IF(ml_opset < 1 || ml_opset > kMaxMlOpset, INVALID_GRAPH, "model ", what,
+                    " uses ai.onnx.ml opset ", ml_opset, "; epctx reads ai.onnx.ml opsets 1 to ", kMaxMlOpset,
+                    ", as ONNX Runtime 1.30");
   }
   for (const auto& p : proto->metadata_props()) model->metadata[p.key()] = p.value();
 
@@ -298,7 +306,17 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   const bool compiled = IsCompiledModel(proto->graph());
   if (compiled && (options.run_checker || options.run_shape_inference))
     RETURN_IF_ERROR(CheckCompiledGraph(proto->graph(), what));
-  if (!compiled) RegisterEpContextSchema();  // context models are ordinary models to the checker
+  // Model-local functions become their bodies before anything reads the graph (checker, inference, kernels).
+  if (proto->functions_size() > 0) {
+    RETURN_IF_ERROR(InlineModelFunctions(proto.get(), what));
+    for (const auto& os : proto->opset_import())  // the domains the functions' bodies brought in
+      model->opsets.emplace(os.domain() == "ai.onnx" ? "" : os.domain(), static_cast<int>(os.version()));
+  }
+  RETURN_IF_ERROR(CheckElementTypes(proto->graph(), what));
+  if (!compiled) {
+    RegisterEpContextSchema();  // context models are ordinary models to the checker
+    RegisterNewerOpsetSchemas();  // opsets 18-26, which libonnx 1.12 does not know
+  }
   if (options.run_checker && !compiled) {
     try {
       onnx::checker::CheckerContext ctx;

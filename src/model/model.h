@@ -37,10 +37,13 @@ struct ModelLoadOptions {
 // "name:"). INVALID_ARGUMENT naming the text when malformed.
 Status ParseInputShapes(const std::string& text, std::map<std::string, std::vector<int64_t>>* out);
 
-// Supported versions: what libonnx 1.12 knows.
+// Supported versions: what ONNX Runtime 1.30 reads (it refuses IR 14 and opset 27). libonnx 1.12 knows IR 8 and
+// opset 17; schemas_18_26.h registers what later opsets changed, functions.h inlines model-local functions (IR 8+)
+// and CheckElementTypes refuses the element types added since IR 9 that the runtime does not run.
 constexpr int64_t kMinIrVersion = 3;
-constexpr int64_t kMaxIrVersion = 8;
-constexpr int kMaxDefaultOpset = 17;
+constexpr int64_t kMaxIrVersion = 13;
+constexpr int kMaxDefaultOpset = 26;
+constexpr int kMaxMlOpset = 5;  // ai.onnx.ml
 
 struct Model {
   std::string path;        // empty when loaded from bytes

@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/onnx-data_pb.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "graph/graph.h"
@@ -78,8 +79,78 @@ Status CheckStoredSize(const onnx::TensorProto& p, DataType dtype, int64_t n, co
 
 }  // namespace
 
+std::string OnnxElementTypeName(int32_t code) {
+  if (IsValidDataType(code)) return DataTypeName(static_cast<DataType>(code));
+  // onnx.proto's TensorProto.DataType after bfloat16 (16): IR 9 float8, IR 10 4-bit, IR 11 float4, IR 12 float8e8m0,
+  // IR 13 2-bit integers.
+  static const char* const kNewer[] = {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",
+                                       "int4",         "float4e2m1",     "float8e8m0", "uint2",          "int2"};
+  if (code >= 17 && code < 17 + static_cast<int32_t>(sizeof(kNewer) / sizeof(kNewer[0]))) return kNewer[code - 17];
+  return "element type " + std::to_string(code);
+}
+
+namespace {
+
+std::string TypeWithCode(int32_t code) { return OnnxElementTypeName(code) + " (" + std::to_string(code) + ")"; }
+
+// An element type ONNX defines (IR 9 and later) that DataType lacks. Codes ONNX does not define are left to the
+// checks that read the values (TensorFromProto: "unknown element type").
+bool IsNewerOnnxType(int64_t code) { return code >= 17 && code <= 26; }
+
+Status CheckTypeProto(const onnx::TypeProto& t, const std::string& what, const std::string& value) {
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      const int32_t e = t.tensor_type().elem_type();
+      RETURN_ERROR_IF(IsNewerOnnxType(e), INVALID_GRAPH, "model ", what, ": ", value, " has element type ",
+                      TypeWithCode(e), ", which epctx does not run");
+      return Status::OK();
+    }
+    case onnx::TypeProto::kSequenceType: return CheckTypeProto(t.sequence_type().elem_type(), what, value);
+    case onnx::TypeProto::kOptionalType: return CheckTypeProto(t.optional_type().elem_type(), what, value);
+    default: return Status::OK();
+  }
+}
+
+Status CheckTensorType(const onnx::TensorProto& p, const std::string& what, const std::string& value) {
+  const int32_t e = p.data_type();
+  RETURN_ERROR_IF(IsNewerOnnxType(e), INVALID_GRAPH, "model ", what, ": ", value, " has element type ",
+                  TypeWithCode(e), ", which epctx does not run");
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckElementTypes(const onnx::GraphProto& g, const std::string& what) {
+  for (const auto& v : g.input()) RETURN_IF_ERROR(CheckTypeProto(v.type(), what, "graph input '" + v.name() + "'"));
+  for (const auto& v : g.output()) RETURN_IF_ERROR(CheckTypeProto(v.type(), what, "graph output '" + v.name() + "'"));
+  for (const auto& v : g.value_info()) RETURN_IF_ERROR(CheckTypeProto(v.type(), what, "value '" + v.name() + "'"));
+  for (const auto& t : g.initializer()) RETURN_IF_ERROR(CheckTensorType(t, what, "initializer '" + t.name() + "'"));
+  for (const auto& n : g.node()) {
+    const std::string node = "node '" + n.name() + "' (" + n.op_type() + ")";
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) RETURN_IF_ERROR(CheckTensorType(a.t(), what, node + " attribute '" + a.name() + "'"));
+      for (const auto& t : a.tensors())
+        RETURN_IF_ERROR(CheckTensorType(t, what, node + " attribute '" + a.name() + "'"));
+      if (a.has_g()) RETURN_IF_ERROR(CheckElementTypes(a.g(), what));
+      for (const auto& sg : a.graphs()) RETURN_IF_ERROR(CheckElementTypes(sg, what));
+      const bool names_type = (n.op_type() == "Cast" && a.name() == "to") ||
+                              (a.name() == "output_dtype" && (n.op_type() == "QuantizeLinear" ||
+                                                              n.op_type() == "DequantizeLinear"));
+      if (names_type && (n.domain().empty() || n.domain() == "ai.onnx") && a.type() == onnx::AttributeProto::INT) {
+        const int64_t e = a.i();
+        RETURN_ERROR_IF(IsNewerOnnxType(e), INVALID_GRAPH, "model ", what, ": ", node, " attribute '", a.name(),
+                        "' names element type ",
+                        TypeWithCode(static_cast<int32_t>(e)), ", which epctx does not run");
+      }
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& what,
                                  const ExternalDataResolver* resolver) {
+  RETURN_ERROR_IF(IsNewerOnnxType(p.data_type()), INVALID_GRAPH, what, ": element type ",
+                  TypeWithCode(p.data_type()), " is not one epctx runs");
   RETURN_ERROR_IF(!IsValidDataType(p.data_type()) || p.data_type() == 0, INVALID_GRAPH, what,
                   ": unknown element type ", p.data_type());
   DataType dtype = static_cast<DataType>(p.data_type());

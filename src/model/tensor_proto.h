@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 
 namespace onnx {
+class GraphProto;
 class TensorProto;
 class TypeProto;
 class SequenceProto;
@@ -31,6 +32,16 @@ void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorPr
 // Sequence / optional values from ONNX's test-data protos.
 StatusOr<IValue> SequenceFromProto(const onnx::SequenceProto& proto, const std::string& what);
 StatusOr<IValue> OptionalFromProto(const onnx::OptionalProto& proto, const std::string& what);
+
+// The ONNX name of an element type code, including those newer than the runtime's DataType (IR 9-13: "float8e4m3fn"
+// 17 ... "int2" 26); "element type N" for a code ONNX does not define.
+std::string OnnxElementTypeName(int32_t code);
+
+// Refuses (INVALID_GRAPH) an element type the runtime does not run, anywhere a model states one: graph inputs,
+// outputs, value infos, initializers, Constant values, Cast/CastLike's `to`, subgraphs alike. The message names the
+// value (or node) and the type, e.g. "model 'm.onnx': graph input 'x' has element type float8e4m3fn (17), which
+// epctx does not run". `what` names the model.
+Status CheckElementTypes(const onnx::GraphProto& graph, const std::string& what);
 
 // Converts an onnx TypeProto to ValueType (unknown kinds map to kUnknown).
 ValueType ValueTypeFromProto(const onnx::TypeProto& type);

@@ -9,6 +9,8 @@
 // fuzz build folder.
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
+
+#include <google/protobuf/unknown_field_set.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -279,6 +281,63 @@ void WriteModelSeeds() {
     back->mutable_attribute(0)->set_i(onnx::TensorProto::FLOAT);
     Node(g, "Identity", {"S"}, {"T"});
     Seed("model", "casts_strings.onnx", m.SerializeAsString());
+  }
+  {  // IR 10, opset 18: a model-local function (attribute reference, default, overload) and opset-18 signatures
+    onnx::ModelProto m = NewModel("functions_opset18");
+    m.set_ir_version(10);
+    m.mutable_opset_import(0)->set_version(18);
+    auto* fos = m.add_opset_import();
+    fos->set_domain("seed.fns");
+    fos->set_version(1);
+    onnx::FunctionProto* f = m.add_functions();
+    f->set_name("Scale");
+    f->set_domain("seed.fns");
+    f->add_input("x");
+    f->add_output("y");
+    f->add_attribute("alpha");
+    f->add_opset_import()->set_version(18);
+    auto* c = f->add_node();
+    c->set_op_type("Constant");
+    c->add_output("a");
+    auto* ref = c->add_attribute();
+    ref->set_name("value_float");
+    ref->set_type(onnx::AttributeProto::FLOAT);
+    ref->set_ref_attr_name("alpha");
+    auto* mul = f->add_node();
+    mul->set_op_type("Mul");
+    mul->add_input("x");
+    mul->add_input("a");
+    mul->add_output("y");
+    onnx::AttributeProto def;
+    def.set_name("alpha");
+    def.set_type(onnx::AttributeProto::FLOAT);
+    def.set_f(0.5f);
+    auto* unknown = f->GetReflection()->MutableUnknownFields(f);
+    unknown->AddLengthDelimited(11, def.SerializeAsString());  // FunctionProto.attribute_proto
+    unknown->AddLengthDelimited(13, "v1");                      // FunctionProto.overload
+    auto* g = m.mutable_graph();
+    Info(g->add_input(), "X", 1, {2, 4});
+    Info(g->add_output(), "Y", 1, {2});
+    auto* call = Node(g, "Scale", {"X"}, {"S"});
+    call->set_domain("seed.fns");
+    call->GetReflection()->MutableUnknownFields(call)->AddLengthDelimited(8, "v1");  // NodeProto.overload
+    auto* split = Node(g, "Split", {"S"}, {"S0", "S1"});
+    auto* num = split->add_attribute();
+    num->set_name("num_outputs");
+    num->set_type(onnx::AttributeProto::INT);
+    num->set_i(2);
+    auto* axis = split->add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(1);
+    Int64Init(g, "axes", {1});
+    Node(g, "ReduceMean", {"S0", "axes"}, {"M"});
+    auto* keep = g->mutable_node(g->node_size() - 1)->add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(onnx::AttributeProto::INT);
+    keep->set_i(0);
+    Node(g, "Identity", {"M"}, {"Y"});
+    Seed("model", "functions_opset18.onnx", m.SerializeAsString());
   }
 }
 
