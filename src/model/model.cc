@@ -9,6 +9,7 @@
 
 #include <climits>
 #include <set>
+#include <vector>
 
 #include "core/mapped_file.h"
 #include "model/ep_context_schema.h"
@@ -326,6 +327,26 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
       ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
       if (!model->folder.empty()) ctx.set_model_dir(model->folder);
       onnx::checker::LexicalScopeContext lex;
+      // libonnx 1.12's checker requires a `shape` on every tensor type of the top graph's inputs, outputs and
+      // value_info; the ONNX spec (and ONNX Runtime, and newer checkers) let it be absent: rank and dims unknown.
+      // Such types get an empty shape for the check only and lose it again before shape inference, which must not
+      // read them as scalars.
+      std::vector<onnx::TypeProto_Tensor*> shapeless;
+      auto mark = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* vis) {
+        for (auto& vi : *vis)
+          if (vi.type().has_tensor_type() && !vi.type().tensor_type().has_shape())
+            shapeless.push_back(vi.mutable_type()->mutable_tensor_type());
+      };
+      mark(proto->mutable_graph()->mutable_input());
+      mark(proto->mutable_graph()->mutable_output());
+      mark(proto->mutable_graph()->mutable_value_info());
+      for (auto* tt : shapeless) tt->mutable_shape();
+      struct Restore {
+        std::vector<onnx::TypeProto_Tensor*>& types;
+        ~Restore() {
+          for (auto* tt : types) tt->clear_shape();
+        }
+      } restore{shapeless};
       onnx::checker::check_graph(proto->graph(), ctx, lex);
     } catch (const std::exception& e) {
       return MakeStatus(ErrorCode::INVALID_GRAPH, "model ", what, " failed the ONNX checker: ", e.what());
