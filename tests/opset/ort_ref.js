@@ -11,7 +11,8 @@
 const fs = require('fs');
 const path = require('path');
 const ort = require(path.join(__dirname, '..', 'ort', 'node_modules', 'onnxruntime-node'));
-const { tensorFromPb, tensorToPb, decodeTensor } = require(path.join(__dirname, '..', 'ort', 'tensorproto'));
+const { tensorFromPb, tensorToPb, decodeTensor, readVarint: varint, writeVarint: putVarint } =
+  require(path.join(__dirname, '..', 'ort', 'tensorproto'));
 
 const OPTS = {
   executionProviders: ['cpu'],
@@ -21,28 +22,8 @@ const OPTS = {
   executionMode: 'sequential',
 };
 
-// String tensors (TensorProto.string_data, field 6), which tests/ort/tensorproto.js does not carry.
-function varint(buf, pos) {
-  let v = 0n;
-  let shift = 0n;
-  for (;;) {
-    const b = buf[pos++];
-    v |= BigInt(b & 0x7f) << shift;
-    if (!(b & 0x80)) return [v, pos];
-    shift += 7n;
-  }
-}
-
-function putVarint(out, value) {
-  let v = BigInt.asUintN(64, BigInt(value));
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v) b |= 0x80;
-    out.push(b);
-  } while (v);
-}
-
+// String tensors (TensorProto.string_data, field 6), which tests/ort/tensorproto.js does not carry (its varint
+// reader and writer are reused).
 function stringTensorFromPb(buf) {
   const dims = [];
   const strings = [];

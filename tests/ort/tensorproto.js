@@ -153,4 +153,4 @@ function readInputs(ort, dir, inputNames) {
   return feeds;
 }
 
-module.exports = { decodeTensor, tensorFromPb, tensorToPb, readInputs };
+module.exports = { decodeTensor, tensorFromPb, tensorToPb, readInputs, readVarint, writeVarint };
