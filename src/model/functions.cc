@@ -1,5 +1,6 @@
 #include "model/functions.h"
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <google/protobuf/unknown_field_set.h>
@@ -9,6 +10,8 @@
 #include <set>
 #include <tuple>
 #include <vector>
+
+#include "model/schemas_18_26.h"
 
 namespace epctx {
 
@@ -102,6 +105,7 @@ void ResolveSubgraph(onnx::GraphProto* g, std::map<std::string, std::string> ren
 struct Function {
   const onnx::FunctionProto* proto;
   std::map<std::string, onnx::AttributeProto> defaults;
+  std::map<std::string, int64_t> opsets;  // the function's own imports, domain -> version
 };
 
 struct Inliner {
@@ -148,6 +152,34 @@ struct Inliner {
       }
     }
     g->mutable_node()->Swap(&out);
+    return Status::OK();
+  }
+
+  // A body node (and the nodes of its subgraphs) runs at the model's opsets once inlined. Where the function imports
+  // the node's domain at another version than the model, that is exact only when both versions resolve the op to
+  // the same schema (the op did not change in between), as for a Relu at 13 in a function and 17 in the model;
+  // otherwise the model is refused, naming the op and both versions, rather than run with other semantics.
+  Status SameSchemaInModel(const onnx::NodeProto& n, const Function& fn, const std::string& fname) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g())
+        for (const auto& sub : a.g().node()) RETURN_IF_ERROR(SameSchemaInModel(sub, fn, fname));
+      for (const auto& g : a.graphs())
+        for (const auto& sub : g.node()) RETURN_IF_ERROR(SameSchemaInModel(sub, fn, fname));
+    }
+    if (Find(n)) return Status::OK();  // a call of another function: checked against that function's imports
+    const std::string d = Domain(n.domain());
+    auto fv = fn.opsets.find(d);
+    auto mv = opsets.find(d);
+    if (fv == fn.opsets.end() || mv == opsets.end() || fv->second == mv->second) return Status::OK();
+    const onnx::OpSchema* in_fn = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(fv->second), d);
+    const onnx::OpSchema* in_model = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(mv->second), d);
+    RETURN_ERROR_IF(!in_fn || !in_model || in_fn->since_version() != in_model->since_version(), INVALID_GRAPH,
+                    "model ", what, ": function '", fname, "' imports domain '", d.empty() ? "ai.onnx" : d, "' at version ", fv->second,
+                    " and the model at version ", mv->second, "; its node '", n.name(), "' (", n.op_type(),
+                    ") is ", in_fn ? n.op_type() + "-" + std::to_string(in_fn->since_version()) : std::string("unknown"),
+                    " there and ",
+                    in_model ? n.op_type() + "-" + std::to_string(in_model->since_version()) : std::string("unknown"),
+                    " in the model, so inlining it would change what it computes");
     return Status::OK();
   }
 
@@ -198,6 +230,7 @@ struct Inliner {
       ResolveAttributes(n.mutable_attribute(), resolve,
                         [&](onnx::GraphProto* sub) { ResolveSubgraph(sub, ren, resolve); });
       n.set_name(Fresh(prefix + (body.name().empty() ? body.op_type() : body.name())));
+      RETURN_IF_ERROR(SameSchemaInModel(body, fn, fname));
       if (const Function* inner = Find(n)) {
         RETURN_IF_ERROR(Expand(n, *inner, depth + 1, out));
       } else {
@@ -212,25 +245,21 @@ struct Inliner {
 
 Status InlineModelFunctions(onnx::ModelProto* model, const std::string& what) {
   if (model->functions_size() == 0) return Status::OK();
+  RegisterNewerOpsetSchemas();  // body nodes are compared by schema (SameSchemaInModel), opsets 18-26 included
   Inliner in(model, what);
   for (const auto& os : model->opset_import()) in.opsets[Domain(os.domain())] = os.version();
   for (const auto& f : model->functions()) {
     const std::string fname = f.domain() + "." + f.name();
     for (const auto& os : f.opset_import()) {
       const std::string d = Domain(os.domain());
-      auto it = in.opsets.find(d);
-      if (it == in.opsets.end()) {
-        in.opsets[d] = os.version();
-        auto* added = model->add_opset_import();
-        added->set_domain(os.domain());
-        added->set_version(os.version());
-        continue;
-      }
-      RETURN_ERROR_IF(it->second != os.version(), INVALID_GRAPH, "model ", what, ": function '", fname,
-                      "' imports domain '", d, "' at version ", os.version(), " but the model imports version ",
-                      it->second, "; epctx inlines a function only when its opsets agree with the model's");
+      if (in.opsets.count(d)) continue;  // a differing version is judged per body node (SameSchemaInModel)
+      in.opsets[d] = os.version();
+      auto* added = model->add_opset_import();
+      added->set_domain(os.domain());
+      added->set_version(os.version());
     }
-    Function fn{&f, {}};
+    Function fn{&f, {}, {}};
+    for (const auto& os : f.opset_import()) fn.opsets[Domain(os.domain())] = os.version();
     for (const std::string& bytes : UnknownStrings(f, kFunctionAttributeProtoField)) {
       onnx::AttributeProto a;
       RETURN_ERROR_IF(!a.ParseFromString(bytes), INVALID_GRAPH, "model ", what, ": function '", fname,

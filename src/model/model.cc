@@ -326,28 +326,7 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
       ctx.set_opset_imports(opset_map);
       ctx.set_schema_registry(onnx::OpSchemaRegistry::Instance());
       if (!model->folder.empty()) ctx.set_model_dir(model->folder);
-      onnx::checker::LexicalScopeContext lex;
-      // libonnx 1.12's checker requires a `shape` on every tensor type of the top graph's inputs, outputs and
-      // value_info; the ONNX spec (and ONNX Runtime, and newer checkers) let it be absent: rank and dims unknown.
-      // Such types get an empty shape for the check only and lose it again before shape inference, which must not
-      // read them as scalars.
-      std::vector<onnx::TypeProto_Tensor*> shapeless;
-      auto mark = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* vis) {
-        for (auto& vi : *vis)
-          if (vi.type().has_tensor_type() && !vi.type().tensor_type().has_shape())
-            shapeless.push_back(vi.mutable_type()->mutable_tensor_type());
-      };
-      mark(proto->mutable_graph()->mutable_input());
-      mark(proto->mutable_graph()->mutable_output());
-      mark(proto->mutable_graph()->mutable_value_info());
-      for (auto* tt : shapeless) tt->mutable_shape();
-      struct Restore {
-        std::vector<onnx::TypeProto_Tensor*>& types;
-        ~Restore() {
-          for (auto* tt : types) tt->clear_shape();
-        }
-      } restore{shapeless};
-      onnx::checker::check_graph(proto->graph(), ctx, lex);
+      CheckGraphAllowingShapelessTypes(proto->mutable_graph(), ctx);
     } catch (const std::exception& e) {
       return MakeStatus(ErrorCode::INVALID_GRAPH, "model ", what, " failed the ONNX checker: ", e.what());
     }
@@ -696,6 +675,27 @@ Status RewriteGraph(Graph* graph, onnx::GraphProto* gp, const InitializerRewrite
 }
 
 }  // namespace
+
+void CheckGraphAllowingShapelessTypes(onnx::GraphProto* graph, const onnx::checker::CheckerContext& ctx) {
+  std::vector<onnx::TypeProto_Tensor*> shapeless;
+  auto mark = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* vis) {
+    for (auto& vi : *vis)
+      if (vi.type().has_tensor_type() && !vi.type().tensor_type().has_shape())
+        shapeless.push_back(vi.mutable_type()->mutable_tensor_type());
+  };
+  mark(graph->mutable_input());
+  mark(graph->mutable_output());
+  mark(graph->mutable_value_info());
+  for (auto* tt : shapeless) tt->mutable_shape();
+  struct Restore {
+    std::vector<onnx::TypeProto_Tensor*>& types;
+    ~Restore() {
+      for (auto* tt : types) tt->clear_shape();
+    }
+  } restore{shapeless};
+  onnx::checker::LexicalScopeContext lex;
+  onnx::checker::check_graph(*graph, ctx, lex);
+}
 
 Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error) {
   inference_error->clear();

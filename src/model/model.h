@@ -13,6 +13,10 @@
 
 namespace onnx {
 class ModelProto;
+class GraphProto;
+namespace checker {
+class CheckerContext;
+}  // namespace checker
 }
 
 namespace epctx {
@@ -92,5 +96,11 @@ struct InitializerRewrite {
 // rewrite itself is applied even when shape inference fails; the Graph then keeps its previous (less specific, still
 // correct) types and *inference_error says why. FAIL for an index out of range or a name collision.
 Status ApplyInitializerRewrite(Model* model, const InitializerRewrite& rewrite, std::string* inference_error);
+
+// libonnx 1.12's check_graph over `graph`, reading a tensor type without `shape` as the ONNX spec, ONNX Runtime and
+// newer checkers do (rank unknown): libonnx 1.12 requires a shape on every tensor type of the top graph's inputs,
+// outputs and value_info, so such types get an empty shape for the check only and lose it again afterwards (also
+// when the check throws). Throws what check_graph throws. Used for loaded models and for generated context models.
+void CheckGraphAllowingShapelessTypes(onnx::GraphProto* graph, const onnx::checker::CheckerContext& ctx);
 
 }  // namespace epctx

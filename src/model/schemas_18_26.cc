@@ -52,6 +52,20 @@ OpSchema Op(const char* name, int since) {
 bool Typed(InferenceContext& ctx, size_t i) { return i < ctx.getNumInputs() && ctx.getInputType(i) != nullptr; }
 bool Given(InferenceContext& ctx, size_t i) { return i < ctx.getNumInputs(); }
 
+// Bits per element of an ONNX element type code libonnx 1.12 parses; 0 for string, undefined or unknown codes.
+size_t ElementBits(int64_t code) {
+  switch (code) {
+    case onnx::TensorProto::BOOL: case onnx::TensorProto::UINT8: case onnx::TensorProto::INT8: return 8;
+    case onnx::TensorProto::UINT16: case onnx::TensorProto::INT16: case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: return 16;
+    case onnx::TensorProto::UINT32: case onnx::TensorProto::INT32: case onnx::TensorProto::FLOAT: return 32;
+    case onnx::TensorProto::UINT64: case onnx::TensorProto::INT64: case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::COMPLEX64: return 64;
+    case onnx::TensorProto::COMPLEX128: return 128;
+    default: return 0;
+  }
+}
+
 // The values of a constant integer input (an initializer or Constant), when its data is in the model.
 bool ConstInts(InferenceContext& ctx, size_t i, std::vector<int64_t>* out) {
   if (i >= ctx.getNumInputs()) return false;
@@ -360,16 +374,20 @@ void RegisterDequantize(int since) {
 
 // ---- Pools: AveragePool-19 (dilations), LpPool-18 (ceil_mode, dilations) ---------------------------------------
 
-// libonnx 1.12's pool inference without dilations; with a dilation other than 1 (or, for LpPool, ceil_mode, which
-// its opset-11 function ignores) the spatial dims are left unknown.
-onnx::InferenceFunction PoolInference(const char* op, bool ceil_mode_new) {
+// libonnx 1.12's pool inference where it is right (no dilation other than 1, no ceil_mode: LpPool's opset-11 function
+// ignores it, and AveragePool's keeps a last window that starts inside the end padding); otherwise our own, with the CPU EP's window rules (providers/cpu/kernels/nn_common.cc,
+// as ONNX Runtime 1.30): extent (k - 1) * d + 1; NOTSET floor((in + pads - extent) / s) + 1, or with ceil_mode the
+// ceiling, less a last window that would start inside the end padding; VALID likewise without pads; SAME_* ceil(in / s).
+// A spatial dim that is not known (or a window that does not fit) is left unknown for the kernel to judge at run time.
+onnx::InferenceFunction PoolInference(const char* op) {
   onnx::InferenceFunction old = Opset17Inference(op);
-  return [old, ceil_mode_new](InferenceContext& ctx) {
-    std::vector<int64_t> dilations;
+  return [old](InferenceContext& ctx) {
+    std::vector<int64_t> dilations, kernel, strides, pads;
     IntsAttr(ctx, "dilations", &dilations);
+    const bool ceil_mode = onnx::getAttribute(ctx, "ceil_mode", 0) != 0;
     bool plain = true;
     for (int64_t d : dilations) plain = plain && d == 1;
-    if (ceil_mode_new && onnx::getAttribute(ctx, "ceil_mode", 0) != 0) plain = false;
+    if (ceil_mode) plain = false;
     if (old && plain) {
       old(ctx);
       return;
@@ -378,11 +396,41 @@ onnx::InferenceFunction PoolInference(const char* op, bool ceil_mode_new) {
     if (!onnx::hasInputShape(ctx, 0)) return;
     const TensorShapeProto& in = onnx::getInputShape(ctx, 0);
     if (in.dim_size() < 2) fail_shape_inference("pool: input has rank ", in.dim_size(), ", below 2");
+    const size_t r = static_cast<size_t>(in.dim_size() - 2);
+    IntsAttr(ctx, "kernel_shape", &kernel);
+    IntsAttr(ctx, "strides", &strides);
+    IntsAttr(ctx, "pads", &pads);
+    if (kernel.size() != r) fail_shape_inference("pool: kernel_shape has ", kernel.size(), " values for ", r,
+                                                 " spatial dims");
+    if ((!strides.empty() && strides.size() != r) || (!dilations.empty() && dilations.size() != r) ||
+        (!pads.empty() && pads.size() != 2 * r))
+      fail_shape_inference("pool: strides, dilations or pads do not match the ", r, " spatial dims");
+    const std::string auto_pad = onnx::getAttribute(ctx, "auto_pad", std::string("NOTSET"));
     TensorShapeProto* out = onnx::getOutputShape(ctx, 0);
     out->clear_dim();
     *out->add_dim() = in.dim(0);
     *out->add_dim() = in.dim(1);
-    for (int k = 2; k < in.dim_size(); ++k) out->add_dim();
+    for (size_t i = 0; i < r; ++i) {
+      auto* d = out->add_dim();
+      const auto& src = in.dim(static_cast<int>(i + 2));
+      const int64_t s = strides.empty() ? 1 : strides[i], dil = dilations.empty() ? 1 : dilations[i];
+      if (!src.has_dim_value() || s <= 0 || dil <= 0 || kernel[i] <= 0) continue;
+      const int64_t x = src.dim_value(), ek = (kernel[i] - 1) * dil + 1;
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        d->set_dim_value((x + s - 1) / s);
+        continue;
+      }
+      const bool valid = auto_pad == "VALID";
+      const int64_t pb = valid || pads.empty() ? 0 : pads[i], pe = valid || pads.empty() ? 0 : pads[i + r];
+      const int64_t span = x + pb + pe - ek;
+      if (span < 0) continue;
+      int64_t o = span / s + 1;
+      if (ceil_mode) {
+        o = (span + s - 1) / s + 1;
+        if ((o - 1) * s >= x + pb) --o;
+      }
+      d->set_dim_value(o);
+    }
   };
 }
 
@@ -730,7 +778,7 @@ void RegisterAll() {
           .Input(0, "X", "input [N, C, ...]", "T")
           .Output(0, "Y", "output", "T")
           .TypeConstraint("T", kFloats, "float types")
-          .TypeAndShapeInferenceFunction(PoolInference("LpPool", true)));
+          .TypeAndShapeInferenceFunction(PoolInference("LpPool")));
   onnx::RegisterSchema(
       Op("AveragePool", 19)
           .Attr("auto_pad", "NOTSET, SAME_UPPER, SAME_LOWER or VALID", AttributeProto::STRING, std::string("NOTSET"))
@@ -743,7 +791,7 @@ void RegisterAll() {
           .Input(0, "X", "input [N, C, ...]", "T")
           .Output(0, "Y", "output", "T")
           .TypeConstraint("T", kFloats, "float types")
-          .TypeAndShapeInferenceFunction(PoolInference("AveragePool", false)));
+          .TypeAndShapeInferenceFunction(PoolInference("AveragePool")));
 
   RegisterCast(19);
   RegisterCast(24);
@@ -876,6 +924,67 @@ void RegisterAll() {
                            .TypeConstraint("T", kNumeric, "numeric types")
                            .TypeConstraint("T2", {"tensor(int32)", "tensor(int64)"}, "axis types")
                            .TypeAndShapeInferenceFunction(SameAsInput0));
+  // BitCast-26: the same bits read as `to`, which must have the input's bit width (a string has none).
+  onnx::RegisterSchema(
+      Op("BitCast", 26)
+          .Attr("to", "the element type the bits are read as", AttributeProto::INT)
+          .Input(0, "input", "input", "T1")
+          .Output(0, "output", "output, the input's shape", "T2")
+          .TypeConstraint("T1", Join({kNumeric, {"tensor(bool)", "tensor(complex64)", "tensor(complex128)"}}),
+                          "non-string types")
+          .TypeConstraint("T2", Join({kNumeric, {"tensor(bool)", "tensor(complex64)", "tensor(complex128)"}}),
+                          "non-string types")
+          .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+            const int64_t to = onnx::getAttribute(ctx, "to", static_cast<int64_t>(0));
+            const size_t out_bits = ElementBits(to);
+            if (out_bits == 0) fail_type_inference("BitCast: 'to' is ", to, ", not a non-string element type");
+            if (Typed(ctx, 0) && ctx.getInputType(0)->has_tensor_type()) {
+              const int32_t from = ctx.getInputType(0)->tensor_type().elem_type();
+              const size_t in_bits = ElementBits(from);
+              if (in_bits == 0) fail_type_inference("BitCast: the input's element type ", from, " has no bit width");
+              if (in_bits != out_bits)
+                fail_type_inference("BitCast: the input's element type (", from, ") has ", in_bits, " bits and 'to' (",
+                                    to, ") has ", out_bits, "; they must be equal");
+            }
+            onnx::updateOutputElemType(ctx, 0, static_cast<int32_t>(to));
+            if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+          }));
+  // The string ops of opset 20.
+  onnx::RegisterSchema(Op("StringConcat", 20)
+                           .Input(0, "X", "first strings", "T")
+                           .Input(1, "Y", "second strings", "T")
+                           .Output(0, "Z", "X and Y concatenated, broadcast", "T")
+                           .TypeConstraint("T", {"tensor(string)"}, "strings")
+                           .TypeAndShapeInferenceFunction(BroadcastInference));
+  onnx::RegisterSchema(Op("RegexFullMatch", 20)
+                           .Attr("pattern", "regular expression (RE2 syntax)", AttributeProto::STRING, false)
+                           .Input(0, "X", "strings", "T1")
+                           .Output(0, "Y", "whether each string matches in full", "T2")
+                           .TypeConstraint("T1", {"tensor(string)"}, "strings")
+                           .TypeConstraint("T2", {"tensor(bool)"}, "match results")
+                           .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+                             onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::BOOL);
+                             if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+                           }));
+  onnx::RegisterSchema(Op("StringSplit", 20)
+                           .Attr("delimiter", "separator (empty: runs of whitespace)", AttributeProto::STRING, false)
+                           .Attr("maxsplit", "most splits per string (absent: no limit)", AttributeProto::INT, false)
+                           .Input(0, "X", "strings", "T1")
+                           .Output(0, "Y", "substrings: X's shape plus the largest count, padded with \"\"", "T2")
+                           .Output(1, "Z", "number of substrings per element: X's shape", "T3")
+                           .TypeConstraint("T1", {"tensor(string)"}, "strings")
+                           .TypeConstraint("T2", {"tensor(string)"}, "strings")
+                           .TypeConstraint("T3", {"tensor(int64)"}, "counts")
+                           .TypeAndShapeInferenceFunction([](InferenceContext& ctx) {
+                             onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::STRING);
+                             onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::INT64);
+                             if (!onnx::hasInputShape(ctx, 0)) return;
+                             const TensorShapeProto& in = onnx::getInputShape(ctx, 0);
+                             TensorShapeProto* y = onnx::getOutputShape(ctx, 0);
+                             *y = in;
+                             y->add_dim();  // the largest count is known only from the data
+                             *onnx::getOutputShape(ctx, 1) = in;
+                           }));
 }
 
 }  // namespace
