@@ -111,7 +111,8 @@ bool IsEltwiseAlg(int64_t a) {
                                   dnnl_eltwise_linear, dnnl_eltwise_soft_relu, dnnl_eltwise_logistic,
                                   dnnl_eltwise_exp,    dnnl_eltwise_gelu_tanh, dnnl_eltwise_swish,
                                   dnnl_eltwise_log,    dnnl_eltwise_clip,     dnnl_eltwise_clip_v2,
-                                  dnnl_eltwise_pow,    dnnl_eltwise_gelu_erf, dnnl_eltwise_hardswish};
+                                  dnnl_eltwise_pow,    dnnl_eltwise_gelu_erf, dnnl_eltwise_hardswish,
+                                  dnnl_eltwise_mish};
   return std::find(std::begin(kAlgs), std::end(kAlgs), a) != std::end(kAlgs);
 }
 
@@ -363,6 +364,13 @@ bool EltwiseFor(const Graph& g, const Node& n, uint32_t* alg, float* alpha, floa
     *alpha = n.Float("alpha", 1.0f);
   } else if (op == "Softplus") {
     *alg = dnnl_eltwise_soft_relu;  // 2.6: log(1 + exp(x)), alpha ignored
+  } else if (op == "Gelu") {  // opset 20: x * Phi(x), or its tanh approximation
+    const std::string approximate = n.Str("approximate", "none");
+    if (approximate == "none") *alg = dnnl_eltwise_gelu_erf;
+    else if (approximate == "tanh") *alg = dnnl_eltwise_gelu_tanh;
+    else return false;
+  } else if (op == "Mish") {
+    *alg = dnnl_eltwise_mish;  // x * tanh(softplus(x))
   } else {
     return false;  // HardSigmoid needs two algorithms; Erf is not an eltwise algorithm
   }

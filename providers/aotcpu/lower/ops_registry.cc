@@ -34,6 +34,8 @@ const OpEntry kOps[] = {
     {"Neg", SupportUnary, LowerUnary},
     {"Elu", SupportUnary, LowerUnary},
     {"Softplus", SupportUnary, LowerUnary},
+    {"Gelu", SupportUnary, LowerUnary},
+    {"Mish", SupportUnary, LowerUnary},
     {"Erf", SupportUnary, LowerUnary},
     {"Add", SupportBinary, LowerBinary},
     {"Sub", SupportBinary, LowerBinary},
