@@ -16,7 +16,6 @@ namespace aotcpu {
 // ---- Pad ---------------------------------------------------------------------------------------------------------
 
 namespace {
-enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2 };
 
 struct PadSpec {
   int64_t mode = kPadConstant;
@@ -36,6 +35,8 @@ bool PadOf(const Graph& g, const Node& n, PadSpec* p, std::string* why) {
     p->mode = kPadReflect;
   } else if (mode == "edge") {
     p->mode = kPadEdge;
+  } else if (mode == "wrap" && n.opset >= 19) {
+    p->mode = kPadWrap;
   } else {
     return Reject(why, "mode '" + mode + "' is not supported");
   }
@@ -66,6 +67,7 @@ bool PadOf(const Graph& g, const Node& n, PadSpec* p, std::string* why) {
     if (b > (int64_t{1} << 32) || e > (int64_t{1} << 32)) return Reject(why, "pads too large");
     if (p->mode == kPadReflect && (b >= d || e >= d)) return Reject(why, "reflect pads must be smaller than the dim");
     if (p->mode == kPadEdge && d == 0 && (b || e)) return Reject(why, "edge-padding an empty axis");
+    if (p->mode == kPadWrap && d == 0 && (b || e)) return Reject(why, "wrap-padding an empty axis");
     p->begin[static_cast<size_t>(ax)] = b;
     p->end[static_cast<size_t>(ax)] = e;
   }
@@ -78,6 +80,7 @@ inline int64_t PadSource(int64_t i, int64_t b, int64_t d, int64_t mode) {
   if (s >= 0 && s < d) return s;
   if (mode == kPadConstant) return -1;
   if (mode == kPadEdge) return s < 0 ? 0 : d - 1;
+  if (mode == kPadWrap) return (s % d + d) % d;  // wrap: the source repeats with period d (pads may exceed d)
   return s < 0 ? -s : 2 * (d - 1) - s;  // reflect (pads < d, so one reflection lands inside)
 }
 
@@ -287,7 +290,7 @@ CheckResult BuildPad(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   if (!r.ok) return r;
   if (s.ints.size() < 2) return bc.Fail("needs mode and rank");
   const int64_t mode = s.ints[0], n = s.ints[1];
-  if (mode < kPadConstant || mode > kPadEdge) return bc.Fail("unknown pad mode " + std::to_string(mode));
+  if (mode < kPadConstant || mode > kPadWrap) return bc.Fail("unknown pad mode " + std::to_string(mode));
   if (n < 1 || n > static_cast<int64_t>(kMaxRank)) return bc.Fail("rank " + std::to_string(n) + " out of range");
   if (s.ints.size() != static_cast<size_t>(2 + 2 * n)) return bc.Fail("pads do not match the rank");
   const Operand &src = s.ops[0], &dst = s.ops[1];

@@ -19,7 +19,7 @@ constexpr uint32_t kMaxSteps = 1u << 20;
 constexpr uint32_t kMaxName = 1u << 16;
 constexpr uint32_t kMaxKind = 20;
 // The newest step kind of each program version (index = version).
-constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20};
+constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20, 20};
 static_assert(sizeof(kMaxKindOfVersion) / sizeof(kMaxKindOfVersion[0]) == kProgramVersion + 1);
 
 using record_io::Reader;
@@ -66,6 +66,15 @@ bool IsVersion3Compare(const Step& s) {
 // A batch normalization with a post-op (oneDNN's fused ReLU): program version 4.
 bool IsVersion4BatchNormRelu(const Step& s) { return s.kind == StepKind::kBatchNorm && !s.post_ops.empty(); }
 
+// The mish algorithm (a kEltwise step or an eltwise post-op) or kPad's wrap mode: program version 5.
+bool IsVersion5(const Step& s) {
+  if (s.kind == StepKind::kEltwise && !s.ints.empty() && s.ints[0] == dnnl_eltwise_mish) return true;
+  if (s.kind == StepKind::kPad && !s.ints.empty() && s.ints[0] == kPadWrap) return true;
+  for (const PostOp& q : s.post_ops)
+    if (q.kind == PostOp::kEltwise && q.alg == dnnl_eltwise_mish) return true;
+  return false;
+}
+
 }  // namespace
 
 const char* StepKindName(uint32_t kind) {
@@ -84,6 +93,7 @@ std::string SerializeProgram(const Program& p) {
     while (static_cast<uint32_t>(s.kind) > kMaxKindOfVersion[version] && version < kProgramVersion) ++version;
     if (IsVersion3Compare(s)) version = std::max<uint32_t>(version, 3);
     if (IsVersion4BatchNormRelu(s)) version = std::max<uint32_t>(version, 4);
+    if (IsVersion5(s)) version = std::max<uint32_t>(version, 5);
   }
   w.U32(version);
   WriteIo(w, p.inputs);
@@ -220,6 +230,9 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
     if (version < 4 && IsVersion4BatchNormRelu(s))
       return CheckResult::Fail(where + " is a batch normalization with a post-op, which program version " +
                                std::to_string(version) + " does not have");
+    if (version < 5 && IsVersion5(s))
+      return CheckResult::Fail(where + " uses mish or a wrap pad, which program version " + std::to_string(version) +
+                               " does not have");
   }
   if (!r.done())
     return CheckResult::Fail("graph records have " + std::to_string(records.size() - r.pos()) +

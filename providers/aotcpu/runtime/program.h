@@ -21,11 +21,14 @@ namespace epctx {
 namespace aotcpu {
 
 // Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
-// algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU). The writer
+// algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU); 5 adds the mish
+// algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19). The writer
 // stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
 // by older builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 4;
-inline constexpr size_t kMaxRank = 12;           // DNNL_MAX_NDIMS
+inline constexpr uint32_t kProgramVersion = 5;
+inline constexpr size_t kMaxRank = 12;
+// kPad's mode (its first integer parameter).
+enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2, kPadWrap = 3 };           // DNNL_MAX_NDIMS
 inline constexpr size_t kMaxStepOperands = 64;
 inline constexpr size_t kMaxStepParams = 256;
 

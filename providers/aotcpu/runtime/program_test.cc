@@ -189,11 +189,11 @@ TEST(AotCpuProgram, VersionIsTheLowestThatHoldsTheStepKinds) {
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.reason.find("step 2 has kind 17 (MaskedSoftmax), which program version 1 does not have"),
             std::string::npos) << r.reason;
-  for (uint32_t bad : {0u, 5u, 0xffffffffu}) {
+  for (uint32_t bad : {0u, 6u, 0xffffffffu}) {
     std::memcpy(&forged[8], &bad, 4);
     r = ParseProgram(forged, 1, &p);
     EXPECT_FALSE(r.ok);
-    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 4)"),
+    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 5)"),
               std::string::npos) << r.reason;
   }
 }
@@ -262,7 +262,7 @@ TEST(AotCpuProgram, PadBuilderRefusesDamagedSteps) {
     EXPECT_FALSE(r.ok);
     EXPECT_FALSE(r.reason.empty());
   };
-  refused([](Step* s) { s->ints[0] = 3; });                 // unknown mode
+  refused([](Step* s) { s->ints[0] = 4; });                 // unknown mode
   refused([](Step* s) { s->ints[1] = 2; });                 // rank disagrees with the operands
   refused([](Step* s) { s->ints[1] = 1000; });              // rank out of range
   refused([](Step* s) { s->ints.pop_back(); });             // pads missing
@@ -410,6 +410,51 @@ TEST(AotCpuProgram, BatchNormReluIsVersion4) {
   bad = p;
   bad.steps[0].post_ops.push_back(relu);
   EXPECT_FALSE(Executor::Create(bad, w, 1, &exec).ok);
+}
+
+// Pad-19's wrap mode came with version 5: stamped 5, refused under a version-4 stamp. Y[8] = Pad(X[3]) with 2
+// before and 3 after wraps around: x1 x2 | x0 x1 x2 | x0 x1 x2; pads beyond the dim keep wrapping.
+TEST(AotCpuProgram, PadWrapIsVersion5) {
+  Program p;
+  p.inputs = {{"X", 1, {3}}};
+  p.outputs = {{"Y", 1, {8}}};
+  Step s;
+  s.kind = StepKind::kPad;
+  s.name = "wrap";
+  s.ops = {Op(Buf::kInput, 0, 0, {3}, {1}), Op(Buf::kOutput, 0, 0, {8}, {1})};
+  s.ints = {kPadWrap, 1, 2, 3};
+  s.floats = {0.f};
+  p.steps = {s};
+  ExpectStampedAndRefusedBelow(p, 0, 5, "uses mish or a wrap pad, which program version 4 does not have");
+  const std::vector<float> x = {10, 11, 12};
+  std::unique_ptr<Executor> exec;
+  CheckResult r = Executor::Create(p, {}, 1, &exec);
+  ASSERT_TRUE(r.ok) << r.reason;
+  std::vector<float> y(8, -1.f);
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  EXPECT_EQ(y, (std::vector<float>{11, 12, 10, 11, 12, 10, 11, 12}));
+  Program far = p;  // 4 after a dim of 3: more than one turn, as numpy's and ONNX Runtime's wrap
+  far.outputs[0].dims = {9};
+  far.steps[0].ops[1] = Op(Buf::kOutput, 0, 0, {9}, {1});
+  far.steps[0].ints = {kPadWrap, 1, 2, 4};
+  ASSERT_TRUE(Executor::Create(far, {}, 1, &exec).ok);
+  y.assign(9, -1.f);
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  EXPECT_EQ(y, (std::vector<float>{11, 12, 10, 11, 12, 10, 11, 12, 10}));
+}
+
+// A mish eltwise (ONNX Mish), as a step (Sample's step 1) or as a post-op (of its binary step 2), is version 5 too.
+TEST(AotCpuProgram, MishIsVersion5) {
+  Program step = Sample();
+  ASSERT_EQ(step.steps[1].kind, StepKind::kEltwise);
+  step.steps[1].ints[0] = dnnl_eltwise_mish;
+  ExpectStampedAndRefusedBelow(step, 1, 5, "step 1 uses mish or a wrap pad, which program version 4 does not have");
+  Program post = Sample();
+  PostOp mish;
+  mish.kind = PostOp::kEltwise;
+  mish.alg = dnnl_eltwise_mish;
+  post.steps[2].post_ops.push_back(mish);
+  ExpectStampedAndRefusedBelow(post, 1, 5, "step 2 uses mish or a wrap pad, which program version 4 does not have");
 }
 
 TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {
