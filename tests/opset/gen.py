@@ -360,6 +360,37 @@ def cases_for(op, v):
             add("volumetric_linear", node_case(op, [("x", randn(r, 1, 2, 3, 4, 5)),
                                                     ("grid", r.uniform(-1, 1, (1, 2, 3, 2, 3)).astype(np.float32))],
                                                mode="linear"))
+            # Volumetric (5-D) cases beyond the first: N = 2 and C = 3 so batch and channel strides are exercised.
+            x5 = randn(r, 2, 3, 3, 4, 5)
+            add("volumetric_nearest_border", node_case(
+                op, [("x", x5), ("grid", r.uniform(-1.4, 1.4, (2, 2, 3, 4, 3)).astype(np.float32))],
+                mode="nearest", padding_mode="border"))
+            add("volumetric_linear_reflection_align", node_case(
+                op, [("x", x5), ("grid", r.uniform(-2.5, 2.5, (2, 3, 2, 2, 3)).astype(np.float32))],
+                mode="linear", padding_mode="reflection", align_corners=1))
+            add("volumetric_linear_reflection", node_case(
+                op, [("x", x5), ("grid", r.uniform(-2.5, 2.5, (2, 3, 2, 2, 3)).astype(np.float32))],
+                mode="linear", padding_mode="reflection"))
+            # Points outside [-1, 1] on one, two or all three axes, far outside, and exact corners, with zeros
+            # padding: taps outside X read 0, the rest keep their weights.
+            far = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [1.1, 0.2, -0.3],
+                            [-1.15, 0.5, 0.9], [0.3, -1.3, 1.2], [1.2, 1.2, 1.2], [-1.05, -1.1, -1.2],
+                            [3.0, 0.0, 0.0], [0.0, -7.5, 0.0], [40.0, 40.0, 40.0], [0.1, 0.2, 1.01]], np.float32)
+            x4 = randn(r, 1, 2, 2, 3, 4)
+            for m in ("linear", "nearest"):
+                for ac in (0, 1):
+                    add(f"volumetric_{m}_zeros_outside_align{ac}", node_case(
+                        op, [("x", x4), ("grid", far.reshape(1, 2, 3, 2, 3))], mode=m, align_corners=ac))
+            # Nearest ties: with D, H, W = 2, 3, 4 and align_corners = 0 these points land exactly halfway between
+            # two indices on every axis (x = -1, -0.5, 0, 0.5 -> -0.5, 0.5, 1.5, 2.5; y = -1, 1 -> -0.5, 2.5;
+            # z = -1, 0 -> -0.5, 0.5), which round to the even index.
+            ties = np.array([[-0.5, -1.0, 0.0], [0.0, 1.0, 0.0], [0.5, 1.0, -1.0], [-1.0, -1.0, -1.0]], np.float32)
+            add("volumetric_nearest_ties", node_case(op, [("x", x4), ("grid", ties.reshape(1, 1, 2, 2, 3))],
+                                                     mode="nearest"))
+            add("volumetric_linear_double", node_case(
+                op, [("x", x5.astype(np.float64)),
+                     ("grid", r.uniform(-1.2, 1.2, (2, 2, 2, 3, 3)).astype(np.float64))],
+                outs=(("y", TensorProto.DOUBLE),), mode="linear"))
         return out
     if op == "Equal":
         add("float", node_case(op, [("a", np.array([1, 2, 3], np.float32)), ("b", np.array([1, 5, 3], np.float32))],
@@ -778,9 +809,11 @@ def write_doc(results):
         "",
         "The CPU EP has a kernel for every op version in the tables above except ImageDecoder-20, which it refuses",
         "with NOT_IMPLEMENTED naming the node and `ImageDecoder-20` (`providers/cpu/kernels/op_versions.cc` keeps the",
-        "list; a version registered there is refused before any older kernel could run it). Two features are refused",
-        "the same way inside their kernels: 5-D GridSample-20 and Resize antialias with tf_crop_and_resize. Versions",
-        "that only added element types run for the types the",
+        "list; a version registered there is refused before any older kernel could run it). One feature is refused",
+        "the same way inside its kernel: Resize antialias with tf_crop_and_resize. GridSample-20/22 runs 4-D and 5-D",
+        "(volumetric) X; on 5-D X it runs modes linear and nearest, and refuses cubic (tricubic; ORT 1.30 refuses it",
+        "too) with NOT_IMPLEMENTED naming the node; X of another rank (1-D or 4+ spatial dims, which the spec allows",
+        "from 20) is refused the same way. Versions that only added element types run for the types the",
         "runtime has; the loader refuses float8, int4, float4 and int2 values with a message naming the value and the",
         "type. Unit tests with hand-computed values: `providers/cpu/kernels/opset18_26_test.cc`;",
         "`opset_kernels_vs_ort` (`tests/opset/kernel_cases_test.cc`) runs every case straight on the kernels (no loader,",
