@@ -360,6 +360,37 @@ def cases_for(op, v):
             add("volumetric_linear", node_case(op, [("x", randn(r, 1, 2, 3, 4, 5)),
                                                     ("grid", r.uniform(-1, 1, (1, 2, 3, 2, 3)).astype(np.float32))],
                                                mode="linear"))
+            # Volumetric (5-D) cases beyond the first: N = 2 and C = 3 so batch and channel strides are exercised.
+            x5 = randn(r, 2, 3, 3, 4, 5)
+            add("volumetric_nearest_border", node_case(
+                op, [("x", x5), ("grid", r.uniform(-1.4, 1.4, (2, 2, 3, 4, 3)).astype(np.float32))],
+                mode="nearest", padding_mode="border"))
+            add("volumetric_linear_reflection_align", node_case(
+                op, [("x", x5), ("grid", r.uniform(-2.5, 2.5, (2, 3, 2, 2, 3)).astype(np.float32))],
+                mode="linear", padding_mode="reflection", align_corners=1))
+            add("volumetric_linear_reflection", node_case(
+                op, [("x", x5), ("grid", r.uniform(-2.5, 2.5, (2, 3, 2, 2, 3)).astype(np.float32))],
+                mode="linear", padding_mode="reflection"))
+            # Points outside [-1, 1] on one, two or all three axes, far outside, and exact corners, with zeros
+            # padding: taps outside X read 0, the rest keep their weights.
+            far = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [1.1, 0.2, -0.3],
+                            [-1.15, 0.5, 0.9], [0.3, -1.3, 1.2], [1.2, 1.2, 1.2], [-1.05, -1.1, -1.2],
+                            [3.0, 0.0, 0.0], [0.0, -7.5, 0.0], [40.0, 40.0, 40.0], [0.1, 0.2, 1.01]], np.float32)
+            x4 = randn(r, 1, 2, 2, 3, 4)
+            for m in ("linear", "nearest"):
+                for ac in (0, 1):
+                    add(f"volumetric_{m}_zeros_outside_align{ac}", node_case(
+                        op, [("x", x4), ("grid", far.reshape(1, 2, 3, 2, 3))], mode=m, align_corners=ac))
+            # Nearest ties: with D, H, W = 2, 3, 4 and align_corners = 0 these points land exactly halfway between
+            # two indices on every axis (x = -1, -0.5, 0, 0.5 -> -0.5, 0.5, 1.5, 2.5; y = -1, 1 -> -0.5, 2.5;
+            # z = -1, 0 -> -0.5, 0.5), which round to the even index.
+            ties = np.array([[-0.5, -1.0, 0.0], [0.0, 1.0, 0.0], [0.5, 1.0, -1.0], [-1.0, -1.0, -1.0]], np.float32)
+            add("volumetric_nearest_ties", node_case(op, [("x", x4), ("grid", ties.reshape(1, 1, 2, 2, 3))],
+                                                     mode="nearest"))
+            add("volumetric_linear_double", node_case(
+                op, [("x", x5.astype(np.float64)),
+                     ("grid", r.uniform(-1.2, 1.2, (2, 2, 2, 3, 3)).astype(np.float64))],
+                outs=(("y", TensorProto.DOUBLE),), mode="linear"))
         return out
     if op == "Equal":
         add("float", node_case(op, [("a", np.array([1, 2, 3], np.float32)), ("b", np.array([1, 5, 3], np.float32))],
@@ -765,8 +796,15 @@ def write_doc(results):
         "`scripts/make_test_models.sh` runs `tests/opset/gen.py cases --out build/test-models/opset`: every case of a",
         "\"yes\" version above (a few per version, aimed at what the version changed) plus small multi-node graphs,",
         "inputs from a fixed seed per case, expected outputs from onnxruntime-node 1.30 (CPU EP, graph optimizations",
-        "disabled, one thread). CTest registers one test per case, `opset_<case>` (labels `conformance`, `opset`), which",
-        "runs `epctx test` on the CPU EP.",
+        "disabled, one thread). CTest registers three tests per case (labels `conformance`, `opset`):",
+        "",
+        "- `opset_<case>`: `epctx test` on the CPU EP;",
+        "- `opset_aotcpu_jit_<case>`: `epctx test -e aotcpu`, AotCpu compiling just in time whatever it claims (the rest",
+        "  runs on the CPU EP);",
+        "- `opset_aotcpu_ctx_<case>`: `tests/opset/aotcpu_ctx_case.sh` compiles the case with `epctx compile -e aotcpu`",
+        "  and a new session, with compilation disabled, runs the `_ctx.onnx` against ORT's outputs.",
+        "",
+        "`scripts/test.sh` runs all three again with oneDNN held to AVX2.",
         "",
         "Tolerance: rtol 1e-4, atol 1e-5 by default. Both runtimes compute in float32 but not in the same order (ORT's",
         "MLAS kernels vs ours, fast tanh/erf/exp approximations of a few ulp on both sides); 1e-4 relative is about",
@@ -778,9 +816,11 @@ def write_doc(results):
         "",
         "The CPU EP has a kernel for every op version in the tables above except ImageDecoder-20, which it refuses",
         "with NOT_IMPLEMENTED naming the node and `ImageDecoder-20` (`providers/cpu/kernels/op_versions.cc` keeps the",
-        "list; a version registered there is refused before any older kernel could run it). Two features are refused",
-        "the same way inside their kernels: 5-D GridSample-20 and Resize antialias with tf_crop_and_resize. Versions",
-        "that only added element types run for the types the",
+        "list; a version registered there is refused before any older kernel could run it). One feature is refused",
+        "the same way inside its kernel: Resize antialias with tf_crop_and_resize. GridSample-20/22 runs 4-D and 5-D",
+        "(volumetric) X; on 5-D X it runs modes linear and nearest, and refuses cubic (tricubic; ORT 1.30 refuses it",
+        "too) with NOT_IMPLEMENTED naming the node; X of another rank (1-D or 4+ spatial dims, which the spec allows",
+        "from 20) is refused the same way. Versions that only added element types run for the types the",
         "runtime has; the loader refuses float8, int4, float4 and int2 values with a message naming the value and the",
         "type. Unit tests with hand-computed values: `providers/cpu/kernels/opset18_26_test.cc`;",
         "`opset_kernels_vs_ort` (`tests/opset/kernel_cases_test.cc`) runs every case straight on the kernels (no loader,",
@@ -793,6 +833,33 @@ def write_doc(results):
     sk = skips()
     lines += [f"- `{k}`: {v}" for k, v in sorted(sk.items())] or ["- none"]
     lines.append("")
+    claims = os.path.join(HERE, "aotcpu_claims.txt")
+    if os.path.exists(claims):
+        with open(claims) as f:
+            rows = [l.rstrip("\n") for l in f if l.strip()]
+        lines += [
+            "## What AotCpu compiles",
+            "",
+            "AotCpu compiles the op versions it knows and leaves the rest to the CPU EP, naming the reason per node",
+            "(`epctx inspect` of a context model, `left_on_cpu`). `tests/opset/aotcpu_claims.sh build/bin/epctx",
+            "build/test-models/opset > tests/opset/aotcpu_claims.txt` compiles every case and counts the cases whose",
+            "context model holds an EPContext node; the table below is that file (cases claimed / cases, and the first",
+            "reason a case was left). A lone zero-copy view (Reshape, Identity...) or a graph of constants makes no",
+            "partition by design. Whatever AotCpu claims is checked against ORT by the `opset_aotcpu_*` tests.",
+            "",
+            "| op-version | AotCpu compiles | why a case was left |",
+            "|---|---|---|",
+        ]
+        total = rows[-1] if rows and rows[-1].startswith("total:") else ""
+        for r in rows:
+            if r.startswith("total:"):
+                continue
+            parts = r.split(" ", 2)
+            why = parts[2].replace("|", "\\|") if len(parts) > 2 else ""
+            lines.append(f"| {parts[0]} | {parts[1]} | {why} |")
+        if total:
+            lines += ["", total[len("total: "):].capitalize() + "."]
+        lines.append("")
     with open(DOC, "w") as f:
         f.write("\n".join(lines))
 

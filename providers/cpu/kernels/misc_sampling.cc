@@ -1,4 +1,4 @@
-// GridSample (opset 16) and RoiAlign (opsets 10 and 16).
+// GridSample (opsets 16, 20, 22; 4-D and 5-D X) and RoiAlign (opsets 10 and 16).
 //
 // Both kernels first turn the sampling positions into tap tables (input offset + weight per tap), shared by all
 // channels, and then run a plain weighted gather per channel. Taps that fall outside the input get weight 0 and
@@ -60,8 +60,8 @@ void CubicWeights(A t, A* c) {
 
 class GridSampleKernel final : public OpKernel {
  public:
-  GridSampleKernel(GridMode mode, GridPadding padding, bool align_corners)
-      : mode_(mode), padding_(padding), align_corners_(align_corners) {}
+  GridSampleKernel(GridMode mode, GridPadding padding, bool align_corners, int opset)
+      : mode_(mode), padding_(padding), align_corners_(align_corners), opset_(opset) {}
 
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
     // GridSample-20 renamed the modes (linear, nearest, cubic; default linear) and allows N-D input.
@@ -79,23 +79,37 @@ class GridSampleKernel final : public OpKernel {
     else if (p == "border") padding = GridPadding::kBorder;
     else if (p == "reflection") padding = GridPadding::kReflection;
     else return info.Error(ErrorCode::INVALID_ARGUMENT, "padding_mode '", p, "' is not supported (zeros, border, reflection)");
-    return std::unique_ptr<OpKernel>(new GridSampleKernel(mode, padding, info.GetInt("align_corners", 0) != 0));
+    return std::unique_ptr<OpKernel>(
+        new GridSampleKernel(mode, padding, info.GetInt("align_corners", 0) != 0, info.opset()));
   }
 
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
     const Tensor* grid = ctx.Input(1);
     RETURN_ERROR_IF(!x || !grid, INVALID_ARGUMENT, ctx.node().Describe(), ": inputs X and grid are required");
-    RETURN_ERROR_IF(x->rank() == 5, NOT_IMPLEMENTED, ctx.node().Describe(),
-                    ": volumetric (5-D) GridSample-20 is not implemented by the CPU EP; X ", ShapeToString(x->shape()));
-    RETURN_ERROR_IF(x->rank() != 4, INVALID_ARGUMENT, ctx.node().Describe(), ": X must be 4-D (N,C,H,W), got shape ",
-                    ShapeToString(x->shape()));
-    RETURN_ERROR_IF(grid->rank() != 4 || grid->dim(3) != 2 || grid->dim(0) != x->dim(0), INVALID_ARGUMENT,
-                    ctx.node().Describe(), ": grid must have shape (N,H_out,W_out,2) with N = ", x->dim(0),
-                    ", got ", ShapeToString(grid->shape()));
+    const int64_t rank = static_cast<int64_t>(x->rank());
+    // GridSample-16 is 4-D only. GridSample-20 defines any rank r + 2 >= 3; like ONNX Runtime 1.30, this kernel
+    // runs r = 2 (spatial) and r = 3 (volumetric).
+    RETURN_ERROR_IF(opset_ < 20 && rank != 4, INVALID_ARGUMENT, ctx.node().Describe(),
+                    ": X must be 4-D (N,C,H,W) before GridSample-20, got shape ", ShapeToString(x->shape()));
+    RETURN_ERROR_IF(rank < 3, INVALID_ARGUMENT, ctx.node().Describe(),
+                    ": X must have rank 3 or more (N,C,D1..Dr), got shape ", ShapeToString(x->shape()));
+    RETURN_ERROR_IF(rank != 4 && rank != 5, NOT_IMPLEMENTED, ctx.node().Describe(), ": X of rank ", rank,
+                    " (", rank - 2, " spatial dims) is not implemented by the CPU EP, which runs 4-D (N,C,H,W) and "
+                    "5-D (N,C,D,H,W) X; got shape ", ShapeToString(x->shape()));
+    const int nd = static_cast<int>(rank - 2);
+    RETURN_ERROR_IF(grid->rank() != x->rank() || grid->dim(0) != x->dim(0) || grid->dim(rank - 1) != nd,
+                    INVALID_ARGUMENT, ctx.node().Describe(), ": grid must have shape ",
+                    nd == 2 ? "(N,H_out,W_out,2)" : "(N,D_out,H_out,W_out,3)", " for X ", ShapeToString(x->shape()),
+                    " (rank ", rank, ", N = ", x->dim(0), "), got ", ShapeToString(grid->shape()));
+    // The spec's "cubic" covers N-cubic, but tricubic (64 taps) is not implemented here, nor by ONNX Runtime 1.30.
+    RETURN_ERROR_IF(nd == 3 && mode_ == GridMode::kBicubic, NOT_IMPLEMENTED, ctx.node().Describe(),
+                    ": mode 'cubic' is implemented for 4-D X only; tricubic sampling of 5-D X ",
+                    ShapeToString(x->shape()), " is not (use 'linear' or 'nearest')");
     RETURN_ERROR_IF(grid->dtype() != x->dtype(), INVALID_ARGUMENT, ctx.node().Describe(), ": grid type ",
                     DataTypeName(grid->dtype()), " differs from X type ", DataTypeName(x->dtype()));
-    const Shape out_shape = {x->dim(0), x->dim(1), grid->dim(1), grid->dim(2)};
+    Shape out_shape = {x->dim(0), x->dim(1)};
+    for (int k = 1; k <= nd; ++k) out_shape.push_back(grid->dim(k));
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, x->dtype(), out_shape));
     if (y->NumElements() == 0) return Status::OK();
     return DispatchType<float, double, Float16, BFloat16>(x->dtype(), "GridSample", [&](auto tag) {
@@ -106,6 +120,10 @@ class GridSampleKernel final : public OpKernel {
   }
 
  private:
+  // At most 3 spatial dims. Axis k counts from the innermost (k = 0 is W), the order of a grid point's
+  // coordinates (x, y[, z]).
+  static constexpr int kMaxDims = 3;
+
   template <typename A>
   A Unnormalize(A g, int64_t size) const {
     return align_corners_ ? (g + 1) / 2 * static_cast<A>(size - 1) : ((g + 1) * static_cast<A>(size) - 1) / 2;
@@ -122,79 +140,123 @@ class GridSampleKernel final : public OpKernel {
     return std::min(std::max(c, A(0)), static_cast<A>(size - 1));
   }
 
+  // Taps of one point for nearest (1 tap) and N-linear (2^nd taps, axis k's bit k selecting floor or floor + 1)
+  // sampling. g: the point's normalized coordinates; size, stride: extent and element stride of X per axis.
+  // Taps outside X keep offset 0 and weight 0.
+  template <typename A>
+  void LinearTaps(int nd, const A* g, const int64_t* size, const int64_t* stride, int64_t* o, A* w) const {
+    A s[kMaxDims];
+    for (int k = 0; k < nd; ++k) {
+      s[k] = Unnormalize(g[k], size[k]);
+      if (!std::isfinite(s[k])) return;  // reads as zero
+    }
+    // Far-out coordinates are clamped to a range that keeps them out of bounds but convertible to integers.
+    for (int k = 0; k < nd; ++k) {
+      const A limit = static_cast<A>(size[k] + 8);
+      s[k] = std::min(std::max(PadCoordinate(s[k], size[k]), -limit), limit);
+    }
+    if (mode_ == GridMode::kNearest) {
+      int64_t at = 0;
+      for (int k = 0; k < nd; ++k) {
+        const int64_t i = static_cast<int64_t>(std::nearbyint(s[k]));  // ties to even
+        if (i < 0 || i >= size[k]) return;
+        at += i * stride[k];
+      }
+      o[0] = at;
+      w[0] = 1;
+      return;
+    }
+    int64_t i0[kMaxDims];
+    A t[kMaxDims];
+    for (int k = 0; k < nd; ++k) {
+      const A f = std::floor(s[k]);
+      i0[k] = static_cast<int64_t>(f);
+      t[k] = s[k] - f;
+    }
+    for (int tap = 0; tap < (1 << nd); ++tap) {
+      int64_t at = 0;
+      A wt = 1;
+      bool inside = true;
+      for (int k = 0; k < nd && inside; ++k) {
+        const int bit = (tap >> k) & 1;
+        const int64_t i = i0[k] + bit;
+        inside = i >= 0 && i < size[k];
+        at += i * stride[k];
+        wt *= bit ? t[k] : 1 - t[k];
+      }
+      if (inside) {
+        o[tap] = at;
+        w[tap] = wt;
+      }
+    }
+  }
+
+  // The 16 taps of bicubic sampling (2 spatial dims): each tap is padded on its own (border/reflection) and
+  // read as zero when still outside.
+  template <typename A>
+  void CubicTaps(const A* g, const int64_t* size, int64_t* o, A* w) const {
+    const int64_t W = size[0], H = size[1];
+    A sx = Unnormalize(g[0], W), sy = Unnormalize(g[1], H);
+    if (!std::isfinite(sx) || !std::isfinite(sy)) return;  // reads as zero
+    if (padding_ != GridPadding::kReflection) {
+      const A limit_x = static_cast<A>(W + 8), limit_y = static_cast<A>(H + 8);
+      sx = std::min(std::max(sx, -limit_x), limit_x);
+      sy = std::min(std::max(sy, -limit_y), limit_y);
+    }
+    const A fx = std::floor(sx), fy = std::floor(sy);
+    A cx[4], cy[4];
+    CubicWeights<A>(sx - fx, cx);
+    CubicWeights<A>(sy - fy, cy);
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        const A tx = PadCoordinate<A>(fx - 1 + j, W), ty = PadCoordinate<A>(fy - 1 + i, H);
+        const int64_t ix = static_cast<int64_t>(tx), iy = static_cast<int64_t>(ty);
+        if (ix >= 0 && ix < W && iy >= 0 && iy < H) {
+          o[i * 4 + j] = iy * W + ix;
+          w[i * 4 + j] = cy[i] * cx[j];
+        }
+      }
+    }
+  }
+
   template <typename T>
   void Run(const Tensor& x, const Tensor& grid, Tensor* y, int num_threads) const {
     using A = ComputeType<T>;
-    const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-    const int64_t Ho = grid.dim(1), Wo = grid.dim(2), P = Ho * Wo;
-    const int K = mode_ == GridMode::kNearest ? 1 : mode_ == GridMode::kBilinear ? 4 : 16;
-    if (H == 0 || W == 0) return;  // every sample is padding: the zero-filled output stands
+    const int rank = static_cast<int>(x.rank());
+    const int nd = rank - 2;
+    const int64_t N = x.dim(0), C = x.dim(1);
+    int64_t size[kMaxDims], stride[kMaxDims];
+    int64_t S = 1, P = 1;  // input and output points per channel
+    for (int k = 0; k < nd; ++k) {
+      size[k] = x.dim(rank - 1 - k);
+      stride[k] = S;
+      S *= size[k];
+      P *= grid.dim(1 + k);
+    }
+    const int K = mode_ == GridMode::kNearest ? 1 : mode_ == GridMode::kBilinear ? 1 << nd : 16;
+    if (S == 0) return;  // every sample is padding: the zero-filled output stands
     const T* xd = x.data<T>();
     const T* gd = grid.data<T>();
     T* yd = y->data<T>();
     std::vector<int64_t> off(static_cast<size_t>(P) * K);
     std::vector<A> wt(static_cast<size_t>(P) * K);
-    // Far-out coordinates are clamped to a range that keeps them out of bounds but convertible to integers.
-    const A limit_x = static_cast<A>(W + 8), limit_y = static_cast<A>(H + 8);
-    auto in_bounds = [&](int64_t ix, int64_t iy) { return ix >= 0 && ix < W && iy >= 0 && iy < H; };
     for (int64_t n = 0; n < N; ++n) {
-      const T* g = gd + n * P * 2;
+      const T* g = gd + n * P * nd;
       ParallelFor(num_threads, P, K * 4.0, [&](int64_t begin, int64_t end) {
         for (int64_t p = begin; p < end; ++p) {
           int64_t* o = &off[p * K];
           A* w = &wt[p * K];
           std::fill(o, o + K, 0);
           std::fill(w, w + K, A(0));
-          A sx = Unnormalize(ToCompute<A>(g[p * 2]), W), sy = Unnormalize(ToCompute<A>(g[p * 2 + 1]), H);
-          if (!std::isfinite(sx) || !std::isfinite(sy)) continue;  // reads as zero
-          if (mode_ != GridMode::kBicubic) {
-            sx = PadCoordinate(sx, W);
-            sy = PadCoordinate(sy, H);
-          }
-          if (mode_ != GridMode::kBicubic || padding_ != GridPadding::kReflection) {
-            sx = std::min(std::max(sx, -limit_x), limit_x);
-            sy = std::min(std::max(sy, -limit_y), limit_y);
-          }
-          if (mode_ == GridMode::kNearest) {
-            const int64_t ix = static_cast<int64_t>(std::nearbyint(sx)), iy = static_cast<int64_t>(std::nearbyint(sy));
-            if (in_bounds(ix, iy)) {
-              o[0] = iy * W + ix;
-              w[0] = 1;
-            }
-          } else if (mode_ == GridMode::kBilinear) {
-            const A fx = std::floor(sx), fy = std::floor(sy);
-            const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
-            const A tx = sx - fx, ty = sy - fy;
-            const int64_t xs[4] = {x0, x0 + 1, x0, x0 + 1}, ys[4] = {y0, y0, y0 + 1, y0 + 1};
-            const A ws[4] = {(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty};
-            for (int t = 0; t < 4; ++t) {
-              if (in_bounds(xs[t], ys[t])) {
-                o[t] = ys[t] * W + xs[t];
-                w[t] = ws[t];
-              }
-            }
-          } else {
-            const A fx = std::floor(sx), fy = std::floor(sy);
-            A cx[4], cy[4];
-            CubicWeights<A>(sx - fx, cx);
-            CubicWeights<A>(sy - fy, cy);
-            for (int i = 0; i < 4; ++i) {
-              for (int j = 0; j < 4; ++j) {
-                // Each tap is padded on its own (border/reflection) and read as zero when still outside.
-                const A tx = PadCoordinate<A>(fx - 1 + j, W), ty = PadCoordinate<A>(fy - 1 + i, H);
-                const int64_t ix = static_cast<int64_t>(tx), iy = static_cast<int64_t>(ty);
-                if (in_bounds(ix, iy)) {
-                  o[i * 4 + j] = iy * W + ix;
-                  w[i * 4 + j] = cy[i] * cx[j];
-                }
-              }
-            }
-          }
+          A gc[kMaxDims];
+          for (int k = 0; k < nd; ++k) gc[k] = ToCompute<A>(g[p * nd + k]);
+          if (mode_ == GridMode::kBicubic) CubicTaps(gc, size, o, w);
+          else LinearTaps(nd, gc, size, stride, o, w);
         }
       });
       ParallelFor(num_threads, C, static_cast<double>(P) * K, [&](int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) {
-          const T* src = xd + (n * C + c) * H * W;
+          const T* src = xd + (n * C + c) * S;
           T* dst = yd + (n * C + c) * P;
           for (int64_t p = 0; p < P; ++p) {
             const int64_t* o = &off[p * K];
@@ -211,6 +273,7 @@ class GridSampleKernel final : public OpKernel {
   GridMode mode_;
   GridPadding padding_;
   bool align_corners_;
+  int opset_;
 };
 
 // ---------------------------------------------------------------------------------------------------------------

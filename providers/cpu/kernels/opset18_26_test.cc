@@ -316,8 +316,96 @@ TEST(Opset20Test, GridSampleModeNames) {
             ErrorCode::INVALID_ARGUMENT);
   EXPECT_EQ(RunOp("GridSample", 16, {x, grid}, {StringAttr("mode", "linear")}).status.code(),
             ErrorCode::INVALID_ARGUMENT);
-  OpResult vol = RunOp("GridSample", 20, {MakeTensor<float>({1, 1, 1, 1, 1}, {1}), MakeTensor<float>({1, 1, 1, 1, 3}, {0, 0, 0})});
-  EXPECT_EQ(vol.status.code(), ErrorCode::NOT_IMPLEMENTED);
+}
+
+// Volumetric X (1, 2, 2, 2, 2): channel 0 holds v = 4 d + 2 h + w, channel 1 holds 100 + v. Trilinear sampling
+// reproduces a linear function exactly, so a point inside reads 4 sz + 2 sy + sx (plus 100 on channel 1), where
+// (sx, sy, sz) are the unnormalized coordinates of the grid point (x, y, z).
+std::vector<float> Volume222() {
+  std::vector<float> v = Iota(8);
+  for (int i = 0; i < 8; ++i) v.push_back(100.0f + static_cast<float>(i));
+  return v;
+}
+
+TEST(Opset20Test, GridSampleVolumetricLinear) {
+  const IValue x = MakeTensor<float>({1, 2, 2, 2, 2}, Volume222());
+  // align_corners = 1: s = (g + 1) / 2, so (0, 0, 0) is the centre (3.5), (-1, 1, 0.5) is (0, 1, 0.75) -> 5 and
+  // (1, -1, -1) is the corner w = 1 -> 1.
+  OpResult r = RunOp("GridSample", 20,
+                     {x, MakeTensor<float>({1, 1, 1, 3, 3}, {0, 0, 0, -1, 1, 0.5f, 1, -1, -1})},
+                     {IntAttr("align_corners", 1)});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out().shape(), (Shape{1, 2, 1, 1, 3}));
+  ExpectNear(r.values<float>(), {3.5, 5, 1, 103.5, 105, 101}, 1e-6);
+  // align_corners = 0, zeros padding: s = g + 0.5. (0.25, -0.25, 0) -> (0.75, 0.25, 0.5) -> 3.25 is inside;
+  // (1, 1, 1) -> (1.5, 1.5, 1.5) keeps one of eight taps, voxel 7 with weight 1/8; (-1.5, 0, 0) -> sx = -1 puts
+  // every tap with weight outside.
+  r = RunOp("GridSample", 22, {x, MakeTensor<float>({1, 3, 1, 1, 3}, {0.25f, -0.25f, 0, 1, 1, 1, -1.5f, 0, 0})});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.out().shape(), (Shape{1, 2, 3, 1, 1}));
+  ExpectNear(r.values<float>(), {3.25, 0.875, 0, 103.25, 13.375, 0}, 1e-6);
+  // Reflection with align_corners = 1 folds s = 1.5 and s = -0.5 back to 0.5: (2, -1, -1) -> (0.5, 0, 0) -> 0.5;
+  // (-2, 1, 1) -> (0.5, 1, 1) -> 6.5.
+  r = RunOp("GridSample", 20, {x, MakeTensor<float>({1, 1, 1, 2, 3}, {2, -1, -1, -2, 1, 1})},
+            {IntAttr("align_corners", 1), StringAttr("padding_mode", "reflection")});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ExpectNear(r.values<float>(), {0.5, 6.5, 100.5, 106.5}, 1e-6);
+  // The same sampling in double.
+  std::vector<double> xd;
+  for (float f : Volume222()) xd.push_back(f);
+  r = RunOp("GridSample", 20, {MakeTensor<double>({1, 2, 2, 2, 2}, xd),
+                               MakeTensor<double>({1, 1, 1, 1, 3}, {-1, 1, 0.5})},
+            {IntAttr("align_corners", 1)});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.values<double>(), (std::vector<double>{5, 105}));
+}
+
+TEST(Opset20Test, GridSampleVolumetricNearest) {
+  const IValue x = MakeTensor<float>({1, 2, 2, 2, 2}, Volume222());
+  // align_corners = 0, s = g + 0.5. (-0.5, 0.5, -0.5) -> (0, 1, 0) -> 2. (0, 0, 0) -> (0.5, 0.5, 0.5): halfway on
+  // every axis, rounds to the even index 0 -> 0 (rounding half up would read 7). Zeros padding: (5, 0, 0) reads 0.
+  OpResult r = RunOp("GridSample", 20,
+                     {x, MakeTensor<float>({1, 1, 1, 3, 3}, {-0.5f, 0.5f, -0.5f, 0, 0, 0, 5, 0, 0})},
+                     {StringAttr("mode", "nearest")});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.values<float>(), (std::vector<float>{2, 0, 0, 102, 100, 0}));
+  // Border padding clamps each axis on its own: (5, -5, 0.2) -> (1, 0, 0.7 -> 1) -> 4 + 1 = 5.
+  r = RunOp("GridSample", 22, {x, MakeTensor<float>({1, 1, 1, 1, 3}, {5, -5, 0.2f})},
+            {StringAttr("mode", "nearest"), StringAttr("padding_mode", "border")});
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.values<float>(), (std::vector<float>{5, 105}));
+}
+
+TEST(Opset20Test, GridSampleVolumetricRejectsBadShapesAndCubic) {
+  const IValue x = MakeTensor<float>({1, 2, 2, 2, 2}, Volume222());
+  auto expect_error = [](const OpResult& r, ErrorCode code, const std::string& needle) {
+    EXPECT_EQ(r.status.code(), code) << r.status.ToString();
+    EXPECT_NE(r.status.message().find(needle), std::string::npos) << r.status.message();
+    EXPECT_NE(r.status.message().find("GridSample"), std::string::npos) << r.status.message();
+  };
+  // grid of rank 4 for 5-D X, grid points of 2 coordinates, another batch size.
+  const char* want = "grid must have shape (N,D_out,H_out,W_out,3)";
+  expect_error(RunOp("GridSample", 20, {x, MakeTensor<float>({1, 1, 1, 3}, {0, 0, 0})}),
+               ErrorCode::INVALID_ARGUMENT, want);
+  expect_error(RunOp("GridSample", 20, {x, MakeTensor<float>({1, 1, 1, 1, 2}, {0, 0})}),
+               ErrorCode::INVALID_ARGUMENT, want);
+  expect_error(RunOp("GridSample", 20, {x, MakeTensor<float>({2, 1, 1, 1, 3}, {0, 0, 0, 0, 0, 0})}),
+               ErrorCode::INVALID_ARGUMENT, want);
+  // 4-D X with a volumetric grid.
+  expect_error(RunOp("GridSample", 20, {MakeTensor<float>({1, 1, 2, 2}, {1, 2, 3, 4}),
+                                        MakeTensor<float>({1, 1, 1, 1, 3}, {0, 0, 0})}),
+               ErrorCode::INVALID_ARGUMENT, "grid must have shape (N,H_out,W_out,2)");
+  // Tricubic is not implemented (ORT 1.30 refuses it too).
+  expect_error(RunOp("GridSample", 20, {x, MakeTensor<float>({1, 1, 1, 1, 3}, {0, 0, 0})},
+                     {StringAttr("mode", "cubic")}),
+               ErrorCode::NOT_IMPLEMENTED, "'cubic'");
+  // GridSample-16 is 4-D only; GridSample-20 allows X of rank 3 (1 spatial dim), not implemented here.
+  expect_error(RunOp("GridSample", 16, {x, MakeTensor<float>({1, 1, 1, 1, 3}, {0, 0, 0})}),
+               ErrorCode::INVALID_ARGUMENT, "4-D");
+  expect_error(RunOp("GridSample", 20, {MakeTensor<float>({1, 1, 2}, {1, 2}), MakeTensor<float>({1, 1, 1}, {0})}),
+               ErrorCode::NOT_IMPLEMENTED, "rank 3");
+  expect_error(RunOp("GridSample", 20, {MakeTensor<float>({1, 2}, {1, 2}), MakeTensor<float>({1, 1, 1}, {0})}),
+               ErrorCode::INVALID_ARGUMENT, "rank 3 or more");
 }
 
 TEST(Opset23Test, RotaryEmbedding) {
