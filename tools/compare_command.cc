@@ -37,7 +37,8 @@ struct Diff {
 };
 
 bool IsFloat(DataType t) {
-  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16;
+  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16 ||
+         IsFloat8(t);
 }
 
 // Float tensors: equal when every |EP - CPU EP| <= atol + rtol * max|CPU EP| over the tensor (NaN where the CPU EP

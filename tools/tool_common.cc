@@ -205,6 +205,8 @@ template <typename T>
 double AsDouble(const Tensor& t, int64_t i) {
   if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
     return static_cast<double>(t.data<T>()[i]);
+  else if constexpr (kIsFloat8<T>)
+    return static_cast<double>(static_cast<float>(t.data<T>()[i]));
   else
     return 0;
 }
@@ -244,7 +246,7 @@ bool TensorsClose(const Tensor& a, const Tensor& e, double rtol, double atol, st
     return true;
   }
   bool is_float = a.dtype() == DataType::kFloat || a.dtype() == DataType::kDouble ||
-                  a.dtype() == DataType::kFloat16 || a.dtype() == DataType::kBFloat16;
+                  a.dtype() == DataType::kFloat16 || a.dtype() == DataType::kBFloat16 || IsFloat8(a.dtype());
   if (a.dtype() == DataType::kComplex64 || a.dtype() == DataType::kComplex128) {
     // compare as pairs of reals
     int64_t m = n * 2;

@@ -104,6 +104,8 @@ constexpr TypeName kTypeNames[] = {
     {ElementType::FLOAT16, "float16"},   {ElementType::DOUBLE, "double"},     {ElementType::UINT32, "uint32"},
     {ElementType::UINT64, "uint64"},     {ElementType::COMPLEX64, "complex64"},
     {ElementType::COMPLEX128, "complex128"}, {ElementType::BFLOAT16, "bfloat16"},
+    {ElementType::FLOAT8E4M3FN, "float8e4m3fn"}, {ElementType::FLOAT8E4M3FNUZ, "float8e4m3fnuz"},
+    {ElementType::FLOAT8E5M2, "float8e5m2"}, {ElementType::FLOAT8E5M2FNUZ, "float8e5m2fnuz"},
 };
 
 // numpy dtype char (kind + itemsize) <-> element type; strings and bfloat16 are handled apart.
@@ -129,6 +131,9 @@ size_t ElementSize(ElementType t) {
   for (const NumpyType& n : kNumpyTypes)
     if (n.type == t) return n.itemsize;
   if (t == ElementType::BFLOAT16) return 2;
+  if (t == ElementType::FLOAT8E4M3FN || t == ElementType::FLOAT8E4M3FNUZ || t == ElementType::FLOAT8E5M2 ||
+      t == ElementType::FLOAT8E5M2FNUZ)
+    return 1;  // no numpy type: values cannot cross to numpy, but sizes (initializer bytes) are known
   return 0;
 }
 

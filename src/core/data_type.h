@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/float16.h"
+#include "core/float8.h"
 #include "core/status.h"
 
 namespace epctx {
@@ -30,6 +31,10 @@ enum class DataType : int32_t {
   kComplex64 = 14,
   kComplex128 = 15,
   kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
 };
 
 // X(enum, c++ type, onnx name)
@@ -49,7 +54,11 @@ enum class DataType : int32_t {
   X(kUint64, uint64_t, "uint64")           \
   X(kComplex64, std::complex<float>, "complex64") \
   X(kComplex128, std::complex<double>, "complex128") \
-  X(kBFloat16, BFloat16, "bfloat16")
+  X(kBFloat16, BFloat16, "bfloat16")      \
+  X(kFloat8E4M3FN, Float8E4M3FN, "float8e4m3fn") \
+  X(kFloat8E4M3FNUZ, Float8E4M3FNUZ, "float8e4m3fnuz") \
+  X(kFloat8E5M2, Float8E5M2, "float8e5m2") \
+  X(kFloat8E5M2FNUZ, Float8E5M2FNUZ, "float8e5m2fnuz")
 
 // Size in bytes of one element; 0 for kUndefined or unknown values.
 size_t DataTypeSize(DataType t);
@@ -88,10 +97,19 @@ Status DispatchType(DataType t, const W& what, Fn&& fn) {
   return result;
 }
 
-// Common type lists for DispatchType.
+// True for the four float8 types (storage only: kernels convert them through float; see core/float8.h).
+inline bool IsFloat8(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
+         t == DataType::kFloat8E5M2FNUZ;
+}
+
+// Common type lists for DispatchType. The float8 types are in none of them: a kernel that does arithmetic lists them
+// itself (Cast, QuantizeLinear), and data-movement kernels dispatch by element size (tensor_util.h).
 #define EPCTX_FLOAT_TYPES float, double, ::epctx::Float16, ::epctx::BFloat16
 #define EPCTX_INT_TYPES int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 #define EPCTX_NUMERIC_TYPES EPCTX_FLOAT_TYPES, EPCTX_INT_TYPES
 #define EPCTX_ALL_TYPES EPCTX_NUMERIC_TYPES, bool, std::string
+#define EPCTX_FLOAT8_TYPES \
+  ::epctx::Float8E4M3FN, ::epctx::Float8E4M3FNUZ, ::epctx::Float8E5M2, ::epctx::Float8E5M2FNUZ
 
 }  // namespace epctx

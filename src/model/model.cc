@@ -314,6 +314,7 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
       model->opsets.emplace(os.domain() == "ai.onnx" ? "" : os.domain(), static_cast<int>(os.version()));
   }
   RETURN_IF_ERROR(CheckElementTypes(proto->graph(), what));
+  RETURN_IF_ERROR(MoveFloat8Int32DataToRaw(proto->mutable_graph(), what));
   if (!compiled) {
     RegisterEpContextSchema();  // context models are ordinary models to the checker
     RegisterNewerOpsetSchemas();  // opsets 18-26, which libonnx 1.12 does not know

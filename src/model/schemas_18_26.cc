@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/data_type.h"
 #include "model/model.h"
 
 namespace epctx {
@@ -21,8 +22,9 @@ using onnx::InferenceContext;
 using onnx::OpSchema;
 using onnx::TensorShapeProto;
 
-// Type lists, in the names libonnx 1.12 parses (the float8/4-bit/2-bit types of later opsets are not among them;
-// CheckElementTypes refuses models that use them before the checker runs).
+// Type lists, in the names libonnx 1.12 parses (the float8/4-bit/2-bit types of later opsets are not among them; the
+// checker does not compare node types with these lists and shape inference runs without check_type, so float8 values
+// pass; CheckElementTypes refuses the 4-bit/2-bit/float4/float8e8m0 types before the checker runs).
 const std::vector<std::string> kFloats = {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)"};
 const std::vector<std::string> kInts = {"tensor(uint8)", "tensor(uint16)", "tensor(uint32)", "tensor(uint64)",
                                         "tensor(int8)",  "tensor(int16)",  "tensor(int32)",  "tensor(int64)"};
@@ -56,6 +58,7 @@ bool Given(InferenceContext& ctx, size_t i) { return i < ctx.getNumInputs(); }
 size_t ElementBits(int64_t code) {
   switch (code) {
     case onnx::TensorProto::BOOL: case onnx::TensorProto::UINT8: case onnx::TensorProto::INT8: return 8;
+    case 17: case 18: case 19: case 20: return 8;  // the float8 types, which libonnx 1.12's enum does not name
     case onnx::TensorProto::UINT16: case onnx::TensorProto::INT16: case onnx::TensorProto::FLOAT16:
     case onnx::TensorProto::BFLOAT16: return 16;
     case onnx::TensorProto::UINT32: case onnx::TensorProto::INT32: case onnx::TensorProto::FLOAT: return 32;
@@ -683,7 +686,20 @@ void RegisterAttention(int since) {
   onnx::RegisterSchema(std::move(s));
 }
 
-// Cast/CastLike: the opset-13/15 inference is right for 19 and 24 (they add saturate, round_mode).
+// Cast-19/24: the output's element type is `to`, its shape the input's. Not libonnx 1.12's Cast-13 inference: its
+// TensorProto enum ends at bfloat16 (16), so it refuses `to` = float8 (17-20), which these opsets allow and the
+// runtime runs (newer codes never get here: CheckElementTypes refuses them first).
+void CastInference(InferenceContext& ctx) {
+  const AttributeProto* to = ctx.getAttribute("to");
+  if (to == nullptr || !to->has_i()) fail_type_inference("Cast: attribute 'to' must be an int naming a type");
+  if (to->i() <= 0 || to->i() > INT32_MAX || !IsValidDataType(static_cast<int32_t>(to->i())))
+    fail_type_inference("Cast: attribute 'to' = ", to->i(), " is not an element type");
+  onnx::updateOutputElemType(ctx, 0, static_cast<int32_t>(to->i()));
+  if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 0);
+}
+
+// Cast/CastLike 19 and 24 (they add saturate, round_mode). CastLike keeps the opset-15 inference: it copies
+// target_type's element type as a number, float8 included.
 void RegisterCast(int since) {
   OpSchema s = Op("Cast", since);
   s.Attr("to", "the element type of the output", AttributeProto::INT)
@@ -694,7 +710,7 @@ void RegisterCast(int since) {
       .Output(0, "output", "output, of type `to`", "T2")
       .TypeConstraint("T1", kAll, "input types")
       .TypeConstraint("T2", kAll, "output types")
-      .TypeAndShapeInferenceFunction(Opset17Inference("Cast"));
+      .TypeAndShapeInferenceFunction(CastInference);
   onnx::RegisterSchema(std::move(s));
   OpSchema l = Op("CastLike", since);
   l.Attr("saturate", "float8 outputs: saturate (1) or not", AttributeProto::INT, static_cast<int64_t>(1));

@@ -22,7 +22,7 @@ Status CopyTyped(const Src& field, int64_t n, Tensor* t, const std::string& what
   return Status::OK();
 }
 
-// int32_data carries int8/16/32, uint8/16, bool and the bits of float16/bfloat16.
+// int32_data carries int8/16/32, uint8/16, bool and the bits of float16/bfloat16/float8.
 Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const std::string& what) {
   const auto& f = p.int32_data();
   RETURN_ERROR_IF(static_cast<int64_t>(f.size()) != n, INVALID_GRAPH, what, ": int32_data holds ", f.size(),
@@ -37,6 +37,18 @@ Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const
     case DataType::kFloat16:
     case DataType::kBFloat16:
       for (int64_t i = 0; i < n; ++i) t->data<uint16_t>()[i] = static_cast<uint16_t>(f.Get(i));
+      break;
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+      // onnx.proto: one float8 code (its 8 bits) per int32; anything else is not a code.
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = f.Get(static_cast<int>(i));
+        RETURN_ERROR_IF(v < 0 || v > 255, INVALID_GRAPH, what, ": int32_data value ", v, " at index ", i,
+                        " is not a ", DataTypeName(t->dtype()), " code (0..255)");
+        t->data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      }
       break;
     default: return MakeStatus(ErrorCode::INVALID_GRAPH, what, ": int32_data cannot hold ", DataTypeName(t->dtype()));
   }
@@ -93,9 +105,9 @@ namespace {
 
 std::string TypeWithCode(int32_t code) { return OnnxElementTypeName(code) + " (" + std::to_string(code) + ")"; }
 
-// An element type ONNX defines (IR 9 and later) that DataType lacks. Codes ONNX does not define are left to the
-// checks that read the values (TensorFromProto: "unknown element type").
-bool IsNewerOnnxType(int64_t code) { return code >= 17 && code <= 26; }
+// An element type ONNX defines (IR 10 and later: 4-bit, float4, float8e8m0, 2-bit) that DataType lacks. Codes ONNX
+// does not define are left to the checks that read the values (TensorFromProto: "unknown element type").
+bool IsNewerOnnxType(int64_t code) { return code > static_cast<int64_t>(DataType::kFloat8E5M2FNUZ) && code <= 26; }
 
 Status CheckTypeProto(const onnx::TypeProto& t, const std::string& what, const std::string& value) {
   switch (t.value_case()) {
@@ -142,6 +154,41 @@ Status CheckElementTypes(const onnx::GraphProto& g, const std::string& what) {
                         "' names element type ",
                         TypeWithCode(static_cast<int32_t>(e)), ", which epctx does not run");
       }
+    }
+  }
+  return Status::OK();
+}
+
+namespace {
+
+Status Float8ToRaw(onnx::TensorProto* t, const std::string& what, const std::string& value) {
+  if (!IsValidDataType(t->data_type()) || !IsFloat8(static_cast<DataType>(t->data_type())) || t->has_raw_data() ||
+      t->data_location() == onnx::TensorProto::EXTERNAL || t->int32_data_size() == 0)
+    return Status::OK();
+  std::string raw(static_cast<size_t>(t->int32_data_size()), '\0');
+  for (int i = 0; i < t->int32_data_size(); ++i) {
+    const int32_t v = t->int32_data(i);
+    RETURN_ERROR_IF(v < 0 || v > 255, INVALID_GRAPH, "model ", what, ": ", value, ": int32_data value ", v,
+                    " at index ", i, " is not a ", DataTypeName(static_cast<DataType>(t->data_type())),
+                    " code (0..255)");
+    raw[static_cast<size_t>(i)] = static_cast<char>(v);
+  }
+  t->clear_int32_data();
+  t->set_raw_data(std::move(raw));
+  return Status::OK();
+}
+
+}  // namespace
+
+Status MoveFloat8Int32DataToRaw(onnx::GraphProto* g, const std::string& what) {
+  for (auto& t : *g->mutable_initializer()) RETURN_IF_ERROR(Float8ToRaw(&t, what, "initializer '" + t.name() + "'"));
+  for (auto& n : *g->mutable_node()) {
+    for (auto& a : *n.mutable_attribute()) {
+      const std::string value = "node '" + n.name() + "' (" + n.op_type() + ") attribute '" + a.name() + "'";
+      if (a.has_t()) RETURN_IF_ERROR(Float8ToRaw(a.mutable_t(), what, value));
+      for (auto& t : *a.mutable_tensors()) RETURN_IF_ERROR(Float8ToRaw(&t, what, value));
+      if (a.has_g()) RETURN_IF_ERROR(MoveFloat8Int32DataToRaw(a.mutable_g(), what));
+      for (auto& sg : *a.mutable_graphs()) RETURN_IF_ERROR(MoveFloat8Int32DataToRaw(&sg, what));
     }
   }
   return Status::OK();

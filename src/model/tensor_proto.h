@@ -33,15 +33,21 @@ void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorPr
 StatusOr<IValue> SequenceFromProto(const onnx::SequenceProto& proto, const std::string& what);
 StatusOr<IValue> OptionalFromProto(const onnx::OptionalProto& proto, const std::string& what);
 
-// The ONNX name of an element type code, including those newer than the runtime's DataType (IR 9-13: "float8e4m3fn"
-// 17 ... "int2" 26); "element type N" for a code ONNX does not define.
+// The ONNX name of an element type code, including those newer than the runtime's DataType (IR 10-13: "uint4" 21 ...
+// "int2" 26); "element type N" for a code ONNX does not define.
 std::string OnnxElementTypeName(int32_t code);
 
 // Refuses (INVALID_GRAPH) an element type the runtime does not run, anywhere a model states one: graph inputs,
 // outputs, value infos, initializers, Constant values, Cast/CastLike's `to`, subgraphs alike. The message names the
-// value (or node) and the type, e.g. "model 'm.onnx': graph input 'x' has element type float8e4m3fn (17), which
-// epctx does not run". `what` names the model.
+// value (or node) and the type, e.g. "model 'm.onnx': graph input 'x' has element type int4 (22), which epctx does
+// not run". The float8 types (17-20) are DataTypes and pass. `what` names the model.
 Status CheckElementTypes(const onnx::GraphProto& graph, const std::string& what);
+
+// Moves the data of float8 tensors stored in int32_data (one code per int32, as onnx.proto allows) to raw_data, in
+// initializers and node attributes, subgraphs included: libonnx 1.12's checker refuses int32_data for element types
+// it does not know ("Unrecognized data_type"). The values are unchanged; a value outside 0..255 is no float8 code
+// and is refused (INVALID_GRAPH naming the tensor, the value and the type). `what` names the model.
+Status MoveFloat8Int32DataToRaw(onnx::GraphProto* graph, const std::string& what);
 
 // Converts an onnx TypeProto to ValueType (unknown kinds map to kUnknown).
 ValueType ValueTypeFromProto(const onnx::TypeProto& type);

@@ -104,6 +104,15 @@ def node_case(op, ins, consts=(), outs=(("y", F),), **attrs):
                 inits=list(consts), outputs=[(o[0], o[1], None) for o in outs])
 
 
+def float8_tensor(name, elem_type, dims, codes):
+    """A float8 TensorProto from its codes (onnx 1.12's numpy_helper has no float8)."""
+    t = TensorProto()
+    t.name, t.data_type = name, elem_type
+    t.dims.extend(dims)
+    t.raw_data = bytes(codes)
+    return t
+
+
 def randn(r, *shape, scale=1.0):
     return (r.standard_normal(shape) * scale).astype(np.float32)
 
@@ -417,6 +426,16 @@ def cases_for(op, v):
                         dict(nodes=[helper.make_node("Cast", ["x"], ["f8"], to=t, saturate=sat),
                                     helper.make_node("Cast", ["f8"], ["y"], to=TensorProto.FLOAT)],
                              inputs=[("x", x)], outputs=[("y", F, None)]))
+            # Around the largest finite values without saturation, where ONNX's reference conversion (and ORT)
+            # depart from "round, then overflow": e4m3fn [480, 496) -> 448, e5m2 [61440, 65536) -> NaN.
+            edges = np.array([460, 464, 465, 479, 480, 490, 495, 496, 511, 512, -490, 61439, 61440, 65535, 65536,
+                              -62720, np.inf, -np.inf, np.nan, 2.0 ** -10, -(2.0 ** -17)], np.float32)
+            add("float8_nosat_edges",
+                dict(nodes=[helper.make_node("Cast", ["x"], ["a8"], to=FLOAT8E4M3FN, saturate=0),
+                            helper.make_node("Cast", ["a8"], ["a"], to=TensorProto.FLOAT),
+                            helper.make_node("Cast", ["x"], ["b8"], to=FLOAT8E5M2, saturate=0),
+                            helper.make_node("Cast", ["b8"], ["b"], to=TensorProto.FLOAT)],
+                     inputs=[("x", edges)], outputs=[("a", F, None), ("b", F, None)]))
         return out
     if op == "Constant":
         add("value_floats", dict(nodes=[helper.make_node(op, [], ["y"], value_floats=[1.0, 2.5, -3.0])], inputs=[],
@@ -455,6 +474,30 @@ def cases_for(op, v):
             add("blocked_axis1", node_case(op, [("x", x)], [("s", r.uniform(0.01, 0.1, (4, 2)).astype(np.float32)),
                                                            ("z", r.integers(-5, 5, (4, 2)).astype(np.int8))],
                                            axis=1, block_size=3, outs=(("y", I8),)))
+        # float8 (opset 19+): quantize then dequantize (test data cannot carry float8 with onnx 1.12), |x / s| up to
+        # ~2000 so saturate decides (e4m3fn max 448: clamped, or NaN). Zero points are 0: ORT 1.30 ignores a float8
+        # zero point in QuantizeLinear and refuses a non-zero one in DequantizeLinear. The e5m2 case is per-axis and
+        # moves the float8 values through Transpose (float8 from Transpose-21) and Reshape on the way.
+        if v >= 19:
+            xs = (x * 100).astype(np.float32)
+            for sat in (1, 0):
+                add(f"float8e4m3fn_sat{sat}_roundtrip", dict(
+                    nodes=[helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], saturate=sat),
+                           helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                    inputs=[("x", xs)],
+                    inits=[("s", np.array(0.5, np.float32)), ("z", float8_tensor("z", FLOAT8E4M3FN, [], [0]))],
+                    outputs=[("y", F, None)]))
+        if v >= 21:
+            add("float8e5m2_per_axis_transpose_roundtrip", dict(
+                nodes=[helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0),
+                       helper.make_node("Transpose", ["q"], ["qt"], perm=[1, 0]),
+                       helper.make_node("Reshape", ["qt", "shape"], ["qr"]),
+                       helper.make_node("DequantizeLinear", ["qr", "s2"], ["y"])],
+                inputs=[("x", x)],
+                inits=[("s", np.array([0.01, 0.2, 0.003, 4.0], np.float32)),
+                       ("z", float8_tensor("z", FLOAT8E5M2, [4], [0, 0, 0, 0])),
+                       ("shape", np.array([3, 8], np.int64)), ("s2", np.array(0.25, np.float32))],
+                outputs=[("y", F, None)]))
         return out
     if op in ("Identity", "Flatten", "Transpose", "Shape", "Size"):
         x = randn(r, 2, 3, 4)
@@ -697,7 +740,7 @@ def multi_node_cases():
 def build_model(op, v, name, d):
     ins = [vi(n, a) for n, a in d.get("inputs", [])] + [vi(n, t, s) for n, t, s in d.get("typed_inputs", [])]
     outs = [helper.make_tensor_value_info(n, t, s) for n, t, s in d["outputs"]]
-    inits = [numpy_helper.from_array(a, n) for n, a in d.get("inits", [])]
+    inits = [a if isinstance(a, TensorProto) else numpy_helper.from_array(a, n) for n, a in d.get("inits", [])]
     graph = helper.make_graph(d["nodes"], name, ins, outs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", v)], producer_name="epctx-opset-gen")
     model.ir_version = IR_FOR_OPSET[v]
@@ -821,8 +864,22 @@ def write_doc(results):
         "(volumetric) X; on 5-D X it runs modes linear and nearest, and refuses cubic (tricubic; ORT 1.30 refuses it",
         "too) with NOT_IMPLEMENTED naming the node; X of another rank (1-D or 4+ spatial dims, which the spec allows",
         "from 20) is refused the same way. Versions that only added element types run for the types the",
-        "runtime has; the loader refuses float8, int4, float4 and int2 values with a message naming the value and the",
-        "type. Unit tests with hand-computed values: `providers/cpu/kernels/opset18_26_test.cc`;",
+        "runtime has; the loader refuses int4/uint4, float4e2m1, float8e8m0 and int2/uint2 values with a message",
+        "naming the value and the type.",
+        "",
+        "The four float8 types of opset 19 (float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz) are element",
+        "types of the runtime (`src/core/float8.h`: one byte, exact conversions with round-to-nearest-even and the",
+        "spec's saturate table), as ORT 1.30 runs them on CPU: Cast and CastLike to and from every other type except",
+        "complex, with `saturate`; QuantizeLinear (float8 `y_zero_point` or `output_dtype`, `saturate`) and",
+        "DequantizeLinear (float8 `x`), whose float8 zero points must be 0 (ORT 1.30 ignores a non-zero one in",
+        "QuantizeLinear and refuses it in DequantizeLinear; epctx refuses it in both with NOT_IMPLEMENTED naming the",
+        "node and value); the data-movement kernels (Identity, Reshape, Squeeze, Unsqueeze, Flatten, Transpose,",
+        "Concat, Slice, Gather, ...) move their bytes. Kernels that compute on values refuse float8 with",
+        "NOT_IMPLEMENTED naming the node and the type. AotCpu claims no node with a float8 input or output (the CPU EP",
+        "runs them). Test data cannot carry float8 with onnx 1.12, so the cases convert to and from float inside the",
+        "model (`Cast_*_float8*_roundtrip`, `QuantizeLinear_*_float8*_roundtrip`).",
+        "",
+        "Unit tests with hand-computed values: `providers/cpu/kernels/opset18_26_test.cc`, `src/core/float8_test.cc`;",
         "`opset_kernels_vs_ort` (`tests/opset/kernel_cases_test.cc`) runs every case straight on the kernels (no loader,",
         "no session; If/Loop/Scan cases excepted) against ORT's outputs.",
         "",

@@ -79,12 +79,17 @@ double AsDouble(const Tensor& t, int64_t i) {
     case DataType::kDouble: return t.data<double>()[i];
     case DataType::kFloat16: return static_cast<float>(t.data<Float16>()[i]);
     case DataType::kBFloat16: return static_cast<float>(t.data<BFloat16>()[i]);
+    case DataType::kFloat8E4M3FN: return static_cast<float>(t.data<Float8E4M3FN>()[i]);
+    case DataType::kFloat8E4M3FNUZ: return static_cast<float>(t.data<Float8E4M3FNUZ>()[i]);
+    case DataType::kFloat8E5M2: return static_cast<float>(t.data<Float8E5M2>()[i]);
+    case DataType::kFloat8E5M2FNUZ: return static_cast<float>(t.data<Float8E5M2FNUZ>()[i]);
     default: return 0;
   }
 }
 
 bool IsFloatType(DataType t) {
-  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16;
+  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16 ||
+         IsFloat8(t);
 }
 
 // "" when `got` matches `want` (floats within |g - w| <= atol + rtol |w|, NaN matching NaN; others exactly).

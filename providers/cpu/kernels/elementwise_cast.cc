@@ -6,6 +6,9 @@
 //    (INT32_MIN for the types up to 32 bits narrowed to the target, INT64_MIN for int64/uint32), never UB;
 //  - integer -> narrower integer wraps (two's complement);
 //  - double/integers -> float16 round once, to nearest even (through float with round-to-odd);
+//  - float8 (opset 19+): to float8 goes through float (as ONNX Runtime: a double or int64 rounds twice) and then
+//    rounds to nearest even with the node's `saturate` (default 1; core/float8.h has the table); from float8 goes
+//    through float, which holds every float8 value exactly;
 //  - anything -> bfloat16 truncates toward zero (drops the low 16 bits of the float), which is what ONNX's
 //    conformance data for Cast (libonnx 1.12) expects; NaN stays a quiet NaN;
 //  - string -> number parses decimal or scientific notation, "INF"/"+INF"/"-INF"/"NaN" in any case, and for integer
@@ -36,6 +39,9 @@ namespace {
 
 template <typename T>
 constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+// 8- and 16-bit floats: stored as `.bits`, converted through float.
+template <typename T>
+constexpr bool kIsSmallFloat = kIsHalf<T> || kIsFloat8<T>;
 
 // Nearest float with the sticky bit kept in the last mantissa bit, so a second rounding (to 16 bits) is correct.
 inline float DoubleToFloatRoundToOdd(double d) {
@@ -83,7 +89,9 @@ template <typename D, typename S>
 inline D CastValue(S v) {
   if constexpr (std::is_same_v<D, S>) {
     return v;
-  } else if constexpr (kIsHalf<S>) {
+  } else if constexpr (kIsFloat8<D>) {
+    return D(CastValue<float>(v));  // saturating; CastToFloat8 takes the node's choice
+  } else if constexpr (kIsSmallFloat<S>) {
     return CastValue<D>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<D, bool>) {
     return v != S(0);
@@ -108,6 +116,12 @@ inline D CastValue(S v) {
   } else {  // integer -> integer: wraps
     return static_cast<D>(v);
   }
+}
+
+// A value to float8 with `saturate` (float8 sources are exact in float, so float8 -> float8 rounds once).
+template <typename D, typename S>
+inline D CastToFloat8(S v, bool saturate) {
+  return D(CastValue<float>(v), saturate);
 }
 
 // ---- strings ----------------------------------------------------------------------------------------------
@@ -153,7 +167,7 @@ bool ParseDouble(const std::string& text, double* out) {
 }
 
 template <typename D>
-Status ParseString(const std::string& s, D* out, const std::string& what) {
+Status ParseString(const std::string& s, D* out, const std::string& what, bool saturate) {
   auto bad = [&]() {
     return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, ": cannot cast string \"", s, "\" to ",
                       DataTypeName(DataTypeFor<D>()));
@@ -194,7 +208,8 @@ Status ParseString(const std::string& s, D* out, const std::string& what) {
   }
   double v;
   if (!ParseDouble(s, &v)) return bad();
-  *out = CastValue<D>(v);
+  if constexpr (kIsFloat8<D>) *out = CastToFloat8<D>(v, saturate);
+  else *out = CastValue<D>(v);
   return Status::OK();
 }
 
@@ -212,11 +227,11 @@ std::string FormatValue(S v) {
   } else if constexpr (std::is_integral_v<S>) {
     return std::to_string(v);
   } else {
-    const double d = static_cast<double>(static_cast<std::conditional_t<kIsHalf<S>, float, S>>(v));
+    const double d = static_cast<double>(static_cast<std::conditional_t<kIsSmallFloat<S>, float, S>>(v));
     if (std::isnan(d)) return "NaN";
     if (std::isinf(d)) return d > 0 ? "INF" : "-INF";
-    if constexpr (kIsHalf<S>) {
-      // Shortest decimal that reads back to the same 16-bit value.
+    if constexpr (kIsSmallFloat<S>) {
+      // Shortest decimal that reads back to the same 8- or 16-bit value.
       char buf[32];
       for (int prec = 1; prec <= 9; ++prec) {
         std::snprintf(buf, sizeof(buf), "%.*g", prec, d);
@@ -229,7 +244,7 @@ std::string FormatValue(S v) {
   }
 }
 
-#define CAST_TYPES EPCTX_NUMERIC_TYPES, bool
+#define CAST_TYPES EPCTX_NUMERIC_TYPES, bool, EPCTX_FLOAT8_TYPES
 
 // float <-> float16 in bulk: F16C converts 8 values per instruction with the same rounding (nearest even) as
 // Float16(float).
@@ -252,8 +267,9 @@ void HalfToFloat(const Float16* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
 
-// Casts `in` into `out` (already allocated with the target type and the same element count).
-Status CastTensor(const Tensor& in, Tensor* out, int threads, const std::string& what) {
+// Casts `in` into `out` (already allocated with the target type and the same element count); `saturate` applies to
+// float8 targets.
+Status CastTensor(const Tensor& in, Tensor* out, bool saturate, int threads, const std::string& what) {
   const int64_t n = in.NumElements();
   if (in.dtype() == DataType::kString) {
     const std::string* src = in.data<std::string>();
@@ -264,7 +280,7 @@ Status CastTensor(const Tensor& in, Tensor* out, int threads, const std::string&
     return DispatchType<CAST_TYPES>(out->dtype(), what.c_str(), [&](auto dtag) -> Status {
       using D = decltype(dtag);
       D* dst = out->data<D>();
-      for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(ParseString<D>(src[i], &dst[i], what));
+      for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(ParseString<D>(src[i], &dst[i], what, saturate));
       return Status::OK();
     });
   }
@@ -284,6 +300,8 @@ Status CastTensor(const Tensor& in, Tensor* out, int threads, const std::string&
           FloatToHalf(src + b, dst + b, e - b);
         } else if constexpr (std::is_same_v<S, Float16> && std::is_same_v<D, float>) {
           HalfToFloat(src + b, dst + b, e - b);
+        } else if constexpr (kIsFloat8<D>) {
+          for (int64_t i = b; i < e; ++i) dst[i] = CastToFloat8<D>(src[i], saturate);
         } else {
           for (int64_t i = b; i < e; ++i) dst[i] = CastValue<D>(src[i]);
         }
@@ -312,7 +330,7 @@ bool Castable(DataType t) {
          t != DataType::kComplex128;
 }
 
-Status CastInto(KernelContext& ctx, const Tensor& in, DataType to) {
+Status CastInto(KernelContext& ctx, const Tensor& in, DataType to, bool saturate) {
   const std::string what = ctx.node().Describe();
   if (!Castable(in.dtype()))
     return ctx.Error(ErrorCode::NOT_IMPLEMENTED, "cannot cast from ", DataTypeName(in.dtype()));
@@ -321,12 +339,16 @@ Status CastInto(KernelContext& ctx, const Tensor& in, DataType to) {
     return Status::OK();
   }
   ASSIGN_OR_RETURN(Tensor * out, ctx.Output(0, to, in.shape()));
-  return CastTensor(in, out, ctx.num_threads(), what);
+  return CastTensor(in, out, saturate, ctx.num_threads(), what);
 }
+
+// `saturate` (opset 19+, default 1) only matters for float8 targets; before opset 19 it is not an attribute and reads
+// as its default.
+bool SaturateAttr(const KernelInfo& info) { return info.GetInt("saturate", 1) != 0; }
 
 class CastKernel final : public OpKernel {
  public:
-  explicit CastKernel(DataType to) : to_(to) {}
+  CastKernel(DataType to, bool saturate) : to_(to), saturate_(saturate) {}
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
     const Attribute* a = info.node().attr("to");
     if (a == nullptr) return info.Error(ErrorCode::INVALID_GRAPH, "required attribute 'to' is missing");
@@ -344,33 +366,43 @@ class CastKernel final : public OpKernel {
     }
     if (!Castable(to))
       return info.Error(ErrorCode::NOT_IMPLEMENTED, "cannot cast to ", DataTypeName(to));
-    return std::unique_ptr<OpKernel>(new CastKernel(to));
+    return std::unique_ptr<OpKernel>(new CastKernel(to, SaturateAttr(info)));
   }
   Status Compute(KernelContext& ctx) const override {
     const Tensor* in = ctx.Input(0);
     if (in == nullptr) return ctx.Error(ErrorCode::INVALID_ARGUMENT, "required input 0 is missing");
-    return CastInto(ctx, *in, to_);
+    return CastInto(ctx, *in, to_, saturate_);
   }
 
  private:
   DataType to_;
+  bool saturate_;
 };
 
-Status CastLikeCompute(KernelContext& ctx) {
-  const Tensor* in = ctx.Input(0);
-  const Tensor* like = ctx.Input(1);
-  if (in == nullptr || like == nullptr)
-    return ctx.Error(ErrorCode::INVALID_ARGUMENT, "CastLike needs two inputs (input, target_type)");
-  if (!Castable(like->dtype()))
-    return ctx.Error(ErrorCode::NOT_IMPLEMENTED, "cannot cast to ", DataTypeName(like->dtype()));
-  return CastInto(ctx, *in, like->dtype());
-}
+class CastLikeKernel final : public OpKernel {
+ public:
+  explicit CastLikeKernel(bool saturate) : saturate_(saturate) {}
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* in = ctx.Input(0);
+    const Tensor* like = ctx.Input(1);
+    if (in == nullptr || like == nullptr)
+      return ctx.Error(ErrorCode::INVALID_ARGUMENT, "CastLike needs two inputs (input, target_type)");
+    if (!Castable(like->dtype()))
+      return ctx.Error(ErrorCode::NOT_IMPLEMENTED, "cannot cast to ", DataTypeName(like->dtype()));
+    return CastInto(ctx, *in, like->dtype(), saturate_);
+  }
+
+ private:
+  bool saturate_;
+};
 
 }  // namespace
 
 void RegisterElementwiseCastKernels(KernelRegistry& r) {
   r.Register("", "Cast", CastKernel::Create);
-  r.Register("", "CastLike", LambdaKernel(CastLikeCompute));
+  r.Register("", "CastLike", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new CastLikeKernel(SaturateAttr(info)));
+  });
 }
 
 }  // namespace epctx

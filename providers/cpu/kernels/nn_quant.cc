@@ -35,6 +35,17 @@ Status ReadInts(const Tensor& t, const char* what, std::vector<int32_t>* out) {
   }
 }
 
+// Values of a float8 tensor (float8 zero points) as float.
+Status ReadFloat8s(const Tensor& t, const char* what, std::vector<float>* out) {
+  return DispatchType<EPCTX_FLOAT8_TYPES>(t.dtype(), what, [&](auto tag) -> Status {
+    using F8 = decltype(tag);
+    const F8* p = t.data<F8>();
+    out->resize(t.NumElements());
+    for (int64_t i = 0; i < t.NumElements(); ++i) (*out)[i] = static_cast<float>(p[i]);
+    return Status::OK();
+  });
+}
+
 // Values of a float/float16/bfloat16 tensor (scales) as float.
 Status ReadFloats(const Tensor& t, const char* what, std::vector<float>* out) {
   const int64_t n = t.NumElements();
@@ -104,7 +115,8 @@ class QuantizeKernel final : public OpKernel {
   QuantizeKernel(const KernelInfo& info, bool dequantize)
       : dequantize_(dequantize), axis_(info.GetInt("axis", 1)), per_axis_(info.opset() >= 13),
         block_size_(info.opset() >= 21 ? info.GetInt("block_size", 0) : 0),
-        output_dtype_(info.opset() >= 21 ? info.GetInt("output_dtype", 0) : 0) {}
+        output_dtype_(info.opset() >= 21 ? info.GetInt("output_dtype", 0) : 0),
+        saturate_(info.GetInt("saturate", 1) != 0) {}
 
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x = ctx.Input(0);
@@ -123,9 +135,24 @@ class QuantizeKernel final : public OpKernel {
     std::vector<int32_t> zps(sc.size(), 0);
     DataType q_type = DataType::kUint8;
     if (zp) {
-      RETURN_IF_ERROR_CTX(ReadInts(*zp, "zero point", &zps), node);
-      RETURN_ERROR_IF(zps.size() != sc.size(), INVALID_ARGUMENT, node, ": zero point has ", zps.size(),
-                      " values but scale has ", sc.size());
+      size_t zn = 0;
+      if (IsFloat8(zp->dtype())) {
+        // A float8 zero point only names the type. ONNX's formula adds it, but ONNX Runtime 1.30 ignores it in
+        // QuantizeLinear and refuses a non-zero one in DequantizeLinear: no answer of ours could match both, so a
+        // non-zero one is refused in both.
+        std::vector<float> zpf;
+        RETURN_IF_ERROR_CTX(ReadFloat8s(*zp, "zero point", &zpf), node);
+        for (size_t k = 0; k < zpf.size(); ++k)
+          RETURN_ERROR_IF(zpf[k] != 0.0f, NOT_IMPLEMENTED, node, ": ", DataTypeName(zp->dtype()),
+                          " zero point value ", zpf[k], " (index ", k,
+                          ") is not supported; float8 zero points must be 0, as in ONNX Runtime");
+        zn = zpf.size();
+      } else {
+        RETURN_IF_ERROR_CTX(ReadInts(*zp, "zero point", &zps), node);
+        zn = zps.size();
+      }
+      RETURN_ERROR_IF(zn != sc.size(), INVALID_ARGUMENT, node, ": zero point has ", zn, " values but scale has ",
+                      sc.size());
       q_type = zp->dtype();
     } else if (!dequantize_ && output_dtype_ != 0) {
       q_type = static_cast<DataType>(output_dtype_);
@@ -167,11 +194,30 @@ class QuantizeKernel final : public OpKernel {
       return (o * nb + a / bs) * inner + (i - b * inner);
     };
     const int threads = ctx.num_threads();
+    if (dequantize_ && IsFloat8(x->dtype())) {
+      // y = float(x) * scale (the zero point is 0, checked above); every float8 value is exact in float.
+      RETURN_ERROR_IF(zp && zp->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": zero point is ",
+                      DataTypeName(zp->dtype()), " but x is ", DataTypeName(x->dtype()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, x->shape()));
+      return DispatchType<EPCTX_FLOAT8_TYPES>(x->dtype(), node, [&](auto tag) -> Status {
+        using F8 = decltype(tag);
+        const F8* xp = x->data<F8>();
+        float* yp = y->data<float>();
+        ParallelFor(threads, outer * axis_dim, static_cast<double>(inner), [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b)
+            for (int64_t i = b * inner; i < (b + 1) * inner; ++i) {
+              const int64_t p = param(b, i);
+              yp[i] = static_cast<float>(xp[i]) * sc[p];
+            }
+        });
+        return Status::OK();
+      });
+    }
     if (dequantize_) {
       RETURN_ERROR_IF(zp && zp->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": zero point is ",
                       DataTypeName(zp->dtype()), " but x is ", DataTypeName(x->dtype()));
       RETURN_ERROR_IF(!Is8Bit(x->dtype()) && x->dtype() != DataType::kInt32, INVALID_ARGUMENT, node,
-                      ": x must be int8, uint8 or int32, got ", DataTypeName(x->dtype()));
+                      ": x must be int8, uint8, int32 or float8, got ", DataTypeName(x->dtype()));
       ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, x->shape()));
       auto run = [&](auto tag) {
         using T = decltype(tag);
@@ -199,8 +245,8 @@ class QuantizeKernel final : public OpKernel {
       else run(int32_t{});
       return Status::OK();
     }
-    RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": zero point must be int8 or uint8, got ",
-                    DataTypeName(q_type));
+    RETURN_ERROR_IF(!Is8Bit(q_type) && !IsFloat8(q_type), INVALID_ARGUMENT, node,
+                    ": zero point (output type) must be int8, uint8 or float8, got ", DataTypeName(q_type));
     Tensor xf;
     if (x->dtype() == DataType::kInt32) {
       ASSIGN_OR_RETURN(xf, Tensor::Allocate(DataType::kFloat, x->shape()));
@@ -211,6 +257,24 @@ class QuantizeKernel final : public OpKernel {
       xf = std::move(f).value();
     }
     ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, x->shape()));
+    if (IsFloat8(q_type)) {
+      // y = float8(x / scale) with `saturate` (the zero point is 0, checked above; not added, so -0 stays -0 as in
+      // ONNX Runtime), rounding as the float8 Cast does.
+      return DispatchType<EPCTX_FLOAT8_TYPES>(q_type, node, [&](auto tag) -> Status {
+        using F8 = decltype(tag);
+        const float* xp = xf.data<float>();
+        F8* yp = y->data<F8>();
+        const bool sat = saturate_;
+        ParallelFor(threads, outer * axis_dim, static_cast<double>(inner) * 4, [&](int64_t lo, int64_t hi) {
+          for (int64_t b = lo; b < hi; ++b)
+            for (int64_t i = b * inner; i < (b + 1) * inner; ++i) {
+              const int64_t p = param(b, i);
+              yp[i] = F8(xp[i] / sc[p], sat);
+            }
+        });
+        return Status::OK();
+      });
+    }
     auto run = [&](auto tag) {
       using Q = decltype(tag);
       const float* xp = xf.data<float>();
@@ -241,6 +305,7 @@ class QuantizeKernel final : public OpKernel {
   bool per_axis_;
   int64_t block_size_;
   int64_t output_dtype_;
+  bool saturate_;  // float8 outputs (opset 19+): clamp to the largest finite value (1) or give NaN/inf (0)
 };
 
 Status DynamicQuantize(KernelContext& ctx) {
