@@ -220,10 +220,13 @@ TEST(NewerOpsets, SplitPadResizeShapes) {
   // Resize-19 with scales [2, 0.5] on axes [2, 3].
   AddFloatInitializer(g, "scales", {2.0f, 0.5f});
   SetInts(AddNode(g, "Resize", "resize_scales", {"I", "", "scales"}, "RS"), "axes", {2, 3});
-  // not_larger with sizes: the size depends on the aspect ratio rule, left unknown.
+  // keep_aspect_ratio_policy with sizes [8, 6] on 4 x 4: one scale, min (1.5) or max (2) of sizes / input.
   auto* keep = AddNode(g, "Resize", "resize_keep", {"I", "", "", "sizes"}, "RK");
   SetInts(keep, "axes", {2, 3});
   SetString(keep, "keep_aspect_ratio_policy", "not_larger");
+  auto* keep_big = AddNode(g, "Resize", "resize_keep_big", {"I", "", "", "sizes"}, "RB");
+  SetInts(keep_big, "axes", {2, 3});
+  SetString(keep_big, "keep_aspect_ratio_policy", "not_smaller");
   AddPassThrough(g, "X", {7, 3});
   auto loaded = Load(m);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -234,7 +237,8 @@ TEST(NewerOpsets, SplitPadResizeShapes) {
   EXPECT_EQ(ShapeOf(model, "P"), "[7,6]");
   EXPECT_EQ(ShapeOf(model, "R"), "[1,1,8,6]");
   EXPECT_EQ(ShapeOf(model, "RS"), "[1,1,8,2]");
-  EXPECT_EQ(ShapeOf(model, "RK"), "[1,1,?,?]");
+  EXPECT_EQ(ShapeOf(model, "RK"), "[1,1,6,6]");
+  EXPECT_EQ(ShapeOf(model, "RB"), "[1,1,8,8]");
 }
 
 TEST(NewerOpsets, DftPoolQuantizeAndNewOpShapes) {

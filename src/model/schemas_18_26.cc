@@ -3,7 +3,9 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -295,6 +297,29 @@ void ResizeInference(InferenceContext& ctx) {
     if (stretch) {
       for (size_t k = 0; k < axes.size(); ++k) out->mutable_dim(static_cast<int>(axes[k]))->set_dim_value(sizes[k]);
       known = true;
+    } else {
+      // keep_aspect_ratio_policy: one scale, the smallest (not_larger) or largest (not_smaller) of sizes / input over
+      // the axes, and each output dim round(scale * input), in float as the CPU EP (misc_resize.cc) and ORT compute
+      // it. Known only when every listed input dim is.
+      const bool not_larger = onnx::getAttribute(ctx, "keep_aspect_ratio_policy", std::string()) == "not_larger";
+      float sc = not_larger ? std::numeric_limits<float>::max() : 0.0f;
+      bool dims_known = true;
+      for (size_t k = 0; k < axes.size(); ++k) {
+        const auto& d = in.dim(static_cast<int>(axes[k]));
+        if (!d.has_dim_value() || d.dim_value() <= 0 || sizes[k] < 0) {
+          dims_known = false;
+          break;
+        }
+        const float r = static_cast<float>(sizes[k]) / static_cast<float>(d.dim_value());
+        sc = not_larger ? std::min(sc, r) : std::max(sc, r);
+      }
+      if (dims_known) {
+        for (size_t k = 0; k < axes.size(); ++k) {
+          auto* d = out->mutable_dim(static_cast<int>(axes[k]));
+          d->set_dim_value(static_cast<int64_t>(std::round(sc * static_cast<float>(d->dim_value()))));
+        }
+        known = true;
+      }
     }
   } else if (Given(ctx, 2) && ConstFloats(ctx, 2, &scales) && !scales.empty() &&
              onnx::getAttribute(ctx, "coordinate_transformation_mode", std::string()) != "tf_crop_and_resize") {
