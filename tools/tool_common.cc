@@ -207,6 +207,8 @@ double AsDouble(const Tensor& t, int64_t i) {
     return static_cast<double>(t.data<T>()[i]);
   else if constexpr (kIsFloat8<T>)
     return static_cast<double>(static_cast<float>(t.data<T>()[i]));
+  else if constexpr (kIsInt4<T>)
+    return static_cast<double>(static_cast<int32_t>(t.data<T>()[i]));
   else
     return 0;
 }

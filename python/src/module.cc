@@ -106,6 +106,7 @@ constexpr TypeName kTypeNames[] = {
     {ElementType::COMPLEX128, "complex128"}, {ElementType::BFLOAT16, "bfloat16"},
     {ElementType::FLOAT8E4M3FN, "float8e4m3fn"}, {ElementType::FLOAT8E4M3FNUZ, "float8e4m3fnuz"},
     {ElementType::FLOAT8E5M2, "float8e5m2"}, {ElementType::FLOAT8E5M2FNUZ, "float8e5m2fnuz"},
+    {ElementType::UINT4, "uint4"}, {ElementType::INT4, "int4"},
 };
 
 // numpy dtype char (kind + itemsize) <-> element type; strings and bfloat16 are handled apart.

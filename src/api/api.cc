@@ -226,6 +226,9 @@ Shape ShapeFrom(const int64_t* shape, size_t len) {
 DataType ToDataType(ElementType t) {
   if (!IsValidDataType(static_cast<int32_t>(t)) || t == ElementType::UNDEFINED)
     Throw(MakeStatus(ErrorCode::INVALID_ARGUMENT, "unknown element type ", static_cast<int>(t)));
+  if (IsInt4(static_cast<DataType>(t)))  // in memory one value per byte, unlike ONNX's packed layout: not exposed
+    Throw(MakeStatus(ErrorCode::NOT_IMPLEMENTED, "element type ", DataTypeName(static_cast<DataType>(t)),
+                     " cannot cross the API (no packed 4-bit tensors yet)"));
   return static_cast<DataType>(t);
 }
 Value Wrap(IValue v) {
@@ -279,8 +282,18 @@ TensorTypeAndShapeInfo Value::GetTensorTypeAndShapeInfo() const {
   const Tensor& t = TensorOf(*this);
   return TensorTypeAndShapeInfo(static_cast<ElementType>(t.dtype()), t.shape(), std::vector<std::string>(t.rank()));
 }
-void* Value::GetTensorMutableRawData() { return const_cast<void*>(TensorOf(*this).raw_data()); }
-const void* Value::GetTensorRawData() const { return TensorOf(*this).raw_data(); }
+namespace {
+// int4/uint4 tensors hold one value per byte in memory, not ONNX's packed layout: their bytes are not handed out.
+const Tensor& TensorWithBytes(const Value& v) {
+  const Tensor& t = TensorOf(v);
+  if (IsInt4(t.dtype()))
+    Throw(MakeStatus(ErrorCode::NOT_IMPLEMENTED, "the data of a ", DataTypeName(t.dtype()),
+                     " tensor cannot cross the API (no packed 4-bit tensors yet)"));
+  return t;
+}
+}  // namespace
+void* Value::GetTensorMutableRawData() { return const_cast<void*>(TensorWithBytes(*this).raw_data()); }
+const void* Value::GetTensorRawData() const { return TensorWithBytes(*this).raw_data(); }
 std::string Value::GetStringTensorElement(size_t i) const {
   const Tensor& t = TensorOf(*this);
   if (t.dtype() != DataType::kString) Throw(Status(ErrorCode::FAIL, "the tensor is not a string tensor"));

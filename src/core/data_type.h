@@ -9,6 +9,7 @@
 
 #include "core/float16.h"
 #include "core/float8.h"
+#include "core/int4.h"
 #include "core/status.h"
 
 namespace epctx {
@@ -35,6 +36,8 @@ enum class DataType : int32_t {
   kFloat8E4M3FNUZ = 18,
   kFloat8E5M2 = 19,
   kFloat8E5M2FNUZ = 20,
+  kUint4 = 21,  // one value per byte in memory, packed two per byte in files (core/int4.h)
+  kInt4 = 22,
 };
 
 // X(enum, c++ type, onnx name)
@@ -58,9 +61,12 @@ enum class DataType : int32_t {
   X(kFloat8E4M3FN, Float8E4M3FN, "float8e4m3fn") \
   X(kFloat8E4M3FNUZ, Float8E4M3FNUZ, "float8e4m3fnuz") \
   X(kFloat8E5M2, Float8E5M2, "float8e5m2") \
-  X(kFloat8E5M2FNUZ, Float8E5M2FNUZ, "float8e5m2fnuz")
+  X(kFloat8E5M2FNUZ, Float8E5M2FNUZ, "float8e5m2fnuz") \
+  X(kUint4, UInt4, "uint4")                \
+  X(kInt4, Int4, "int4")
 
-// Size in bytes of one element; 0 for kUndefined or unknown values.
+// Size in bytes of one element in memory; 0 for kUndefined or unknown values. int4/uint4 are 1 here (one value per
+// byte in memory); their packed size in files is PackedInt4Bytes (core/int4.h).
 size_t DataTypeSize(DataType t);
 // "float", "int64", ...; "undefined" for unknown values.
 const char* DataTypeName(DataType t);
@@ -103,6 +109,17 @@ inline bool IsFloat8(DataType t) {
          t == DataType::kFloat8E5M2FNUZ;
 }
 
+// True for int4/uint4 (IR 10): storage one value per byte; kernels that compute list them themselves (Cast,
+// QuantizeLinear, DequantizeLinear), data movement works by element size.
+inline bool IsInt4(DataType t) { return t == DataType::kInt4 || t == DataType::kUint4; }
+
+// Bytes `count` elements of type `t` take in a file (TensorProto raw_data, external data): count * DataTypeSize(t),
+// except int4/uint4, packed two per byte: ceil(count / 2). `count` must be >= 0 and the product must fit (callers
+// check shapes first).
+inline uint64_t FileByteSize(DataType t, int64_t count) {
+  return IsInt4(t) ? PackedInt4Bytes(count) : static_cast<uint64_t>(count) * DataTypeSize(t);
+}
+
 // Common type lists for DispatchType. The float8 types are in none of them: a kernel that does arithmetic lists them
 // itself (Cast, QuantizeLinear), and data-movement kernels dispatch by element size (tensor_util.h).
 #define EPCTX_FLOAT_TYPES float, double, ::epctx::Float16, ::epctx::BFloat16
@@ -111,5 +128,6 @@ inline bool IsFloat8(DataType t) {
 #define EPCTX_ALL_TYPES EPCTX_NUMERIC_TYPES, bool, std::string
 #define EPCTX_FLOAT8_TYPES \
   ::epctx::Float8E4M3FN, ::epctx::Float8E4M3FNUZ, ::epctx::Float8E5M2, ::epctx::Float8E5M2FNUZ
+#define EPCTX_INT4_TYPES ::epctx::Int4, ::epctx::UInt4
 
 }  // namespace epctx

@@ -109,7 +109,7 @@ std::optional<ExternalDataLocation> ExternalLocationOf(const onnx::TensorProto& 
   if (length < 0) {  // up to the end of the file: the tensor's byte size
     int64_t n = 1;
     for (int64_t d : tp.dims()) n *= d;
-    length = n * static_cast<int64_t>(DataTypeSize(static_cast<DataType>(tp.data_type())));
+    length = static_cast<int64_t>(FileByteSize(static_cast<DataType>(tp.data_type()), n));  // int4: packed
   }
   loc.size = static_cast<size_t>(length);
   return loc;
@@ -158,9 +158,10 @@ void CollectSubgraphInitializers(onnx::NodeProto* node, std::vector<InitializerS
 // not checked: a caller may still hold the bytes in a write buffer, as ONNX Runtime's own Python example does.
 Status CheckReturnedLocation(const ExternalDataLocation& loc, const Tensor& tensor, const std::string& folder,
                              const std::string& what) {
-  RETURN_ERROR_IF(loc.size != tensor.SizeInBytes() || loc.offset < 0, FAIL, "the initializer location function returned '",
+  const uint64_t file_bytes = FileByteSize(tensor.dtype(), tensor.NumElements());  // int4 is packed in files
+  RETURN_ERROR_IF(loc.size != file_bytes || loc.offset < 0, FAIL, "the initializer location function returned '",
                   loc.path, "' offset ", loc.offset, " size ", loc.size, " for ", what, ", which has ",
-                  tensor.SizeInBytes(), " bytes");
+                  file_bytes, " bytes");
   StatusOr<std::string> path = ResolveExternalPath(folder, loc.path, what);
   if (!path.ok())
     return MakeStatus(ErrorCode::FAIL, "the initializer location function returned an unusable location for ", what,
@@ -343,7 +344,7 @@ Status WriteContextModel(const ContextModelSpec& spec) {
     TensorToProto(tensor, name, tp);
     auto it = source_external.find(name);
     InitializerSlot slot{tp, tensor, std::nullopt};
-    if (it != source_external.end() && it->second.size == tensor.SizeInBytes()) slot.source = it->second;
+    if (it != source_external.end() && it->second.size == FileByteSize(tensor.dtype(), tensor.NumElements())) slot.source = it->second;
     slots.push_back(std::move(slot));
   }
   for (InitializerSlot& slot : slots) {
@@ -370,7 +371,7 @@ Status WriteContextModel(const ContextModelSpec& spec) {
       size_t offset = (ext_bytes.size() + 63) / 64 * 64;
       ext_bytes.resize(offset);
       ext_bytes.append(tp->raw_data());
-      SetExternal(tp, spec.external_initializers_file, static_cast<int64_t>(offset), slot.tensor.SizeInBytes());
+      SetExternal(tp, spec.external_initializers_file, static_cast<int64_t>(offset), tp->raw_data().size());
     }
   }
   std::string ext_path;

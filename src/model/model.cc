@@ -178,7 +178,7 @@ struct Converter {
           if (kv.key() == "offset") offset = std::strtoull(kv.value().c_str(), nullptr, 10);  // validated above
         }
         ASSIGN_OR_RETURN(std::string path, ResolveExternalPath(resolver->base_dir(), location, init.name()));
-        g->external_initializers[init.name()] = Graph::ExternalLocation{path, offset, t.SizeInBytes()};
+        g->external_initializers[init.name()] = Graph::ExternalLocation{path, offset, FileByteSize(t.dtype(), t.NumElements())};
       }
       g->initializers[init.name()] = std::move(t);
     }

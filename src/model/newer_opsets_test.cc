@@ -353,15 +353,15 @@ TEST(NewerOpsets, StringOpsAndBitCastShapes) {
 }
 
 TEST(NewerOpsets, NewerElementTypesAreRefusedNamingTheValueAndType) {
-  onnx::ModelProto m = ReluModel(10, 21);
-  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(21);
+  onnx::ModelProto m = ReluModel(13, 25);
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(25);
   auto in = Load(m);
   ASSERT_FALSE(in.ok());
   EXPECT_EQ(in.status().code(), ErrorCode::INVALID_GRAPH);
-  EXPECT_NE(in.status().message().find("graph input 'X' has element type uint4 (21), which epctx does not run"),
+  EXPECT_NE(in.status().message().find("graph input 'X' has element type uint2 (25), which epctx does not run"),
             std::string::npos)
       << in.status().ToString();
-  // float8e8m0 (24, IR 12) is refused too; the float8 types 17-20 are not (next test).
+  // float8e8m0 (24, IR 12) is refused too; the float8 types 17-20 and int4/uint4 (21, 22) are not (next tests).
   onnx::ModelProto e8m0 = ReluModel(12, 24);
   e8m0.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(24);
   auto o = Load(e8m0);
@@ -369,12 +369,12 @@ TEST(NewerOpsets, NewerElementTypesAreRefusedNamingTheValueAndType) {
   EXPECT_NE(o.status().message().find("graph output 'Y' has element type float8e8m0 (24)"), std::string::npos)
       << o.status().ToString();
 
-  onnx::ModelProto cast = ReluModel(10, 21);
+  onnx::ModelProto cast = ReluModel(13, 25);
   auto* g = cast.mutable_graph();
-  SetInt(AddNode(g, "Cast", "to_int4", {"Y"}, "Z"), "to", 22);
+  SetInt(AddNode(g, "Cast", "to_int2", {"Y"}, "Z"), "to", 26);
   auto c = Load(cast);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("node 'to_int4' (Cast) attribute 'to' names element type int4 (22)"),
+  EXPECT_NE(c.status().message().find("node 'to_int2' (Cast) attribute 'to' names element type int2 (26)"),
             std::string::npos)
       << c.status().ToString();
 
@@ -439,6 +439,59 @@ TEST(NewerOpsets, Float8ModelsLoadWithTheirElementTypes) {
   EXPECT_NE(bad.status().message().find("initializer 'I': int32_data value 300 at index 1 is not a float8e4m3fnuz code"),
             std::string::npos)
       << bad.status().ToString();
+}
+
+// int4/uint4 (IR 10, opset 21): initializers packed two per byte in raw_data or one packed byte per int32_data entry
+// (onnx.proto), odd counts included; the runtime holds one value per byte. A packed size that does not match the
+// shape is refused naming the tensor before anything is copied.
+TEST(NewerOpsets, Int4InitializersLoadPackedAndShortDataIsRefused) {
+  onnx::ModelProto m = NewModel("int4", 21);
+  m.set_ir_version(10);
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "X", {3});
+  SetInt(AddNode(g, "Cast", "to_int4", {"X"}, "Q"), "to", 22);
+  SetInt(AddNode(g, "Cast", "back", {"Q"}, "Y"), "to", onnx::TensorProto::FLOAT);
+  AddTensorValueInfo(g->add_output(), "Y", {3});
+  auto* raw = g->add_initializer();  // int4 [-8, -1, 7]: bytes 0xF8, 0x07
+  raw->set_name("W");
+  raw->set_data_type(22);
+  raw->add_dims(3);
+  raw->set_raw_data(std::string("\xf8\x07", 2));
+  auto* ints = g->add_initializer();  // uint4 [1, 15, 9] as int32_data 0xF1, 0x09
+  ints->set_name("U");
+  ints->set_data_type(21);
+  ints->add_dims(3);
+  ints->add_int32_data(0xF1);
+  ints->add_int32_data(0x09);
+  auto loaded = Load(m);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(TypeOf(*loaded.value(), "Q"), DataType::kInt4);
+  const Tensor& w = loaded.value()->graph->initializers.at("W");
+  ASSERT_EQ(w.dtype(), DataType::kInt4);
+  ASSERT_EQ(w.NumElements(), 3);
+  EXPECT_EQ(w.data<Int4>()[0].value, -8);
+  EXPECT_EQ(w.data<Int4>()[1].value, -1);
+  EXPECT_EQ(w.data<Int4>()[2].value, 7);
+  const Tensor& u = loaded.value()->graph->initializers.at("U");
+  ASSERT_EQ(u.dtype(), DataType::kUint4);
+  EXPECT_EQ(u.data<UInt4>()[0].value, 1);
+  EXPECT_EQ(u.data<UInt4>()[1].value, 15);
+  EXPECT_EQ(u.data<UInt4>()[2].value, 9);
+
+  raw->set_raw_data(std::string("\xf8", 1));  // one byte short
+  auto short_raw = Load(m);
+  ASSERT_FALSE(short_raw.ok());
+  EXPECT_EQ(short_raw.status().code(), ErrorCode::INVALID_GRAPH);
+  EXPECT_NE(short_raw.status().message().find("initializer 'W': raw_data holds 1 bytes but shape [3] of int4 needs 2"),
+            std::string::npos)
+      << short_raw.status().ToString();
+  raw->set_raw_data(std::string("\xf8\x07", 2));
+  ints->add_int32_data(0);  // one entry too many
+  auto long_ints = Load(m);
+  ASSERT_FALSE(long_ints.ok());
+  EXPECT_NE(long_ints.status().message().find("initializer 'U': int32_data holds 3 values but shape [3] of uint4 needs 2"),
+            std::string::npos)
+      << long_ints.status().ToString();
 }
 
 // ---- model-local functions ----

@@ -22,6 +22,16 @@ Status CopyTyped(const Src& field, int64_t n, Tensor* t, const std::string& what
   return Status::OK();
 }
 
+// Fills int4/uint4 tensor `t` (allocated, one value per byte) from `size` packed bytes; INVALID_GRAPH naming `what`
+// unless size is exactly ceil(n / 2).
+Status UnpackInt4Tensor(const uint8_t* src, uint64_t size, Tensor* t, const std::string& what) {
+  const int64_t n = t->NumElements();
+  Status s = t->dtype() == DataType::kInt4 ? UnpackInt4(src, size, n, t->data<Int4>(), what.c_str())
+                                           : UnpackInt4(src, size, n, t->data<UInt4>(), what.c_str());
+  RETURN_ERROR_IF(!s.ok(), INVALID_GRAPH, s.message(), " (", DataTypeName(t->dtype()), ": two values per byte)");
+  return Status::OK();
+}
+
 // int32_data carries int8/16/32, uint8/16, bool and the bits of float16/bfloat16/float8.
 Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const std::string& what) {
   const auto& f = p.int32_data();
@@ -50,6 +60,19 @@ Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const
         t->data<uint8_t>()[i] = static_cast<uint8_t>(v);
       }
       break;
+    case DataType::kInt4:
+    case DataType::kUint4: {
+      // onnx.proto: two 4-bit values per int32 (one packed byte, low nibble first); `n` counts values, and
+      // CheckStoredSize has checked that f holds PackedInt4Bytes(n) entries.
+      std::string bytes(static_cast<size_t>(f.size()), '\0');
+      for (int i = 0; i < f.size(); ++i) {
+        const int32_t v = f.Get(i);
+        RETURN_ERROR_IF(v < 0 || v > 255, INVALID_GRAPH, what, ": int32_data value ", v, " at index ", i,
+                        " is not a byte of two packed ", DataTypeName(t->dtype()), " values (0..255)");
+        bytes[static_cast<size_t>(i)] = static_cast<char>(v);
+      }
+      return UnpackInt4Tensor(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), t, what);
+    }
     default: return MakeStatus(ErrorCode::INVALID_GRAPH, what, ": int32_data cannot hold ", DataTypeName(t->dtype()));
   }
   return Status::OK();
@@ -61,6 +84,14 @@ Status CopyFromInt32Data(const onnx::TensorProto& p, int64_t n, Tensor* t, const
 Status CheckStoredSize(const onnx::TensorProto& p, DataType dtype, int64_t n, const Shape& shape,
                        const std::string& what) {
   const uint64_t esize = DataTypeSize(dtype);
+  if (IsInt4(dtype)) {  // packed two per byte, in raw_data or one byte per int32_data entry
+    const uint64_t need = PackedInt4Bytes(n);
+    const uint64_t have = p.has_raw_data() ? p.raw_data().size() : static_cast<uint64_t>(p.int32_data_size());
+    RETURN_ERROR_IF(have != need, INVALID_GRAPH, what, ": ", p.has_raw_data() ? "raw_data holds " : "int32_data holds ",
+                    have, p.has_raw_data() ? " bytes" : " values", " but shape ", ShapeToString(shape), " of ",
+                    DataTypeName(dtype), " needs ", need, " (two 4-bit values per byte)");
+    return Status::OK();
+  }
   if (p.has_raw_data()) {
     RETURN_ERROR_IF(dtype == DataType::kString, INVALID_GRAPH, what, ": string tensors cannot use raw_data");
     const uint64_t have = p.raw_data().size();
@@ -107,7 +138,7 @@ std::string TypeWithCode(int32_t code) { return OnnxElementTypeName(code) + " ("
 
 // An element type ONNX defines (IR 10 and later: 4-bit, float4, float8e8m0, 2-bit) that DataType lacks. Codes ONNX
 // does not define are left to the checks that read the values (TensorFromProto: "unknown element type").
-bool IsNewerOnnxType(int64_t code) { return code > static_cast<int64_t>(DataType::kFloat8E5M2FNUZ) && code <= 26; }
+bool IsNewerOnnxType(int64_t code) { return code > static_cast<int64_t>(DataType::kInt4) && code <= 26; }
 
 Status CheckTypeProto(const onnx::TypeProto& t, const std::string& what, const std::string& value) {
   switch (t.value_case()) {
@@ -162,7 +193,9 @@ Status CheckElementTypes(const onnx::GraphProto& g, const std::string& what) {
 namespace {
 
 Status Float8ToRaw(onnx::TensorProto* t, const std::string& what, const std::string& value) {
-  if (!IsValidDataType(t->data_type()) || !IsFloat8(static_cast<DataType>(t->data_type())) || t->has_raw_data() ||
+  if (!IsValidDataType(t->data_type()) ||
+      !(IsFloat8(static_cast<DataType>(t->data_type())) || IsInt4(static_cast<DataType>(t->data_type()))) ||
+      t->has_raw_data() ||
       t->data_location() == onnx::TensorProto::EXTERNAL || t->int32_data_size() == 0)
     return Status::OK();
   std::string raw(static_cast<size_t>(t->int32_data_size()), '\0');
@@ -170,7 +203,7 @@ Status Float8ToRaw(onnx::TensorProto* t, const std::string& what, const std::str
     const int32_t v = t->int32_data(i);
     RETURN_ERROR_IF(v < 0 || v > 255, INVALID_GRAPH, "model ", what, ": ", value, ": int32_data value ", v,
                     " at index ", i, " is not a ", DataTypeName(static_cast<DataType>(t->data_type())),
-                    " code (0..255)");
+                    IsInt4(static_cast<DataType>(t->data_type())) ? " byte (0..255, two packed values)" : " code (0..255)");
     raw[static_cast<size_t>(i)] = static_cast<char>(v);
   }
   t->clear_int32_data();
@@ -227,6 +260,13 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& 
     RETURN_ERROR_IF(static_cast<uint64_t>(n) > UINT64_MAX / (esize ? esize : 1), INVALID_GRAPH, what, ": too large");
     const void* data = nullptr;
     std::shared_ptr<void> holder;
+    if (IsInt4(dtype)) {  // packed in the file: unpacked into memory of our own
+      const uint64_t packed = PackedInt4Bytes(n);
+      RETURN_IF_ERROR(resolver->Resolve(ref, packed, what, &data, &holder));
+      ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, std::move(shape)));
+      RETURN_IF_ERROR(UnpackInt4Tensor(static_cast<const uint8_t*>(data), packed, &t, what));
+      return t;
+    }
     RETURN_IF_ERROR(resolver->Resolve(ref, static_cast<uint64_t>(n) * esize, what, &data, &holder));
     // Kernels read elements through typed pointers: an offset that leaves them misaligned (any offset is legal in
     // ONNX) gets a copy instead of a view of the mapping.
@@ -241,6 +281,11 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::string& 
 
   RETURN_IF_ERROR(CheckStoredSize(p, dtype, n, shape, what));
   ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape));
+  if (p.has_raw_data() && IsInt4(dtype)) {
+    RETURN_IF_ERROR(UnpackInt4Tensor(reinterpret_cast<const uint8_t*>(p.raw_data().data()), p.raw_data().size(), &t,
+                                     what));
+    return t;
+  }
   if (p.has_raw_data()) {
     if (n > 0) std::memcpy(t.raw_data(), p.raw_data().data(), p.raw_data().size());
     if (dtype == DataType::kBool)  // normalise to 0/1 so every bool read is well-defined
@@ -281,6 +326,12 @@ void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
   for (int64_t d : t.shape()) p->add_dims(d);
   if (t.dtype() == DataType::kString) {
     for (int64_t i = 0; i < t.NumElements(); ++i) p->add_string_data(t.data<std::string>()[i]);
+  } else if (IsInt4(t.dtype())) {  // files pack two values per byte
+    std::string packed(PackedInt4Bytes(t.NumElements()), '\0');
+    auto* dst = reinterpret_cast<uint8_t*>(packed.data());
+    if (t.dtype() == DataType::kInt4) PackInt4(t.data<Int4>(), t.NumElements(), dst);
+    else PackInt4(t.data<UInt4>(), t.NumElements(), dst);
+    p->set_raw_data(std::move(packed));
   } else {
     p->set_raw_data(t.raw_data(), t.SizeInBytes());
   }

@@ -26,27 +26,30 @@ struct ValueType;
 // its offset leaves the elements misaligned for their type).
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& what,
                                  const ExternalDataResolver* resolver);
-// Writes dims, data_type and data (raw_data for numeric types, string_data for strings).
+// Writes dims, data_type and data (raw_data for numeric types, int4/uint4 packed two per byte; string_data for
+// strings). TensorFromProto reads int4/uint4 from packed raw_data, int32_data or external data (ceil(n / 2) bytes,
+// checked before any copy) into one value per byte.
 void TensorToProto(const Tensor& tensor, const std::string& name, onnx::TensorProto* proto);
 
 // Sequence / optional values from ONNX's test-data protos.
 StatusOr<IValue> SequenceFromProto(const onnx::SequenceProto& proto, const std::string& what);
 StatusOr<IValue> OptionalFromProto(const onnx::OptionalProto& proto, const std::string& what);
 
-// The ONNX name of an element type code, including those newer than the runtime's DataType (IR 10-13: "uint4" 21 ...
-// "int2" 26); "element type N" for a code ONNX does not define.
+// The ONNX name of an element type code, including those newer than the runtime's DataType (IR 11-13: "float4e2m1"
+// 23 ... "int2" 26); "element type N" for a code ONNX does not define.
 std::string OnnxElementTypeName(int32_t code);
 
 // Refuses (INVALID_GRAPH) an element type the runtime does not run, anywhere a model states one: graph inputs,
 // outputs, value infos, initializers, Constant values, Cast/CastLike's `to`, subgraphs alike. The message names the
-// value (or node) and the type, e.g. "model 'm.onnx': graph input 'x' has element type int4 (22), which epctx does
-// not run". The float8 types (17-20) are DataTypes and pass. `what` names the model.
+// value (or node) and the type, e.g. "model 'm.onnx': graph input 'x' has element type int2 (26), which epctx does
+// not run". The float8 types (17-20) and uint4/int4 (21, 22) are DataTypes and pass. `what` names the model.
 Status CheckElementTypes(const onnx::GraphProto& graph, const std::string& what);
 
-// Moves the data of float8 tensors stored in int32_data (one code per int32, as onnx.proto allows) to raw_data, in
-// initializers and node attributes, subgraphs included: libonnx 1.12's checker refuses int32_data for element types
-// it does not know ("Unrecognized data_type"). The values are unchanged; a value outside 0..255 is no float8 code
-// and is refused (INVALID_GRAPH naming the tensor, the value and the type). `what` names the model.
+// Moves the data of float8 and int4/uint4 tensors stored in int32_data (one float8 code, or one byte of two packed
+// 4-bit values, per int32, as onnx.proto allows) to raw_data, in initializers and node attributes, subgraphs included:
+// libonnx 1.12's checker refuses int32_data for element types it does not know ("Unrecognized data_type"). The values
+// are unchanged; a value outside 0..255 is refused (INVALID_GRAPH naming the tensor, the value and the type); sizes
+// are checked when the tensor is read (TensorFromProto). `what` names the model.
 Status MoveFloat8Int32DataToRaw(onnx::GraphProto* graph, const std::string& what);
 
 // Converts an onnx TypeProto to ValueType (unknown kinds map to kUnknown).

@@ -66,6 +66,7 @@ IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 25: 12, 26:
 F, I64, I32, U8, I8, B = (TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.UINT8,
                           TensorProto.INT8, TensorProto.BOOL)
 FLOAT8E4M3FN, FLOAT8E5M2 = 17, 19  # TensorProto.DataType values newer than onnx 1.12's enum
+UINT4, INT4 = 21, 22
 DEFAULT_TOL = (1e-4, 1e-5)
 
 
@@ -110,6 +111,16 @@ def float8_tensor(name, elem_type, dims, codes):
     t.name, t.data_type = name, elem_type
     t.dims.extend(dims)
     t.raw_data = bytes(codes)
+    return t
+
+
+def int4_tensor(name, elem_type, dims, values):
+    """An int4/uint4 TensorProto: two values per raw_data byte, the first in the low nibble (onnx 1.12 has no int4)."""
+    vals = [int(v) & 0xF for v in values] + ([0] if len(values) % 2 else [])
+    t = TensorProto()
+    t.name, t.data_type = name, elem_type
+    t.dims.extend(dims)
+    t.raw_data = bytes(vals[i] | (vals[i + 1] << 4) for i in range(0, len(vals), 2))
     return t
 
 
@@ -419,6 +430,15 @@ def cases_for(op, v):
         else:
             add("float_to_int32", node_case(op, [("x", x)], like(np.int32), outs=(("y", I32),)))
             add("float_to_double", node_case(op, [("x", x)], like(np.float64), outs=(("y", TensorProto.DOUBLE),)))
+        if v >= 21 and op == "Cast":
+            # float -> int4/uint4 rounds half away from zero and wraps to the low 4 bits (ONNX Runtime 1.30); back to
+            # float exactly. Odd count.
+            xc = np.array([-100, -9, -8.5, -7.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 6.5, 7.5, 8, 15.5, 3.2],
+                          np.float32)
+            for t, tn in ((INT4, "int4"), (UINT4, "uint4")):
+                add(f"{tn}_roundtrip", dict(nodes=[helper.make_node("Cast", ["x"], ["q"], to=t),
+                                                   helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)],
+                                            inputs=[("x", xc)], outputs=[("y", F, None)]))
         if v >= 19 and op == "Cast":
             for t, tn in ((FLOAT8E4M3FN, "e4m3fn"), (FLOAT8E5M2, "e5m2")):
                 for sat in (1, 0):
@@ -462,6 +482,20 @@ def cases_for(op, v):
                                                   [("s", r.uniform(0.01, 0.1, (2, 3)).astype(np.float32)),
                                                    ("z", r.integers(0, 9, (2, 3)).astype(np.uint8))],
                                                   axis=0, block_size=3))
+            # int4/uint4 initializers (IR 10) with odd element counts (15 values: the last byte's high nibble unused),
+            # dequantized blocked along axis 1 (block 2 over 5: 3 blocks, the last short) and per axis.
+            xi = r.integers(-8, 8, (3, 5))
+            add("int4_blocked_odd_count", dict(
+                nodes=[helper.make_node(op, ["x", "s", "z"], ["y"], axis=1, block_size=2)], inputs=[],
+                inits=[("x", int4_tensor("x", INT4, [3, 5], xi.flatten())),
+                       ("s", r.uniform(0.1, 1.0, (3, 3)).astype(np.float32)),
+                       ("z", int4_tensor("z", INT4, [3, 3], r.integers(-8, 8, 9)))],
+                outputs=[("y", F, None)]))
+            add("uint4_per_axis_odd_count", dict(
+                nodes=[helper.make_node(op, ["x", "s", "z"], ["y"], axis=0)], inputs=[],
+                inits=[("x", int4_tensor("x", UINT4, [3, 5], r.integers(0, 16, 15))),
+                       ("s", np.array([0.5, 0.25, 2.0], np.float32)), ("z", int4_tensor("z", UINT4, [3], [0, 8, 15]))],
+                outputs=[("y", F, None)]))
         return out
     if op == "QuantizeLinear":
         x = randn(r, 4, 6, scale=3.0)
@@ -488,6 +522,30 @@ def cases_for(op, v):
                     inits=[("s", np.array(0.5, np.float32)), ("z", float8_tensor("z", FLOAT8E4M3FN, [], [0]))],
                     outputs=[("y", F, None)]))
         if v >= 21:
+            # int4/uint4: quantize then dequantize (test data cannot carry 4-bit values), |x / s| beyond the range so
+            # both saturation ends show; ties (x / s = k + 0.5) round to even.
+            xt = np.concatenate([x.flatten()[:21] * 8, np.array([-2.5, 2.5, 1.5], np.float32)]).astype(np.float32)
+            add("int4_roundtrip_odd", dict(
+                nodes=[helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                       helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                inputs=[("x", xt[:23].reshape(23))],
+                inits=[("s", np.array(1.0, np.float32)), ("z", int4_tensor("z", INT4, [], [1]))],
+                outputs=[("y", F, None)]))
+            add("uint4_output_dtype_blocked_roundtrip", dict(
+                nodes=[helper.make_node("QuantizeLinear", ["x", "s"], ["q"], axis=1, block_size=3, output_dtype=UINT4),
+                       helper.make_node("DequantizeLinear", ["q", "s"], ["y"], axis=1, block_size=3)],
+                inputs=[("x", np.abs(x) * 6)],
+                inits=[("s", r.uniform(0.2, 1.0, (4, 2)).astype(np.float32))],
+                outputs=[("y", F, None)]))
+            add("int4_per_axis_transpose_roundtrip", dict(
+                nodes=[helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0),
+                       helper.make_node("Transpose", ["q"], ["qt"], perm=[1, 0]),
+                       helper.make_node("DequantizeLinear", ["qt", "s2", "z2"], ["y"])],
+                inputs=[("x", x)],
+                inits=[("s", np.array([0.1, 0.2, 0.3, 0.05], np.float32)),
+                       ("z", int4_tensor("z", INT4, [4], [0, 1, -2, 7])), ("s2", np.array(0.25, np.float32)),
+                       ("z2", int4_tensor("z2", INT4, [], [-1]))],
+                outputs=[("y", F, None)]))
             add("float8e5m2_per_axis_transpose_roundtrip", dict(
                 nodes=[helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0),
                        helper.make_node("Transpose", ["q"], ["qt"], perm=[1, 0]),
@@ -864,8 +922,27 @@ def write_doc(results):
         "(volumetric) X; on 5-D X it runs modes linear and nearest, and refuses cubic (tricubic; ORT 1.30 refuses it",
         "too) with NOT_IMPLEMENTED naming the node; X of another rank (1-D or 4+ spatial dims, which the spec allows",
         "from 20) is refused the same way. Versions that only added element types run for the types the",
-        "runtime has; the loader refuses int4/uint4, float4e2m1, float8e8m0 and int2/uint2 values with a message",
-        "naming the value and the type.",
+        "runtime has; the loader refuses float4e2m1, float8e8m0 and int2/uint2 values with a message naming the",
+        "value and the type.",
+        "",
+        "int4 / uint4 (IR 10, opset 21). Probed on ORT 1.30's CPU EP at opsets 21, 23 and 25: it runs",
+        "DequantizeLinear on int4/uint4 `x` (per tensor, per axis, blocked with `block_size`), QuantizeLinear to",
+        "int4/uint4 (zero point or `output_dtype`; per tensor, per axis, blocked; round half to even, saturating to",
+        "[-8, 7] / [0, 15]), Cast between int4/uint4 and float, float16, double, int32, int64, int8, uint8 and bool",
+        "(from a float: round half away from zero, then wrap to the low 4 bits: Cast(-8.5) = 7, Cast(7.5) = -8; ORT's",
+        "int4 -> int8/uint8 gives wrong values, e.g. every int4 -> int8 is -1, so epctx's exact sign/zero extension is",
+        "checked by unit tests only), Transpose, Constant and initializers (raw_data, int32_data). It has no CPU kernel",
+        "for Identity, Reshape, Squeeze, Unsqueeze, Flatten, Pad, Shape, Size or If on int4, its checker refuses",
+        "Concat, Slice, Gather, Expand, Tile, Split and every arithmetic op on them, and its Node.js binding aborts on",
+        "an int4 graph output. epctx runs what ORT runs; it holds one value per byte in memory (`src/core/int4.h`),",
+        "packing two per byte, low nibble first, only in files (an odd count's unused nibble written 0), so its",
+        "data-movement kernels move int4 like any 1-byte type (a superset of ORT's Transpose). Packed sizes are",
+        "checked (ceil(n / 2) bytes or int32_data entries) before anything is copied. Kernels that compute on values",
+        "refuse int4 with NOT_IMPLEMENTED naming the node and the type; AotCpu claims no node with an int4 input or",
+        "output; the public API refuses int4 tensors (NOT_IMPLEMENTED: no packed form there yet). Cases:",
+        "`Cast_*_{int4,uint4}_roundtrip`, `QuantizeLinear_*_int4*`/`*_uint4*`, `DequantizeLinear_*_int4_blocked_odd_count`,",
+        "`DequantizeLinear_*_uint4_per_axis_odd_count`; unit tests `src/core/int4_test.cc`,",
+        "`providers/cpu/kernels/int4_kernels_test.cc`.",
         "",
         "The four float8 types of opset 19 (float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz) are element",
         "types of the runtime (`src/core/float8.h`: one byte, exact conversions with round-to-nearest-even and the",

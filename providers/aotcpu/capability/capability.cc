@@ -16,16 +16,18 @@ bool IsNodeSupported(const Graph& g, const Node& n, std::string* why) {
   const OpEntry* e = FindOp(n.domain, n.op);
   if (!e) return *why = "op " + n.op + " is not compiled by this EP", false;
   if (n.inputs.size() > kMaxStepOperands - 8 || n.outputs.size() > 8) return *why = "too many inputs", false;
-  // ONNX's float8 types (codes 17-20) run on the CPU EP only: no kernel here reads or writes them, and a node that
-  // only moves them (Reshape, Transpose) is not claimed either, so they never cross a partition boundary.
-  auto float8 = [](int64_t code) { return code >= 17 && code <= 20; };
+  // ONNX's float8 types (codes 17-20) and uint4/int4 (21, 22) run on the CPU EP only: no kernel here reads or writes
+  // them, and a node that only moves them (Reshape, Transpose) is not claimed either, so they never cross a partition
+  // boundary (where int4's in-memory layout would have to be agreed).
+  auto float8 = [](int64_t code) { return code >= 17 && code <= 22; };
   for (const std::vector<int>* values : {&n.inputs, &n.outputs})
     for (int v : *values)
       if (v >= 0 && float8(g.v(v).dtype))
-        return *why = "element type float8 (" + std::to_string(g.v(v).dtype) + ") is not compiled by this EP", false;
+        return *why = std::string("element type ") + (g.v(v).dtype >= 21 ? "int4/uint4" : "float8") + " (" +
+                      std::to_string(g.v(v).dtype) + ") is not compiled by this EP", false;
   if ((n.op == "Cast" || n.op == "QuantizeLinear") && n.domain.empty() &&
       float8(n.Int(n.op == "Cast" ? "to" : "output_dtype", 0)))
-    return *why = "a float8 output is not compiled by this EP", false;
+    return *why = "a float8 or 4-bit integer output is not compiled by this EP", false;
   return e->support(g, n, why);
 }
 

@@ -9,6 +9,8 @@
 //  - float8 (opset 19+): to float8 goes through float (as ONNX Runtime: a double or int64 rounds twice) and then
 //    rounds to nearest even with the node's `saturate` (default 1; core/float8.h has the table); from float8 goes
 //    through float, which holds every float8 value exactly;
+//  - int4/uint4 (opset 21): from them through int32 (exact); to them from integers and bool wraps to the low 4 bits,
+//    from floats rounds half away from zero and then wraps (as ONNX Runtime 1.30: Cast(-8.5) = 7, Cast(7.5) = -8);
 //  - anything -> bfloat16 truncates toward zero (drops the low 16 bits of the float), which is what ONNX's
 //    conformance data for Cast (libonnx 1.12) expects; NaN stays a quiet NaN;
 //  - string -> number parses decimal or scientific notation, "INF"/"+INF"/"-INF"/"NaN" in any case, and for integer
@@ -89,6 +91,19 @@ template <typename D, typename S>
 inline D CastValue(S v) {
   if constexpr (std::is_same_v<D, S>) {
     return v;
+  } else if constexpr (kIsInt4<S>) {  // every int4/uint4 value is exact in int32
+    return CastValue<D>(static_cast<int32_t>(v));
+  } else if constexpr (kIsInt4<D>) {
+    if constexpr (std::is_same_v<S, bool>) {
+      return D::Wrap(v ? 1 : 0);
+    } else if constexpr (kIsSmallFloat<S> || std::is_floating_point_v<S>) {
+      // As ONNX Runtime 1.30: round half away from zero, then keep the low 4 bits (wrap). NaN and values beyond
+      // int64 give 0.
+      const double r = std::round(static_cast<double>(static_cast<std::conditional_t<kIsSmallFloat<S>, float, S>>(v)));
+      return D::Wrap(r > -9.2e18 && r < 9.2e18 ? static_cast<int64_t>(r) : 0);
+    } else {  // integer -> 4 bits: wraps like any narrowing integer cast
+      return D::Wrap(static_cast<int64_t>(v));
+    }
   } else if constexpr (kIsFloat8<D>) {
     return D(CastValue<float>(v));  // saturating; CastToFloat8 takes the node's choice
   } else if constexpr (kIsSmallFloat<S>) {
@@ -172,7 +187,10 @@ Status ParseString(const std::string& s, D* out, const std::string& what, bool s
     return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, ": cannot cast string \"", s, "\" to ",
                       DataTypeName(DataTypeFor<D>()));
   };
-  if constexpr (std::is_same_v<D, bool>) {
+  if constexpr (kIsInt4<D>) {  // ONNX Runtime 1.30 has no string -> 4-bit Cast either
+    return MakeStatus(ErrorCode::NOT_IMPLEMENTED, what, ": cast from string to ", DataTypeName(DataTypeFor<D>()),
+                      " is not supported");
+  } else if constexpr (std::is_same_v<D, bool>) {
     const std::string t = Trim(s);
     if (EqualsIgnoreCase(t, "true")) {
       *out = true;
@@ -224,6 +242,8 @@ template <typename S>
 std::string FormatValue(S v) {
   if constexpr (std::is_same_v<S, bool>) {
     return v ? "1" : "0";
+  } else if constexpr (kIsInt4<S>) {
+    return std::to_string(static_cast<int32_t>(v));
   } else if constexpr (std::is_integral_v<S>) {
     return std::to_string(v);
   } else {
@@ -244,7 +264,7 @@ std::string FormatValue(S v) {
   }
 }
 
-#define CAST_TYPES EPCTX_NUMERIC_TYPES, bool, EPCTX_FLOAT8_TYPES
+#define CAST_TYPES EPCTX_NUMERIC_TYPES, bool, EPCTX_FLOAT8_TYPES, EPCTX_INT4_TYPES
 
 // float <-> float16 in bulk: F16C converts 8 values per instruction with the same rounding (nearest even) as
 // Float16(float).

@@ -1,5 +1,7 @@
 // Quantized ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger,
-// QLinearMatMul, QLinearConv. Plain loops: 8-bit operands are widened to int32 with their zero points subtracted,
+// QLinearMatMul, QLinearConv. QuantizeLinear/DequantizeLinear also take int4/uint4 (opset 21; one value per byte
+// in memory, core/int4.h), per tensor, per axis and blocked, saturating to [-8, 7] / [0, 15]. Plain loops: 8-bit
+// operands are widened to int32 with their zero points subtracted,
 // products accumulate in int32 (ConvPlain/GemmPlain), and requantization rounds half to even and saturates.
 #include <algorithm>
 #include <cmath>
@@ -29,8 +31,14 @@ Status ReadInts(const Tensor& t, const char* what, std::vector<int32_t>* out) {
     case DataType::kInt32:
       std::copy(t.data<int32_t>(), t.data<int32_t>() + n, out->begin());
       return Status::OK();
+    case DataType::kInt4:
+      for (int64_t i = 0; i < n; ++i) (*out)[i] = static_cast<int32_t>(t.data<Int4>()[i]);
+      return Status::OK();
+    case DataType::kUint4:
+      for (int64_t i = 0; i < n; ++i) (*out)[i] = static_cast<int32_t>(t.data<UInt4>()[i]);
+      return Status::OK();
     default:
-      return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, " must be int8, uint8 or int32, got ",
+      return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, " must be int8, uint8, int4, uint4 or int32, got ",
                         DataTypeName(t.dtype()));
   }
 }
@@ -72,6 +80,20 @@ Status CheckCount(const std::vector<T>& v, int64_t n, const char* what, bool all
   if (allow_per_channel && static_cast<int64_t>(v.size()) == n) return Status::OK();
   return MakeStatus(ErrorCode::INVALID_ARGUMENT, what, " has ", v.size(), " values; expected 1",
                     allow_per_channel ? " or " + std::to_string(n) : std::string());
+}
+
+// x / scale rounded half to even plus the zero point (`v`, already rounded) saturated to Q's range: int8/uint8, or
+// int4 [-8, 7] / uint4 [0, 15]. NaN gives Q's minimum.
+template <typename Q>
+inline Q QuantizeSaturate(float v) {
+  if constexpr (kIsInt4<Q>) {
+    const float r = std::nearbyint(v);
+    if (!(r >= static_cast<float>(Q::kMin))) return Q::Saturate(Q::kMin);
+    if (r > static_cast<float>(Q::kMax)) return Q::Saturate(Q::kMax);
+    return Q::Saturate(static_cast<int64_t>(r));
+  } else {
+    return SaturateRound<Q>(v);
+  }
 }
 
 // Requantizes one int32 accumulator.
@@ -216,8 +238,8 @@ class QuantizeKernel final : public OpKernel {
     if (dequantize_) {
       RETURN_ERROR_IF(zp && zp->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": zero point is ",
                       DataTypeName(zp->dtype()), " but x is ", DataTypeName(x->dtype()));
-      RETURN_ERROR_IF(!Is8Bit(x->dtype()) && x->dtype() != DataType::kInt32, INVALID_ARGUMENT, node,
-                      ": x must be int8, uint8, int32 or float8, got ", DataTypeName(x->dtype()));
+      RETURN_ERROR_IF(!Is8Bit(x->dtype()) && !IsInt4(x->dtype()) && x->dtype() != DataType::kInt32, INVALID_ARGUMENT,
+                      node, ": x must be int8, uint8, int4, uint4, int32 or float8, got ", DataTypeName(x->dtype()));
       ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, x->shape()));
       auto run = [&](auto tag) {
         using T = decltype(tag);
@@ -242,11 +264,14 @@ class QuantizeKernel final : public OpKernel {
       };
       if (x->dtype() == DataType::kInt8) run(int8_t{});
       else if (x->dtype() == DataType::kUint8) run(uint8_t{});
+      else if (x->dtype() == DataType::kInt4) run(Int4{});
+      else if (x->dtype() == DataType::kUint4) run(UInt4{});
       else run(int32_t{});
       return Status::OK();
     }
-    RETURN_ERROR_IF(!Is8Bit(q_type) && !IsFloat8(q_type), INVALID_ARGUMENT, node,
-                    ": zero point (output type) must be int8, uint8 or float8, got ", DataTypeName(q_type));
+    RETURN_ERROR_IF(!Is8Bit(q_type) && !IsFloat8(q_type) && !IsInt4(q_type), INVALID_ARGUMENT, node,
+                    ": zero point (output type) must be int8, uint8, int4, uint4 or float8, got ",
+                    DataTypeName(q_type));
     Tensor xf;
     if (x->dtype() == DataType::kInt32) {
       ASSIGN_OR_RETURN(xf, Tensor::Allocate(DataType::kFloat, x->shape()));
@@ -284,17 +309,20 @@ class QuantizeKernel final : public OpKernel {
           if (nb > 0) {
             for (int64_t i = b * inner; i < (b + 1) * inner; ++i) {
               const int64_t p = param(b, i);
-              yp[i] = SaturateRound<Q>(std::nearbyint(xp[i] / sc[p]) + static_cast<float>(zps[p]));
+              yp[i] = QuantizeSaturate<Q>(std::nearbyint(xp[i] / sc[p]) + static_cast<float>(zps[p]));
             }
             continue;
           }
           const int64_t a = b % axis_dim;
           const float s = sc[a], z = static_cast<float>(zps[a]);
-          for (int64_t i = b * inner; i < (b + 1) * inner; ++i) yp[i] = SaturateRound<Q>(std::nearbyint(xp[i] / s) + z);
+          for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
+            yp[i] = QuantizeSaturate<Q>(std::nearbyint(xp[i] / s) + z);
         }
       });
     };
     if (q_type == DataType::kInt8) run(int8_t{});
+    else if (q_type == DataType::kInt4) run(Int4{});
+    else if (q_type == DataType::kUint4) run(UInt4{});
     else run(uint8_t{});
     return Status::OK();
   }
