@@ -486,10 +486,10 @@ TEST(NewerOpsets, Int4InitializersLoadPackedAndShortDataIsRefused) {
             std::string::npos)
       << short_raw.status().ToString();
   raw->set_raw_data(std::string("\xf8\x07", 2));
-  ints->add_int32_data(0);  // one entry too many
+  ints->add_int32_data(0);  // one entry too many (moved to raw_data for the checker, then size-checked)
   auto long_ints = Load(m);
   ASSERT_FALSE(long_ints.ok());
-  EXPECT_NE(long_ints.status().message().find("initializer 'U': int32_data holds 3 values but shape [3] of uint4 needs 2"),
+  EXPECT_NE(long_ints.status().message().find("initializer 'U': raw_data holds 3 bytes but shape [3] of uint4 needs 2"),
             std::string::npos)
       << long_ints.status().ToString();
 }
