@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "epctx/epctx.h"
+#include "model/external_data.h"
 #include "model/tensor_proto.h"
 #include "providers/aotcpu/binary/context_binary.h"
 #include "providers/aotcpu/runtime/program.h"
@@ -721,6 +722,38 @@ TEST(HostileModel, ExternalDataAtAnOddOffsetComputesTheSameResult) {
   WriteFile(dir / "m.onnx", Serialize(m));
   Session s(env, (dir / "m.onnx").c_str(), SessionOptions());
   EXPECT_EQ(RunOne(s), testing::CpuReference(AddReluModel()));
+}
+
+// int4 external data is packed (ceil(n / 2) bytes, here at an odd offset): read into one value per byte; a length one
+// byte short of the packed size is refused naming the tensor before anything is read.
+TEST(HostileModel, Int4ExternalDataIsPackedAndSizeChecked) {
+  TempDir dir;
+  WriteFile(dir / "w.bin", Hostile(std::string("abc\xf8\x07", 5)));  // int4 [-8, -1, 7] at offset 3
+  ExternalDataResolver resolver(dir.path());
+  auto tensor = [&](const std::string& length) {
+    onnx::TensorProto t;
+    t.set_name("W");
+    t.set_data_type(22);
+    t.add_dims(3);
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"location", "w.bin"}, {"offset", "3"}, {"length", length}}) {
+      auto* e = t.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+    return TensorFromProto(t, "initializer 'W'", &resolver);
+  };
+  StatusOr<Tensor> ok = tensor("2");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok.value().dtype(), DataType::kInt4);
+  EXPECT_EQ(ok.value().data<Int4>()[0].value, -8);
+  EXPECT_EQ(ok.value().data<Int4>()[1].value, -1);
+  EXPECT_EQ(ok.value().data<Int4>()[2].value, 7);
+  StatusOr<Tensor> short_len = tensor("1");
+  ASSERT_FALSE(short_len.ok());
+  EXPECT_EQ(short_len.status().code(), ErrorCode::INVALID_GRAPH);
+  EXPECT_NE(short_len.status().message().find("initializer 'W'"), std::string::npos) << short_len.status().ToString();
 }
 
 // Test-data and initializer tensors share TensorFromProto; hostile TensorProtos are refused by it with a reason.

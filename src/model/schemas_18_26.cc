@@ -25,8 +25,8 @@ using onnx::OpSchema;
 using onnx::TensorShapeProto;
 
 // Type lists, in the names libonnx 1.12 parses (the float8/4-bit/2-bit types of later opsets are not among them; the
-// checker does not compare node types with these lists and shape inference runs without check_type, so float8 values
-// pass; CheckElementTypes refuses the 4-bit/2-bit/float4/float8e8m0 types before the checker runs).
+// checker does not compare node types with these lists and shape inference runs without check_type, so float8 and
+// int4/uint4 values pass; CheckElementTypes refuses the 2-bit/float4/float8e8m0 types before the checker runs).
 const std::vector<std::string> kFloats = {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)"};
 const std::vector<std::string> kInts = {"tensor(uint8)", "tensor(uint16)", "tensor(uint32)", "tensor(uint64)",
                                         "tensor(int8)",  "tensor(int16)",  "tensor(int32)",  "tensor(int64)"};
@@ -712,8 +712,8 @@ void RegisterAttention(int since) {
 }
 
 // Cast-19/24: the output's element type is `to`, its shape the input's. Not libonnx 1.12's Cast-13 inference: its
-// TensorProto enum ends at bfloat16 (16), so it refuses `to` = float8 (17-20), which these opsets allow and the
-// runtime runs (newer codes never get here: CheckElementTypes refuses them first).
+// TensorProto enum ends at bfloat16 (16), so it refuses `to` = float8 (17-20) or int4/uint4 (21-22), which these
+// opsets allow and the runtime runs (newer codes never get here: CheckElementTypes refuses them first).
 void CastInference(InferenceContext& ctx) {
   const AttributeProto* to = ctx.getAttribute("to");
   if (to == nullptr || !to->has_i()) fail_type_inference("Cast: attribute 'to' must be an int naming a type");
