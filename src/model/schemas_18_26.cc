@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/data_type.h"
+#include "core/window.h"
 #include "model/model.h"
 
 namespace epctx {
@@ -403,10 +404,10 @@ void RegisterDequantize(int since) {
 // ---- Pools: AveragePool-19 (dilations), LpPool-18 (ceil_mode, dilations) ---------------------------------------
 
 // libonnx 1.12's pool inference where it is right (no dilation other than 1, no ceil_mode: LpPool's opset-11 function
-// ignores it, and AveragePool's keeps a last window that starts inside the end padding); otherwise our own, with the CPU EP's window rules (providers/cpu/kernels/nn_common.cc,
-// as ONNX Runtime 1.30): extent (k - 1) * d + 1; NOTSET floor((in + pads - extent) / s) + 1, or with ceil_mode the
-// ceiling, less a last window that would start inside the end padding; VALID likewise without pads; SAME_* ceil(in / s).
-// A spatial dim that is not known (or a window that does not fit) is left unknown for the kernel to judge at run time.
+// ignores it, and AveragePool's keeps a last window that starts inside the end padding); otherwise our own, with the
+// CPU EP's window rule (core/window.h's WindowOutputSize, as ONNX Runtime 1.30); VALID is that rule without pads,
+// SAME_* ceil(in / s). A spatial dim that is not known (or a window that does not fit) is left unknown for the kernel
+// to judge at run time.
 onnx::InferenceFunction PoolInference(const char* op) {
   onnx::InferenceFunction old = Opset17Inference(op);
   return [old](InferenceContext& ctx) {
@@ -450,14 +451,8 @@ onnx::InferenceFunction PoolInference(const char* op) {
       }
       const bool valid = auto_pad == "VALID";
       const int64_t pb = valid || pads.empty() ? 0 : pads[i], pe = valid || pads.empty() ? 0 : pads[i + r];
-      const int64_t span = x + pb + pe - ek;
-      if (span < 0) continue;
-      int64_t o = span / s + 1;
-      if (ceil_mode) {
-        o = (span + s - 1) / s + 1;
-        if ((o - 1) * s >= x + pb) --o;
-      }
-      d->set_dim_value(o);
+      const int64_t o = WindowOutputSize(x, ek, s, pb, pe, ceil_mode);
+      if (o >= 0) d->set_dim_value(o);
     }
   };
 }

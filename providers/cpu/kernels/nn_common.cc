@@ -1,5 +1,7 @@
 #include "providers/cpu/kernels/nn_common.h"
 
+#include "core/window.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -95,26 +97,15 @@ Status ResolveWindow(const WindowAttrs& a, const Shape& in_spatial, const Shape&
         int64_t span = in + pb + pe - ek;
         RETURN_ERROR_IF(span < 0, INVALID_ARGUMENT, "spatial dim ", i, " of size ", in, " plus pads ", pb, "+", pe,
                         " is smaller than the window extent ", ek);
-        if (is_pool && a.ceil_mode) {
-          int64_t out = CeilDiv(span, s) + 1;
-          if ((out - 1) * s >= in + pb) --out;  // a window starting inside the end padding is dropped
-          g->out[i] = out;
-        } else {
-          g->out[i] = span / s + 1;
-        }
+        g->out[i] = WindowOutputSize(in, ek, s, pb, pe, is_pool && a.ceil_mode);
         break;
       }
       case AutoPad::kValid: {
         int64_t span = in - ek;
         RETURN_ERROR_IF(span < 0, INVALID_ARGUMENT, "spatial dim ", i, " of size ", in,
                         " is smaller than the window extent ", ek, " (auto_pad VALID)");
-        g->out[i] = span / s + 1;
         // ceil_mode applies to VALID too, as in ONNX Runtime 1.30 (a last window starting past the input dropped).
-        if (is_pool && a.ceil_mode) {
-          int64_t out = CeilDiv(span, s) + 1;
-          if ((out - 1) * s >= in) --out;
-          g->out[i] = out;
-        }
+        g->out[i] = WindowOutputSize(in, ek, s, 0, 0, is_pool && a.ceil_mode);
         break;
       }
       case AutoPad::kSameUpper:
