@@ -36,6 +36,9 @@ struct Value {
   bool is_initializer = false;   // a constant initializer of the graph (not a graph input)
   bool is_graph_input = false;
   bool is_graph_output = false;
+  // A float16 value computed in float32 (ir/float16.h): its dtype says kF32; as a fused input or output its bytes are
+  // float16 and the compiler converts at the partition's edge.
+  bool float16_storage = false;
   int producer = -1;             // node index, -1 for graph inputs / initializers
   std::vector<int> consumers;    // node indices (one entry per consuming input slot)
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "providers/aotcpu/ir/float16.h"
 #include "providers/aotcpu/ir/slice_params.h"
 #include "providers/aotcpu/lower/tensor_common.h"
 
@@ -205,8 +206,30 @@ bool SupportReshape(const Graph& g, const Node& n, std::string* why) {
   return true;
 }
 
+// A Cast to float16 inside a promoted float16 graph (ir/float16.h): float32 in and out, rounded to float16's
+// precision (round to nearest even, overflow to infinity) by a round trip through a float16 copy, as ONNX Runtime's
+// Cast does before its float32 kernels read the value back.
+bool RoundsToFloat16(const Node& n) { return n.op == "Cast" && n.domain.empty() && n.Int("to", 0) == kF16; }
+
+CheckResult LowerRoundToFloat16(LowerContext& ctx, const Node& n) {
+  const Operand x = ctx.Use(n.inputs[0]);
+  const Operand half = ctx.NewPlain(kF16, n.outputs.empty() ? x.dims : ctx.graph().v(n.outputs[0]).dims);
+  Step to_half;
+  to_half.kind = StepKind::kReorder;
+  to_half.name = n.name + ":to_float16";
+  to_half.ops = {x, half};
+  ctx.Emit(std::move(to_half));
+  const Operand y = ctx.DefinePlain(n.outputs[0]);
+  Step back;
+  back.kind = StepKind::kReorder;
+  back.ops = {half, y};
+  ctx.Emit(std::move(back));
+  return CheckResult::Ok();
+}
+
 CheckResult LowerReshape(LowerContext& ctx, int node) {
   const Node& n = ctx.node(node);
+  if (RoundsToFloat16(n)) return LowerRoundToFloat16(ctx, n);
   const std::vector<int64_t>& dims = ctx.graph().v(n.outputs[0]).dims;
   // An Identity (or any same-dims view) of a deferred view stays deferred: present_key = Identity(Transpose(k)).
   if (const Operand* view = ctx.PeekView(n.inputs[0]); view && view->dims == dims) {

@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "providers/aotcpu/ir/float16.h"
 #include "providers/aotcpu/lower/ops.h"
 #include "providers/aotcpu/runtime/roofline.h"
 
@@ -33,6 +34,9 @@ std::vector<int64_t> DenseStrides(const std::vector<int64_t>& dims) {
   for (size_t k = dims.size(); k-- > 1;) st[k - 1] = st[k] * std::max<int64_t>(dims[k], 1);
   return st;
 }
+
+// The element type of a value's bytes outside the partition (float16 for promoted values, ir/float16.h).
+uint32_t StorageDtype(const Value& v) { return v.float16_storage ? kF16 : v.dtype; }
 
 uint64_t OperandBytes(const Operand& op) {
   dnnl::memory::desc d;
@@ -210,6 +214,16 @@ void LowerContext::BindInput(int value, uint32_t index) {
   op.dtype = v.dtype;
   op.dims = v.dims;
   op.strides = DenseStrides(v.dims);
+  if (v.float16_storage) {  // float16 bytes in, float32 inside (ir/float16.h): one converting copy at the edge
+    op.dtype = kF16;
+    Operand f32 = NewPlain(kF32, v.dims);
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.name = v.name + ":from_float16";
+    s.ops = {op, f32};
+    impl_->steps.push_back(std::move(s));
+    op = f32;
+  }
   impl_->ops[value] = op;
 }
 
@@ -256,7 +270,7 @@ Operand LowerContext::Use(int value) {
   if (v.is_const()) {
     TensorInput t;
     t.name = v.name;
-    if (options_.initializer_owner && v.is_initializer && v.bytes() > 0) {
+    if (options_.initializer_owner && v.is_initializer && !v.folded && v.bytes() > 0) {  // not promoted data
       AddBorrowed({v.data, v.bytes(), options_.initializer_owner});
     } else {
       t.bytes.assign(static_cast<const char*>(v.data), v.bytes());
@@ -495,7 +509,7 @@ Operand LowerContext::Define(int value, const dnnl::memory::desc& desc) {
     op.strides = DenseStrides(v.dims);
   }
   auto out = impl_->output_index.find(value);
-  if (out != impl_->output_index.end() && IsPlain(op) && op.dims == v.dims) {
+  if (out != impl_->output_index.end() && IsPlain(op) && op.dims == v.dims && !v.float16_storage) {
     op.buf = Buf::kOutput;
     op.index = out->second;
     op.offset = 0;
@@ -518,7 +532,7 @@ Operand LowerContext::DefinePlain(int value) {
   op.dims = v.dims;
   op.strides = DenseStrides(v.dims);
   auto out = impl_->output_index.find(value);
-  if (out != impl_->output_index.end()) {
+  if (out != impl_->output_index.end() && !v.float16_storage) {  // float16 outputs: converted by Finish
     op.buf = Buf::kOutput;
     op.index = out->second;
   } else {
@@ -576,7 +590,7 @@ CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const s
   for (const std::string& name : inputs) {
     const int v = g_.Find(name);
     if (v < 0) return CheckResult::Fail("fused input '" + name + "' is not in the graph");
-    p.inputs.push_back({name, g_.v(v).dtype, g_.v(v).dims});
+    p.inputs.push_back({name, StorageDtype(g_.v(v)), g_.v(v).dims});
   }
   // Outputs not written in place by their producer get a copy (blocked layout, alias, input, constant, duplicate).
   std::set<uint32_t> written;
@@ -586,7 +600,7 @@ CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const s
   for (size_t i = 0; i < outputs.size(); ++i) {
     const int v = g_.Find(outputs[i]);
     if (v < 0) return CheckResult::Fail("fused output '" + outputs[i] + "' is not in the graph");
-    p.outputs.push_back({outputs[i], g_.v(v).dtype, g_.v(v).dims});
+    p.outputs.push_back({outputs[i], StorageDtype(g_.v(v)), g_.v(v).dims});
     if (written.count(static_cast<uint32_t>(i))) continue;
     Operand src = Use(v);
     if (!src.present()) return CheckResult::Fail("fused output '" + outputs[i] + "' is produced by no step");
@@ -594,7 +608,7 @@ CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const s
     Operand dst;
     dst.buf = Buf::kOutput;
     dst.index = static_cast<uint32_t>(i);
-    dst.dtype = g_.v(v).dtype;
+    dst.dtype = StorageDtype(g_.v(v));
     dst.dims = g_.v(v).dims;
     dst.strides = DenseStrides(dst.dims);
     src.dims = dst.dims.empty() ? src.dims : src.dims;
@@ -666,6 +680,7 @@ CheckResult CompileGraphOnce(const Graph& source, const std::vector<std::string>
   std::vector<bool> folded;
   CheckResult r = FoldConstants(&g, &folded);
   if (!r.ok) return r;
+  PromoteFloat16(&g);
   folded.resize(g.nodes.size(), false);
   FuseSpelledActivations(&g, &folded);
   FoldPadIntoConv(&g, &folded);

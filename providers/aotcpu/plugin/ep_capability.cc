@@ -12,6 +12,7 @@
 #include "common/context_util.h"
 #include "providers/aotcpu/capability/capability.h"
 #include "providers/aotcpu/capability/partition_cost.h"
+#include "providers/aotcpu/ir/float16.h"
 #include "providers/aotcpu/ir/ir.h"
 #include "providers/aotcpu/ir/symbolic.h"
 #include "providers/aotcpu/lower/ops.h"
@@ -197,6 +198,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     for (const Node& n : original.nodes) SetReason(support, n, "constant folding failed: " + r.reason);
     return nullptr;
   }
+  PromoteFloat16(&g);  // float16 computed in float32, as Compile will (ir/float16.h)
   // Again with the shapes folding made static: without the runtime's folding (the compile API's level 0) a pooling
   // fed by a Reshape to a computed shape had no input shape the first time (difftest seed 20261130 model 1223).
   DistrustContradictedShapes(&g);
@@ -249,6 +251,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
         }
       std::vector<bool> sub_folded;
       const bool ok = FoldConstants(&sub, &sub_folded).ok;
+      if (ok) PromoteFloat16(&sub);
       if (ok) DistrustContradictedShapes(&sub);
       sub_folded.resize(sub.nodes.size(), false);
       for (size_t k = 0; k < group.size(); ++k) {

@@ -26,6 +26,7 @@ size_t ElementSize(uint32_t dtype) {
   switch (dtype) {
     case 1: case 6: return 4;
     case 2: case 3: case 9: return 1;
+    case 10: return 2;
     case 7: return 8;
     default: return 0;
   }
@@ -88,6 +89,7 @@ dnnl::memory::data_type DnnlType(uint32_t onnx_dtype) {
     case 6: return dt::s32;
     case 3: return dt::s8;
     case 2: case 9: return dt::u8;
+    case 10: return dt::f16;  // program version 6: float16 fused inputs/outputs and Cast-to-float16 copies
     default: return dt::undef;
   }
 }

@@ -19,7 +19,7 @@ constexpr uint32_t kMaxSteps = 1u << 20;
 constexpr uint32_t kMaxName = 1u << 16;
 constexpr uint32_t kMaxKind = 20;
 // The newest step kind of each program version (index = version).
-constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20, 20};
+constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20, 20, 20};
 static_assert(sizeof(kMaxKindOfVersion) / sizeof(kMaxKindOfVersion[0]) == kProgramVersion + 1);
 
 using record_io::Reader;
@@ -39,7 +39,7 @@ void WriteIo(Writer& w, const std::vector<IoInfo>& io) {
 bool IsClipAlg(int64_t alg) { return alg == dnnl_eltwise_clip || alg == dnnl_eltwise_clip_v2; }
 bool FloatParamOk(float f, bool may_be_infinite) { return std::isfinite(f) || (may_be_infinite && std::isinf(f)); }
 
-bool KnownDtype(uint32_t d) { return d == 1 || d == 2 || d == 3 || d == 6 || d == 7 || d == 9; }
+bool KnownDtype(uint32_t d) { return d == 1 || d == 2 || d == 3 || d == 6 || d == 7 || d == 9 || d == 10; }
 
 CheckResult ReadIo(Reader& r, const char* what, std::vector<IoInfo>* io) {
   uint32_t n = 0;
@@ -75,6 +75,17 @@ bool IsVersion5(const Step& s) {
   return false;
 }
 
+// Float16 operands or fused inputs/outputs (float16 graphs, ir/float16.h): program version 6.
+bool IsVersion6(const Program& p) {
+  for (const std::vector<IoInfo>* io : {&p.inputs, &p.outputs})
+    for (const IoInfo& x : *io)
+      if (x.dtype == 10) return true;
+  for (const Step& s : p.steps)
+    for (const Operand& o : s.ops)
+      if (o.present() && o.dtype == 10) return true;
+  return false;
+}
+
 }  // namespace
 
 const char* StepKindName(uint32_t kind) {
@@ -95,6 +106,7 @@ std::string SerializeProgram(const Program& p) {
     if (IsVersion4BatchNormRelu(s)) version = std::max<uint32_t>(version, 4);
     if (IsVersion5(s)) version = std::max<uint32_t>(version, 5);
   }
+  if (IsVersion6(p)) version = std::max<uint32_t>(version, 6);
   w.U32(version);
   WriteIo(w, p.inputs);
   WriteIo(w, p.outputs);
@@ -237,6 +249,9 @@ CheckResult ParseProgram(std::string_view records, uint32_t num_weights_availabl
   if (!r.done())
     return CheckResult::Fail("graph records have " + std::to_string(records.size() - r.pos()) +
                              " trailing bytes");
+  if (version < 6 && IsVersion6(*p))
+    return CheckResult::Fail("the program has float16 operands, which program version " + std::to_string(version) +
+                             " does not have");
   return CheckResult::Ok();
 }
 

@@ -24,8 +24,10 @@ namespace aotcpu {
 // algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU); 5 adds the mish
 // algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19). The writer
 // stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
-// by older builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 5;
+// by older builds); 6 adds float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
+// converts at its edges and where it casts to float16). Readers accept 1..kProgramVersion and refuse a step kind
+// newer than the stamped version.
+inline constexpr uint32_t kProgramVersion = 6;
 inline constexpr size_t kMaxRank = 12;
 // kPad's mode (its first integer parameter).
 enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2, kPadWrap = 3 };           // DNNL_MAX_NDIMS
@@ -48,7 +50,7 @@ struct Operand {
   Buf buf = Buf::kNone;
   uint32_t index = 0;
   uint64_t offset = 0;            // bytes from the start of the buffer
-  uint32_t dtype = 1;             // ONNX code: 1 f32, 6 i32, 7 i64, 2 u8, 3 i8, 9 bool
+  uint32_t dtype = 1;             // ONNX code: 1 f32, 6 i32, 7 i64, 2 u8, 3 i8, 9 bool, 10 f16 (version 6)
   std::vector<int64_t> dims;      // rank 0..kMaxRank (a scalar has rank 0)
   uint32_t tag = 0;               // dnnl_format_tag_t; 0 = use strides
   std::vector<int64_t> strides;   // elements; same rank as dims when tag == 0

@@ -189,11 +189,11 @@ TEST(AotCpuProgram, VersionIsTheLowestThatHoldsTheStepKinds) {
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.reason.find("step 2 has kind 17 (MaskedSoftmax), which program version 1 does not have"),
             std::string::npos) << r.reason;
-  for (uint32_t bad : {0u, 6u, 0xffffffffu}) {
+  for (uint32_t bad : {0u, 7u, 0xffffffffu}) {
     std::memcpy(&forged[8], &bad, 4);
     r = ParseProgram(forged, 1, &p);
     EXPECT_FALSE(r.ok);
-    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 5)"),
+    EXPECT_NE(r.reason.find("program version " + std::to_string(bad) + " is not supported (this build reads 1 to 6)"),
               std::string::npos) << r.reason;
   }
 }
@@ -455,6 +455,28 @@ TEST(AotCpuProgram, MishIsVersion5) {
   mish.alg = dnnl_eltwise_mish;
   post.steps[2].post_ops.push_back(mish);
   ExpectStampedAndRefusedBelow(post, 1, 5, "step 2 uses mish or a wrap pad, which program version 4 does not have");
+}
+
+// Float16 operands (a float16 graph's edges, ir/float16.h) came with version 6: Y[3] f16 = X[3] f32 rounded to
+// float16 by a converting reorder; stamped 6, refused under a version-5 stamp.
+TEST(AotCpuProgram, Float16OperandsAreVersion6) {
+  Program p;
+  p.inputs = {{"X", 1, {3}}};
+  p.outputs = {{"Y", 10, {3}}};
+  Step s;
+  s.kind = StepKind::kReorder;
+  s.name = "to_float16";
+  s.ops = {Op(Buf::kInput, 0, 0, {3}, {1}), Op(Buf::kOutput, 0, 0, {3}, {1})};
+  s.ops[1].dtype = 10;
+  p.steps = {s};
+  ExpectStampedAndRefusedBelow(p, 0, 6, "float16 operands, which program version 5 does not have");
+  std::unique_ptr<Executor> exec;
+  CheckResult r = Executor::Create(p, {}, 1, &exec);
+  ASSERT_TRUE(r.ok) << r.reason;
+  const std::vector<float> x = {1.0f, 1000.456f, 70000.f};  // exact, rounded to 1000.5, beyond float16: inf
+  std::vector<uint16_t> y(3, 0);
+  ASSERT_TRUE(exec->Run({x.data()}, {y.data()}).ok);
+  EXPECT_EQ(y, (std::vector<uint16_t>{0x3c00, 0x63d1, 0x7c00}));
 }
 
 TEST(AotCpuProgram, BitFlipsAreRefusedOrStayInBounds) {

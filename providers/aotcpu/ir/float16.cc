@@ -1,0 +1,81 @@
+#include "providers/aotcpu/ir/float16.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace epctx {
+namespace aotcpu {
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf or NaN (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;  // +-0
+  } else {        // subnormal: normalize
+    int e = -1;
+    do {
+      mant <<= 1;
+      ++e;
+    } while ((mant & 0x400u) == 0);
+    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+namespace {
+
+// The ops whose float16 output is what they compute in float32 (its dtype follows the inputs'): everything but the
+// few that make a typed value from an attribute, and Cast/CastLike, which are handled apart.
+bool OutputTypeFromAttribute(const Node& n) {
+  if (!n.domain.empty()) return true;
+  static const char* const kOps[] = {"EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
+                                     "RandomUniformLike", "Bernoulli", "Multinomial", "ConstantOfShape", "Constant",
+                                     "CastLike"};
+  for (const char* op : kOps)
+    if (n.op == op) return true;
+  return false;
+}
+
+}  // namespace
+
+void PromoteFloat16(Graph* g) {
+  std::vector<bool> keep(g->values.size(), false);  // float16 values that must stay float16
+  for (const Node& n : g->nodes)
+    if (OutputTypeFromAttribute(n))
+      for (int v : n.outputs)
+        if (v >= 0 && !g->v(v).is_const()) keep[static_cast<size_t>(v)] = true;
+  for (size_t i = 0; i < g->values.size(); ++i) {
+    Value& v = g->values[i];
+    if (v.dtype != kF16 || keep[i]) continue;
+    if (v.is_const()) {
+      const int64_t n = v.numel();
+      if (n < 0) continue;  // no static shape: leave it (nothing takes an unshaped constant)
+      auto data = std::make_shared<std::string>(static_cast<size_t>(n) * sizeof(float), '\0');
+      const auto* src = static_cast<const unsigned char*>(v.data);
+      float* dst = reinterpret_cast<float*>(data->data());
+      for (int64_t k = 0; k < n; ++k) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * k, 2);
+        dst[k] = HalfToFloat(h);
+      }
+      v.folded = std::move(data);
+      v.data = v.folded->data();
+    }
+    v.dtype = kF32;
+    v.float16_storage = true;
+  }
+  // A Cast from float16 to float32 now reads float32: a same-type Cast (a view). A Cast to float16 keeps to = 10 and
+  // rounds (its support check and lowering, lower/tensor_view.cc).
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

@@ -1,0 +1,210 @@
+// Float16 graphs on AotCpu (issue 26): the float16 weights become float32 constants at compile time, values are
+// computed in float32 (as ONNX Runtime's CPU EP does on x86), a Cast to float16 rounds, and float16 fused inputs and
+// outputs are converted at the partition's edge. The model: X f32 -> Cast(to f16) -> Conv(f16 weights, bias)
+// -> Relu -> Add(Z, a float16 graph input) -> A (a float16 graph output) and Cast(to f32) -> Y. AotCpu must take
+// all of it in one partition, in a JIT session and from its _ctx.onnx (embed 0 and 1), and give the float32
+// computation on the float16 weights: Y within float32 rounding of it, A within one float16 step of it.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "epctx/epctx.h"
+#include "tests/test_util.h"
+
+namespace epctx {
+namespace {
+
+using epctx::testing::AddNode;
+using epctx::testing::AddTensorValueInfo;
+using epctx::testing::Contains;
+using epctx::testing::DevicesOf;
+using epctx::testing::Exists;
+using epctx::testing::NewModel;
+using epctx::testing::Serialize;
+using epctx::testing::TempDir;
+using epctx::testing::WriteFile;
+
+constexpr const char* kAotLib = EPCTX_BINARY_DIR "/lib/libepctx_aotcpu.so";
+constexpr const char* kAot = "AotCpuExecutionProvider";
+constexpr int kC = 2, kK = 3, kH = 5, kW = 5;
+
+// float -> IEEE binary16 bits, round to nearest even (normal range and overflow to infinity are enough here).
+uint16_t ToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if ((x & 0x7fffffffu) == 0) return static_cast<uint16_t>(sign);
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {  // subnormal half
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // may carry into the exponent: still right
+  return static_cast<uint16_t>(sign | h);
+}
+
+float FromHalf(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
+                     : exp == 31 ? INFINITY : std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+  return sign ? -v : v;
+}
+
+float Pattern(int i, int salt) { return static_cast<float>(((i * 37 + salt * 11) % 23) - 11) / 7.f; }
+
+void AddHalfInitializer(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
+                        const std::vector<float>& values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT16);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float v : values) t->add_int32_data(ToHalf(v));  // float16 travels in int32_data
+}
+
+struct Weights {
+  std::vector<float> w, b;  // exactly float16 values
+};
+
+Weights MakeWeights() {
+  Weights r;
+  for (int i = 0; i < kK * kC * 9; ++i) r.w.push_back(FromHalf(ToHalf(Pattern(i, 1) * 0.3f)));
+  for (int i = 0; i < kK; ++i) r.b.push_back(FromHalf(ToHalf(Pattern(i, 2) * 0.1f)));
+  return r;
+}
+
+onnx::ModelProto Float16Model(const Weights& wt) {
+  onnx::ModelProto m = NewModel("float16", 13);
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "X", {1, kC, kH, kW});
+  AddTensorValueInfo(g->add_input(), "Z", {1, kK, kH, kW}, onnx::TensorProto::FLOAT16);
+  AddTensorValueInfo(g->add_output(), "A", {1, kK, kH, kW}, onnx::TensorProto::FLOAT16);
+  AddTensorValueInfo(g->add_output(), "Y", {1, kK, kH, kW});
+  AddHalfInitializer(g, "W", {kK, kC, 3, 3}, wt.w);
+  AddHalfInitializer(g, "B", {kK}, wt.b);
+  auto* to_half = AddNode(g, "Cast", "to_half", {"X"}, "xh");
+  auto* to = to_half->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT16);
+  auto* conv = AddNode(g, "Conv", "conv", {"xh", "W", "B"}, "c");
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  AddNode(g, "Relu", "relu", {"c"}, "r");
+  AddNode(g, "Add", "add", {"r", "Z"}, "A");
+  auto* to_float = AddNode(g, "Cast", "to_float", {"A"}, "Y");
+  auto* to2 = to_float->add_attribute();
+  to2->set_name("to");
+  to2->set_type(onnx::AttributeProto::INT);
+  to2->set_i(onnx::TensorProto::FLOAT);
+  return m;
+}
+
+// The float32 computation on the float16 inputs and weights: X rounded to float16 (the model's Cast), then Conv,
+// Relu and Add in float32.
+std::vector<float> Reference(const Weights& wt, const std::vector<float>& x, const std::vector<uint16_t>& z) {
+  std::vector<float> y(static_cast<size_t>(kK * kH * kW));
+  for (int k = 0; k < kK; ++k)
+    for (int i = 0; i < kH; ++i)
+      for (int j = 0; j < kW; ++j) {
+        double acc = wt.b[k];
+        for (int c = 0; c < kC; ++c)
+          for (int di = 0; di < 3; ++di)
+            for (int dj = 0; dj < 3; ++dj) {
+              const int ii = i + di - 1, jj = j + dj - 1;
+              if (ii < 0 || jj < 0 || ii >= kH || jj >= kW) continue;
+              acc += double(wt.w[((k * kC + c) * 3 + di) * 3 + dj]) *
+                     FromHalf(ToHalf(x[(c * kH + ii) * kW + jj]));
+            }
+        const size_t o = static_cast<size_t>((k * kH + i) * kW + j);
+        y[o] = static_cast<float>(std::max(acc, 0.0) + FromHalf(z[o]));
+      }
+  return y;
+}
+
+class AotCpuFloat16 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    env_ = new Env(LoggingLevel::ERROR, "aotcpu_float16_test");
+    env_->RegisterExecutionProviderLibrary("aotcpu", kAotLib);
+  }
+  static void TearDownTestSuite() {
+    delete env_;
+    env_ = nullptr;
+  }
+  static SessionOptions Options(const std::vector<std::pair<std::string, std::string>>& config = {}) {
+    SessionOptions o;
+    o.SetIntraOpNumThreads(1);
+    o.AppendExecutionProvider_V2(*env_, DevicesOf(*env_, kAot, false), KeyValuePairs());
+    for (const auto& [k, v] : config) o.AddConfigEntry(k.c_str(), v.c_str());
+    return o;
+  }
+  static Env* env_;
+};
+Env* AotCpuFloat16::env_ = nullptr;
+
+TEST_F(AotCpuFloat16, AFloat16GraphIsCompiledWholeAndComputedInFloat32) {
+  const Weights wt = MakeWeights();
+  TempDir dir;
+  const std::string path = dir / "model.onnx";
+  WriteFile(path, Serialize(Float16Model(wt)));
+  std::vector<int64_t> xd = {1, kC, kH, kW}, zd = {1, kK, kH, kW};
+  std::vector<float> x(static_cast<size_t>(kC * kH * kW));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = Pattern(static_cast<int>(i), 3) + 1e-3f;  // not float16 values
+  std::vector<uint16_t> z(static_cast<size_t>(kK * kH * kW));
+  for (size_t i = 0; i < z.size(); ++i) z[i] = ToHalf(Pattern(static_cast<int>(i), 4) * 0.5f);
+  const std::vector<float> want = Reference(wt, x, z);
+
+  auto check = [&](Session& s, const std::string& what) {
+    std::vector<Value> in;
+    in.push_back(Value::CreateTensor(ElementType::FLOAT, x.data(), x.size() * 4, xd.data(), xd.size()));
+    in.push_back(Value::CreateTensor(ElementType::FLOAT16, z.data(), z.size() * 2, zd.data(), zd.size()));
+    std::vector<Value> out = s.Run({"X", "Z"}, in, {"A", "Y"});
+    ASSERT_EQ(out.size(), 2u) << what;
+    ASSERT_EQ(out[0].GetTensorTypeAndShapeInfo().GetElementType(), ElementType::FLOAT16) << what;
+    const auto* a = static_cast<const uint16_t*>(out[0].GetTensorRawData());
+    const float* y = out[1].GetTensorData<float>();
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(y[i], want[i], 1e-5 + 1e-5 * std::fabs(want[i])) << what << " Y " << i;
+      // A is the same value rounded to float16: within one float16 step (2^-10 relative) of the float32 result.
+      EXPECT_NEAR(FromHalf(a[i]), want[i], std::ldexp(std::fabs(want[i]), -10) + 1e-6) << what << " A " << i;
+    }
+  };
+
+  Session jit(*env_, path.c_str(), Options());
+  const std::string report = jit.GetSessionReport();
+  EXPECT_TRUE(Contains(report, "\"cpu_nodes\":0")) << report;
+  EXPECT_EQ(jit.GetPartitionAssignments().size(), 1u) << report;
+  check(jit, "JIT");
+  for (int embed : {0, 1}) {
+    const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
+    {
+      Session gen(*env_, path.c_str(),
+                  Options({{"ep.context_enable", "1"},
+                           {"ep.context_file_path", ctx},
+                           {"ep.context_embed_mode", std::to_string(embed)}}));
+    }
+    ASSERT_TRUE(Exists(ctx));
+    Session loaded(*env_, ctx.c_str(), Options());
+    check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
+  }
+}
+
+}  // namespace
+}  // namespace epctx
