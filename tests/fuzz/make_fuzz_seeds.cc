@@ -282,6 +282,57 @@ void WriteModelSeeds() {
     Node(g, "Identity", {"S"}, {"T"});
     Seed("model", "casts_strings.onnx", m.SerializeAsString());
   }
+  {  // issue 26: ORT's dynamic quantization (DynamicQuantizeLinear -> ConvInteger / MatMulInteger -> Cast -> Mul by
+     // the scale product), a QLinearConv and a static QDQ Conv: uint8 and int8 weights, scalar zero points
+    onnx::ModelProto m = NewModel("quantized");
+    auto* g = m.mutable_graph();
+    Info(g->add_input(), "X", 1, {1, 2, 4, 4});
+    Info(g->add_output(), "Y", 1, {1, 2, 4, 4});
+    Info(g->add_output(), "M", 1, {1, 2, 4, 3});
+    Info(g->add_output(), "Q", 1, {1, 2, 4, 4});
+    auto bytes_init = [&](const std::string& name, int type, const std::vector<int64_t>& dims,
+                          const std::vector<int>& v) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(type);
+      for (int64_t d : dims) t->add_dims(d);
+      std::string raw;
+      for (int x : v) raw.push_back(static_cast<char>(x));
+      t->set_raw_data(raw);
+    };
+    std::vector<int> w(36);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int>((i * 37) % 256);
+    bytes_init("Wu8", onnx::TensorProto::UINT8, {2, 2, 3, 3}, w);
+    bytes_init("Wz", onnx::TensorProto::UINT8, {}, {131});
+    std::vector<int> k(6);
+    for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<int>((i * 41) % 256);
+    bytes_init("Ks8", onnx::TensorProto::INT8, {4, 3}, k);
+    bytes_init("Kz", onnx::TensorProto::INT8, {}, {0});
+    bytes_init("Ws8", onnx::TensorProto::INT8, {2, 2, 3, 3}, w);
+    FloatInit(g, "Ws", {2}, {0.02f, 0.03f});
+    FloatInit(g, "Wscale", {}, {0.01f});
+    FloatInit(g, "Ks", {}, {0.05f});
+    FloatInit(g, "Ys", {}, {0.1f});
+    bytes_init("Yz", onnx::TensorProto::UINT8, {}, {128});
+    Node(g, "DynamicQuantizeLinear", {"X"}, {"Xq", "Xs", "Xz"});
+    auto* ci = Node(g, "ConvInteger", {"Xq", "Wu8", "Xz", "Wz"}, {"Ci"});
+    IntsAttr(ci, "pads", {1, 1, 1, 1});
+    auto* cf = Node(g, "Cast", {"Ci"}, {"Cf"});
+    auto* to = cf->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::FLOAT);
+    Node(g, "Mul", {"Xs", "Wscale"}, {"S"});
+    Node(g, "Mul", {"Cf", "S"}, {"Y"});
+    Node(g, "MatMulInteger", {"Xq", "Ks8", "Xz", "Kz"}, {"Mi"});
+    auto* mf = Node(g, "Cast", {"Mi"}, {"Mf"});
+    *mf->add_attribute() = *to;
+    Node(g, "Mul", {"Mf", "Ks"}, {"M"});
+    auto* ql = Node(g, "QLinearConv", {"Xq", "Xs", "Xz", "Ws8", "Ws", "Kz", "Ys", "Yz"}, {"Yq"});
+    IntsAttr(ql, "pads", {1, 1, 1, 1});
+    Node(g, "DequantizeLinear", {"Yq", "Ys", "Yz"}, {"Q"});
+    Seed("model", "quantized.onnx", m.SerializeAsString());
+  }
   {  // IR 10, opset 18: a model-local function (attribute reference, default, overload) and opset-18 signatures
     onnx::ModelProto m = NewModel("functions_opset18");
     m.set_ir_version(10);
