@@ -19,6 +19,7 @@
 #include "epcontext/shared_group.h"
 #include "providers/cpu/passes/cpu_fusion.h"
 #include "providers/cpu/passes/cpu_layout.h"
+#include "providers/cpu/passes/qdq_fusion.h"
 
 namespace epctx {
 
@@ -194,10 +195,11 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   auto tp = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(s->SetUpExecutionProviders());
   s->timings_.partition_ms = MsSince(tp);
-  // Level 2 (ONNX Runtime's extended optimizations) on the nodes the CPU EP runs: Conv + BatchNormalization +
-  // activation. Not when writing a context model, which is written from this graph.
+  // Level 2 (ONNX Runtime's extended optimizations) on the nodes the CPU EP runs: QDQ groups as one int8 op, then
+  // Conv + BatchNormalization + activation. Not when writing a context model, which is written from this graph.
   if (config.graph_optimization_level >= 2 && !generating) {
     CpuFusionStats fs;
+    s->partition_.graph = FuseQdqNodes(s->partition_.graph, &fs);
     s->partition_.graph = FuseCpuNodes(s->partition_.graph, &fs);
     s->cpu_fusions_ = fs;
   }
@@ -519,7 +521,8 @@ std::string InferenceSession::ReportJson() const {
   o << "],\"constant_folding\":{\"nodes_folded\":" << folding_.nodes_folded << ",\"passes\":" << folding_.passes
     << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines
     << ",\"activations\":" << cpu_fusions_.activations << ",\"linears\":" << cpu_fusions_.linears
-    << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"layout_convs\":" << cpu_fusions_.layout_convs
+    << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"qdq_convs\":" << cpu_fusions_.qdq_convs
+    << ",\"qdq_matmuls\":" << cpu_fusions_.qdq_matmuls << ",\"layout_convs\":" << cpu_fusions_.layout_convs
     << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
     << "},\"cpu_nodes\":" << cpu_nodes
     << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";

@@ -26,6 +26,9 @@ struct CpuFusionStats {
   int activations = 0;    // activations (or HardSwish patterns) fused into a Conv
   int linears = 0;        // Mul / Add / Sub / Div by one-element constants after a fused activation
   int matmul_biases = 0;  // constant Adds along the last axis fused into a MatMul by a constant B
+  // The QDQ pass (qdq_fusion.h, level 2):
+  int qdq_convs = 0;    // DequantizeLinear -> Conv -> QuantizeLinear groups run as QLinearConv
+  int qdq_matmuls = 0;  // DequantizeLinear -> MatMul -> QuantizeLinear groups run as QLinearMatMul
   // The layout pass (cpu_layout.h, level 3):
   int layout_convs = 0;     // Convs reading or writing a laid-out value
   int layout_nodes = 0;     // other nodes running on laid-out values

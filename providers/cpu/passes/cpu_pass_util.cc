@@ -21,13 +21,18 @@ bool IsFloat(const Graph& g, const std::string& v) {
 }
 
 const Tensor* ConstFloat(const Graph& g, const std::string& name) {
+  const Tensor* t = ConstTensor(g, name);
+  return t && t->dtype() == DataType::kFloat ? t : nullptr;
+}
+
+const Tensor* ConstTensor(const Graph& g, const std::string& name) {
   if (name.empty()) return nullptr;
   // Up the scopes (If branches read the enclosing graph's weights) until a graph defines the name.
   for (const Graph* s = &g; s; s = s->parent) {
     for (const ValueInfo& in : s->inputs)
       if (in.name == name) return nullptr;
     auto it = s->initializers.find(name);
-    if (it != s->initializers.end()) return it->second.dtype() == DataType::kFloat ? &it->second : nullptr;
+    if (it != s->initializers.end()) return &it->second;
     for (const Node& n : s->nodes)
       for (const std::string& o : n.outputs)
         if (o == name) return nullptr;

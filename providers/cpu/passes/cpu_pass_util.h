@@ -21,8 +21,10 @@ bool IsOnnx(const Node& n);
 bool SingleOutput(const Node& n);
 // The value's type is known to be a float tensor.
 bool IsFloat(const Graph& g, const std::string& v);
-// A float initializer of `g`, or of an enclosing graph when no graph in between defines the name, that no graph
-// input overrides; nullptr otherwise.
+// An initializer of `g`, or of an enclosing graph when no graph in between defines the name, that no graph input
+// overrides; nullptr otherwise.
+const Tensor* ConstTensor(const Graph& g, const std::string& name);
+// ConstTensor when its element type is float; nullptr otherwise.
 const Tensor* ConstFloat(const Graph& g, const std::string& name);
 // Every value name read by a node of `g`'s subgraphs, at any depth (outer-scope reads), and their outputs.
 void CollectSubgraphReads(const Graph& g, std::set<std::string>* names);
