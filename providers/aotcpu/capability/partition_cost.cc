@@ -48,9 +48,9 @@ double NodeMacs(const Graph& g, const Node& n) {
   const Value* x = Slot(g, n.inputs, 0);
   const Value* w = Slot(g, n.inputs, 1);
   const Value* y = Slot(g, n.outputs, 0);
-  if (n.op == "Conv") return Count(y) * PerFirst(w);           // W [Cout, Cin/group, k...]
+  if (n.op == "Conv" || n.op == "ConvInteger") return Count(y) * PerFirst(w);          // W [Cout, Cin/group, k...]
   if (n.op == "ConvTranspose") return Count(x) * PerFirst(w);  // W [Cin, Cout/group, k...]
-  if (n.op == "MatMul" || n.op == "Gemm") {
+  if (n.op == "MatMul" || n.op == "MatMulInteger" || n.op == "Gemm") {
     if (!x || x->dims.empty()) return 0;
     const bool trans_a = n.op == "Gemm" && n.Int("transA", 0) != 0 && x->dims.size() == 2;
     return Count(y) * static_cast<double>(trans_a ? x->dims[0] : x->dims.back());

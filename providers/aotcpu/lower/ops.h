@@ -11,6 +11,7 @@
 //   tensor_concat.cc Concat, Split                           (tensor_common.h: what the tensor files share)
 //   tensor_gather.cc Gather
 //   tensor_pad.cc  Pad
+//   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, MatMulInteger (8-bit steps)
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
@@ -63,6 +64,14 @@ EPCTX_AOT_STEP(Reduction)
 EPCTX_AOT_STEP(Erf)
 EPCTX_AOT_STEP(MaskedSoftmax)
 
+// nn_quant.cc
+EPCTX_AOT_OP(DynamicQuantize)  // DynamicQuantizeLinear
+EPCTX_AOT_OP(Dequantize)       // DequantizeLinear (per tensor)
+EPCTX_AOT_OP(MatMulInteger)    // MatMulInteger -> Cast to float -> Mul by a scale
+EPCTX_AOT_STEP(DynamicQuantize)
+EPCTX_AOT_STEP(Dequantize)
+EPCTX_AOT_STEP(MatMulInt8)
+
 // tensor_view.cc, tensor_concat.cc, tensor_gather.cc, tensor_pad.cc
 EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)
 EPCTX_AOT_OP(Transpose)
@@ -71,6 +80,7 @@ EPCTX_AOT_OP(Gather)
 EPCTX_AOT_OP(Concat)
 EPCTX_AOT_OP(Split)
 EPCTX_AOT_OP(Pad)
+EPCTX_AOT_OP(Expand)  // a constant shape: one broadcasting StridedCopy
 EPCTX_AOT_STEP(Concat)
 EPCTX_AOT_STEP(Gather)
 EPCTX_AOT_STEP(Pad)

@@ -67,6 +67,10 @@ const OpEntry kOps[] = {
     {"Concat", SupportConcat, LowerConcat},
     {"Split", SupportSplit, LowerSplit},
     {"Pad", SupportPad, LowerPad},
+    {"Expand", SupportExpand, LowerExpand},
+    {"DynamicQuantizeLinear", SupportDynamicQuantize, LowerDynamicQuantize},
+    {"DequantizeLinear", SupportDequantize, LowerDequantize},
+    {"MatMulInteger", SupportMatMulInteger, LowerMatMulInteger},
 };
 
 struct StepEntry {
@@ -84,6 +88,8 @@ const StepEntry kSteps[] = {
     {StepKind::kInnerProduct, BuildInnerProduct}, {StepKind::kBatchNorm, BuildBatchNorm},
     {StepKind::kMaskedSoftmax, BuildMaskedSoftmax}, {StepKind::kPad, BuildPad},
     {StepKind::kLstm, BuildLstm},           {StepKind::kStridedCopy, BuildStridedCopy},
+    {StepKind::kDynamicQuantize, BuildDynamicQuantize}, {StepKind::kDequantize, BuildDequantize},
+    {StepKind::kMatMulInt8, BuildMatMulInt8},
 };
 
 }  // namespace

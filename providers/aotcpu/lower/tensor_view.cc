@@ -194,9 +194,21 @@ bool BlockedSubView(const Operand& parent, const std::vector<int64_t>& dims, con
 
 // ---- Reshape, Squeeze, Unsqueeze, Flatten, Identity --------------------------------------------------------------
 
+namespace {
+// Casts a oneDNN reorder computes as ONNX does: 8-bit integers to float (exact), int32 to float (rounded to nearest
+// even, as a C conversion in the default rounding mode). Float to integer is left out: ONNX truncates toward zero,
+// oneDNN's reorder rounds.
+bool IsIntToFloatCast(uint32_t from, uint32_t to) { return to == kF32 && (from == kU8 || from == kI8 || from == kI32); }
+}  // namespace
+
 bool SupportReshape(const Graph& g, const Node& n, std::string* why) {
   if (!StaticIo(g, n, 1, why)) return false;
   const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  if (n.op == "Cast" && IsIntToFloatCast(x.dtype, y.dtype)) {
+    if (x.dims != y.dims) return Reject(why, "output shape differs from the input's");
+    if (Numel(x.dims) == 0) return Reject(why, "empty tensor");
+    return true;
+  }
   if (!ViewableType(x.dtype) || x.dtype != y.dtype) return Reject(why, "unsupported element type");
   std::vector<int64_t> dims;
   if (!ReshapeDims(g, n, &dims, why)) return false;
@@ -230,6 +242,18 @@ CheckResult LowerRoundToFloat16(LowerContext& ctx, const Node& n) {
 CheckResult LowerReshape(LowerContext& ctx, int node) {
   const Node& n = ctx.node(node);
   if (RoundsToFloat16(n)) return LowerRoundToFloat16(ctx, n);
+  const Graph& g = ctx.graph();
+  if (n.op == "Cast" && g.v(n.inputs[0]).dtype != g.v(n.outputs[0]).dtype) {  // int -> float: one reorder
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.name = StepName(g, n);
+    Operand src = ctx.UsePlain(n.inputs[0]), dst = ctx.DefinePlain(n.outputs[0]);
+    if (src.dims.empty()) src = Reshaped(src, {1});
+    if (dst.dims.empty()) dst = Reshaped(dst, {1});
+    s.ops = {src, dst};
+    ctx.Emit(std::move(s));
+    return CheckResult::Ok();
+  }
   const std::vector<int64_t>& dims = ctx.graph().v(n.outputs[0]).dims;
   // An Identity (or any same-dims view) of a deferred view stays deferred: present_key = Identity(Transpose(k)).
   if (const Operand* view = ctx.PeekView(n.inputs[0]); view && view->dims == dims) {
@@ -453,6 +477,56 @@ CheckResult BuildStridedCopy(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   *out = std::make_unique<StridedCopyExec>(bc.Slot(0, d0), bc.Slot(1, d1), dst.dims,
                                            std::vector<int64_t>(s.ints.begin() + 1, s.ints.end()), s.ints[0],
                                            DtypeSize(src.dtype));
+  return CheckResult::Ok();
+}
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+namespace epctx {
+namespace aotcpu {
+
+// ---- Expand ------------------------------------------------------------------------------------------------------
+
+namespace {
+// The dims Expand(x, shape) produces (numpy broadcast of x's dims and the constant shape); false when not constant or
+// not broadcastable.
+bool ExpandDims(const Graph& g, const Node& n, std::vector<int64_t>* out, std::string* why) {
+  std::vector<int64_t> shape;
+  bool present = false;
+  if (!IntsArg(g, n, 1, "", 8, &shape, &present) || !present) return Reject(why, "shape is not constant");
+  if (!BroadcastShapes(g.v(n.inputs[0]).dims, shape, out)) return Reject(why, "shape does not broadcast with the input");
+  return true;
+}
+}  // namespace
+
+bool SupportExpand(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticIo(g, n, 1, why)) return false;
+  const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  if (x.dtype != y.dtype || DtypeSize(x.dtype) == 0 || !MovableType(x.dtype)) return Reject(why, "unsupported element type");
+  std::vector<int64_t> dims;
+  if (!ExpandDims(g, n, &dims, why)) return false;
+  if (dims != y.dims) return Reject(why, "computed shape " + DimsText(dims) + " differs from the graph's " + DimsText(y.dims));
+  if (dims.empty() || Numel(dims) == 0) return Reject(why, "empty or scalar result");
+  return true;
+}
+
+CheckResult LowerExpand(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  const Graph& g = ctx.graph();
+  const std::vector<int64_t>& xd = g.v(n.inputs[0]).dims;
+  const std::vector<int64_t>& yd = g.v(n.outputs[0]).dims;
+  if (Numel(xd) == Numel(yd)) return ctx.Alias(n.outputs[0], n.inputs[0], yd);  // only size-1 dims added
+  std::vector<int64_t> in(yd.size() - xd.size(), 1);
+  in.insert(in.end(), xd.begin(), xd.end());
+  const std::vector<int64_t> rs = RowMajorStrides(in);
+  Step s;
+  s.kind = StepKind::kStridedCopy;
+  s.name = StepName(g, n);
+  s.ops = {ctx.UsePlain(n.inputs[0]), ctx.DefinePlain(n.outputs[0])};
+  s.ints.push_back(0);
+  for (size_t i = 0; i < yd.size(); ++i) s.ints.push_back(in[i] == 1 ? 0 : rs[i]);
+  ctx.Emit(std::move(s));
   return CheckResult::Ok();
 }
 

@@ -195,7 +195,14 @@ struct LowerContext::Impl {
   std::unordered_map<int, uint32_t> output_index;  // value -> fused output index (first occurrence)
   std::set<int> fused_outputs;
   std::unordered_map<int, std::pair<Operand, std::string>> views;  // deferred views: operand, reorder step name
+  std::map<std::string, Operand> derived;  // FindDerived / SetDerived
 };
+
+const Operand* LowerContext::FindDerived(const std::string& key) const {
+  auto it = impl_->derived.find(key);
+  return it == impl_->derived.end() ? nullptr : &it->second;
+}
+void LowerContext::SetDerived(const std::string& key, const Operand& op) { impl_->derived[key] = op; }
 
 LowerContext::LowerContext(const Graph& g, const CompileOptions& options)
     : g_(g), options_(options), engine_(dnnl::engine::kind::cpu, 0), impl_(new Impl()) {}
@@ -418,7 +425,11 @@ CheckResult LowerContext::AddWeight(const std::string& given, std::string bytes,
 CheckResult LowerContext::AddWeight(const std::string& name, std::string bytes, const dnnl::memory::desc& desc,
                                     Operand* out, size_t borrowed_size) {
   Operand op;
-  if (!LayoutFromDesc(desc, &op)) return CheckResult::Fail("weight '" + name + "' has a layout no format tag describes");
+  // Packed int8 weights may carry oneDNN's compensation after the blocked data (desc extra flags): the operand
+  // records the blocked layout, the tensor holds every byte, and the step's builder checks the length it needs.
+  dnnl::memory::desc layout = desc;
+  layout.data.extra = dnnl_memory_extra_desc_t();
+  if (!LayoutFromDesc(layout, &op)) return CheckResult::Fail("weight '" + name + "' has a layout no format tag describes");
   const uint32_t dtype = desc.data.data_type == dnnl_f32 ? kF32 : desc.data.data_type == dnnl_s32 ? kI32
                          : desc.data.data_type == dnnl_s8 ? kI8 : kU8;
   const size_t size = borrowed_size ? borrowed_size : bytes.size();

@@ -171,6 +171,11 @@ class LowerContext {
 
   void Emit(Step step);
 
+  // Operands derived from a value once and read by several steps (an int32 copy of an 8-bit zero point), by a key
+  // the lowering chooses: null when none was recorded yet.
+  const Operand* FindDerived(const std::string& key) const;
+  void SetDerived(const std::string& key, const Operand& op);
+
   // Fusion helpers.
   // The single node consuming `value`, or -1 (also -1 when the value is a graph output or read twice).
   int SoleConsumer(int value) const;

@@ -433,9 +433,9 @@ int DstOperand(const Step& s) {
   switch (s.kind) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
     case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf: case StepKind::kPad:
-    case StepKind::kStridedCopy:
+    case StepKind::kStridedCopy: case StepKind::kDynamicQuantize: case StepKind::kDequantize:
       return 1;
-    case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax:
+    case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax: case StepKind::kMatMulInt8:
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
     case StepKind::kLayerNorm:

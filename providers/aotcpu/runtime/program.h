@@ -22,11 +22,11 @@ namespace aotcpu {
 
 // Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
 // algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU); 5 adds the mish
-// algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19). The writer
-// stamps the lowest version that holds the program's step kinds (a program without the newer kinds stays readable
-// by older builds); 6 adds float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
-// converts at its edges and where it casts to float16). Readers accept 1..kProgramVersion and refuse a step kind
-// newer than the stamped version.
+// algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19); 6 adds the 8-bit steps
+// kDynamicQuantize, kDequantize and kMatMulInt8 and float16 (dtype 10) operands and fused inputs/outputs (a float16
+// graph computed in float32 converts at its edges and where it casts to float16) (issue 26). The writer stamps the
+// lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
+// builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
 inline constexpr uint32_t kProgramVersion = 6;
 inline constexpr size_t kMaxRank = 12;
 // kPad's mode (its first integer parameter).
@@ -100,6 +100,16 @@ enum class StepKind : uint32_t {
   kStridedCopy = 20, // (version 3) ops: src, dst; dense row-major, same dtype. ints: offset, strides[rank of dst]
                      //   (elements of src, may be negative): dst[i] = src[offset + sum(i_k * strides_k)]; every
                      //   element read must lie in src (a Slice with negative steps).
+  // Version 6: 8-bit steps. Scales and zero points are per tensor ([1] operands) and read at run time.
+  kDynamicQuantize = 21,  // ops: src f32, dst u8 (src's dims and dense layout), scale f32 [1], zero point u8 [1]
+                          //   (ONNX DynamicQuantizeLinear: range [min(0, min x), max(0, max x)] over 255 steps,
+                          //   q = saturate(round_half_even(x / scale) + zero point); scale 1, zero point 0 for all
+                          //   zeros, as ONNX Runtime).
+  kDequantize = 22,  // ops: src u8|i8, dst f32 (src's dims and dense layout), scale f32 [1], zero point [1] of src's
+                     //   type|none. dst = float(src - zero point) * scale (ONNX DequantizeLinear, per tensor).
+  kMatMulInt8 = 23,  // ops: src u8, weights i8 (oneDNN's packed layout; followed by its compensation when a zero
+                     //   point is given), dst f32, src zero point i32 [1]|none, post-op srcs... dst = post-ops(
+                     //   float(sum (src - zp) * weights)); the scale is a post-op (binary mul by a [1, 1] operand).
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

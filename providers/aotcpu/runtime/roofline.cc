@@ -159,6 +159,11 @@ StepWork EstimateStepWork(const Step& s) {
       macs = Numel(big) * Numel(wd) / static_cast<double>(ch);
       break;
     }
+    case StepKind::kMatMulInt8: {
+      const auto& a = dims(0);
+      macs = Numel(dims(2)) * static_cast<double>(a.empty() ? 1 : std::max<int64_t>(a.back(), 0));
+      break;
+    }
     case StepKind::kMatMul:
     case StepKind::kInnerProduct: {
       const auto& a = dims(0);

@@ -1,0 +1,578 @@
+// 8-bit ops (issue 26): DynamicQuantizeLinear and per-tensor DequantizeLinear (steps kDynamicQuantize and
+// kDequantize, our own loops), and MatMulInteger -> Cast(float) -> Mul(scale) as one oneDNN int8 matmul (kMatMulInt8):
+// u8/s8 source with a zero point read at run time, s8 weights packed at compile time (the binary holds them as int8),
+// the scale as a binary-mul post-op, then the post-ops a float MatMul absorbs (bias Add, activations). oneDNN converts
+// the int32 sum to float and multiplies by the scale, as ONNX Runtime's Cast then Mul do: bit-identical.
+//
+// oneDNN 2.6 facts this relies on (checked on its x64 CPU engine): a runtime output scale (DNNL_RUNTIME_F32_VAL) makes
+// matmul fall back from brgemm to gemm and int8 convolution refuse altogether, while a binary-mul post-op by a [1, 1]
+// tensor keeps the brgemm and jit kernels; a source zero point makes the packed weights carry a compensation (memory
+// desc extra flags) that a format tag does not describe, so the builder takes the weights layout oneDNN chooses, checks
+// it against the stored tag and the stored length, and binds that.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "providers/aotcpu/lower/math_common.h"
+#include "providers/aotcpu/lower/tensor_common.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+bool Is8Bit(uint32_t dt) { return dt == kU8 || dt == kI8; }
+
+// A value with a static shape of one element (a per-tensor scale or zero point).
+bool OneElement(const Graph& g, int v) { return v >= 0 && g.v(v).has_shape && g.v(v).numel() == 1; }
+
+// Dense layouts an elementwise 8-bit step keeps: plain row-major, or a format tag without padding.
+bool DenseOperand(const Operand& op) {
+  if (IsPlain(op)) return true;
+  if (op.tag == 0) return false;
+  memory::desc d;
+  if (!OperandDesc(op, &d).ok) return false;
+  for (int i = 0; i < d.data.ndims; ++i)
+    if (d.data.padded_dims[i] != d.data.dims[i]) return false;
+  return true;
+}
+
+// The operand of `value` for an elementwise step: its current layout when dense, else plain.
+Operand UseDense(LowerContext& ctx, int value) {
+  const Operand* p = ctx.Peek(value);
+  if (p && !p->dims.empty() && DenseOperand(*p)) return ctx.Use(value);
+  Operand o = ctx.UsePlain(value);
+  if (o.dims.empty()) o = Reshaped(o, {1});
+  return o;
+}
+
+// `value`'s result in the same layout as `like` (dense), with its own dtype.
+Operand DefineLike(LowerContext& ctx, int value, const Operand& like) {
+  if (IsPlain(like)) {
+    Operand o = ctx.DefinePlain(value);
+    return o.dims.empty() ? Reshaped(o, {1}) : o;
+  }
+  memory::desc d;
+  OperandDesc(like, &d);
+  d.data.data_type = static_cast<dnnl_data_type_t>(DnnlType(ctx.graph().v(value).dtype));
+  return ctx.Define(value, d);
+}
+
+// A one-element value as a plain [1] operand.
+Operand UseScalar(LowerContext& ctx, int value) { return Reshaped(ctx.UsePlain(value), {1}); }
+
+// Rounding as ONNX Runtime quantizes (MLAS: the quotient rounded to nearest even, then clamped).
+inline float RoundHalfEven(float v) { return std::nearbyint(v); }
+
+// ---- DynamicQuantizeLinear -------------------------------------------------------------------------------------
+
+constexpr int64_t kQuantChunk = 16384;
+
+#if !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void MinMaxLoop(const float* x, int64_t n, float* lo, float* hi) {
+  float a = *lo, b = *hi;
+#pragma omp simd reduction(min : a) reduction(max : b)
+  for (int64_t i = 0; i < n; ++i) {
+    a = std::min(a, x[i]);
+    b = std::max(b, x[i]);
+  }
+  *lo = a;
+  *hi = b;
+}
+
+#if !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void QuantizeLoop(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  // clamp(round(x / scale) + zp, 0, 255) == round(clamp(x / scale, -zp, 255 - zp)) + zp: zp is an integer.
+  const float lo = -zp, hi = 255.f - zp;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::min(std::max(x[i] / scale, lo), hi);
+    y[i] = static_cast<uint8_t>(static_cast<int32_t>(RoundHalfEven(q)) + static_cast<int32_t>(zp));
+  }
+}
+
+class DynamicQuantizeExec : public StepExec {
+ public:
+  DynamicQuantizeExec(int src, int dst, int scale, int zp, int64_t n)
+      : src_(src), dst_(dst), scale_(scale), zp_(zp), n_(n) {}
+  void Run(RunContext& rc) override {
+    const float* x = static_cast<const float*>(rc.ptr(src_));
+    uint8_t* y = static_cast<uint8_t*>(rc.ptr(dst_));
+    const int64_t chunks = (n_ + kQuantChunk - 1) / kQuantChunk;
+    // Per-chunk ranges combined in chunk order: the result does not depend on the thread count.
+    std::vector<float> lo(static_cast<size_t>(chunks), 0.f), hi(static_cast<size_t>(chunks), 0.f);
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t b = c * kQuantChunk;
+      MinMaxLoop(x + b, std::min(kQuantChunk, n_ - b), &lo[static_cast<size_t>(c)], &hi[static_cast<size_t>(c)]);
+    }
+    float mn = 0.f, mx = 0.f;  // the range always holds 0
+    for (int64_t c = 0; c < chunks; ++c) {
+      mn = std::min(mn, lo[static_cast<size_t>(c)]);
+      mx = std::max(mx, hi[static_cast<size_t>(c)]);
+    }
+    // ONNX Runtime's GetQuantizationParameter: scale 1 when the range is empty (all zeros).
+    const float scale = mx == mn ? 1.f : (mx - mn) / 255.f;
+    const float zp = RoundHalfEven(std::min(255.f, std::max(0.f, 0.f - mn / scale)));
+    *static_cast<float*>(rc.ptr(scale_)) = scale;
+    *static_cast<uint8_t*>(rc.ptr(zp_)) = static_cast<uint8_t>(zp);
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t b = c * kQuantChunk;
+      QuantizeLoop(x + b, std::min(kQuantChunk, n_ - b), scale, zp, y + b);
+    }
+  }
+
+ private:
+  int src_, dst_, scale_, zp_;
+  int64_t n_;
+};
+
+// ---- DequantizeLinear --------------------------------------------------------------------------------------------
+
+template <typename T>
+#if !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void DequantizeLoop(const T* x, int64_t n, int32_t zp, float scale, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
+class DequantizeExec : public StepExec {
+ public:
+  DequantizeExec(int src, int dst, int scale, int zp, int64_t n, bool is_signed)
+      : src_(src), dst_(dst), scale_(scale), zp_(zp), n_(n), signed_(is_signed) {}
+  void Run(RunContext& rc) override {
+    const float scale = *static_cast<const float*>(rc.ptr(scale_));
+    int32_t zp = 0;
+    if (zp_ >= 0)
+      zp = signed_ ? *static_cast<const int8_t*>(rc.ptr(zp_)) : *static_cast<const uint8_t*>(rc.ptr(zp_));
+    const void* x = rc.ptr(src_);
+    float* y = static_cast<float*>(rc.ptr(dst_));
+    const int64_t chunks = (n_ + kQuantChunk - 1) / kQuantChunk;
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t b = c * kQuantChunk, len = std::min(kQuantChunk, n_ - b);
+      if (signed_)
+        DequantizeLoop(static_cast<const int8_t*>(x) + b, len, zp, scale, y + b);
+      else
+        DequantizeLoop(static_cast<const uint8_t*>(x) + b, len, zp, scale, y + b);
+    }
+  }
+
+ private:
+  int src_, dst_, scale_, zp_;
+  int64_t n_;
+  bool signed_;
+};
+
+// Checks shared by the two elementwise 8-bit steps: src and dst of equal dims and the same dense layout, scalar
+// operands of one element in plain layout.
+CheckResult CheckElementwise8(BuildContext& bc, uint32_t src_type, uint32_t dst_type, std::vector<memory::desc>* d) {
+  const Step& s = bc.step();
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (!src.present() || !dst.present() || !s.ops[2].present()) return bc.Fail("src, dst and scale are required");
+  if (src.dtype != src_type || dst.dtype != dst_type) return bc.Fail("src or dst has the wrong element type");
+  if (src.dims != dst.dims) return bc.Fail("src and dst dims differ");
+  if (src.tag != dst.tag || (src.tag == 0 && (!IsPlain(src) || !IsPlain(dst))))
+    return bc.Fail("src and dst must share one dense layout");
+  if (!DenseOperand(src)) return bc.Fail("src has a padded layout");
+  d->resize(s.ops.size());
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    CheckResult r = bc.Desc(i, &(*d)[i]);  // checks each operand's extent against its buffer
+    if (!r.ok) return r;
+  }
+  for (size_t i = 2; i < s.ops.size(); ++i)
+    if (s.ops[i].present() && (!IsPlain(s.ops[i]) || Numel(s.ops[i].dims) != 1))
+      return bc.Fail("operand " + std::to_string(i) + " must be one plain element");
+  return CheckResult::Ok();
+}
+
+// ---- MatMulInteger ---------------------------------------------------------------------------------------------
+
+// The pattern MatMulInteger(a, b) -> Cast(to float) -> Mul(., scale): the Cast and Mul nodes and the scale value.
+struct Int8Tail {
+  int cast = -1, mul = -1, scale = -1;
+};
+
+bool MatchInt8Tail(const Graph& g, int y, Int8Tail* t, std::string* why) {
+  const int c = OnlyConsumer(g, y);
+  if (c < 0) return Reject(why, "its int32 result is not read by one Cast to float alone");
+  const Node& cast = g.nodes[static_cast<size_t>(c)];
+  if (!IsOnnx(cast) || cast.op != "Cast" || cast.Int("to", 0) != kF32 || cast.outputs.size() != 1)
+    return Reject(why, "its int32 result is not read by one Cast to float alone");
+  const int m = OnlyConsumer(g, cast.outputs[0]);
+  if (m < 0) return Reject(why, "the Cast's result is not read by one Mul alone");
+  const Node& mul = g.nodes[static_cast<size_t>(m)];
+  const int s = OtherInput(mul, cast.outputs[0]);
+  if (!IsOnnx(mul) || mul.op != "Mul" || s < 0 || g.v(s).dtype != kF32 || !OneElement(g, s) ||
+      !SameF32Shape(g, Out0(mul), g.v(y).dims))
+    return Reject(why, "the Cast's result is not multiplied by a float scale of one element");
+  const int sp = g.v(s).producer;  // the scale must not be computed from this product
+  if (sp >= 0)
+    for (int in : g.nodes[static_cast<size_t>(sp)].inputs)
+      if (in >= 0 && (in == y || in == cast.outputs[0]))
+        return Reject(why, "the scale is computed from the product it scales");
+  t->cast = c;
+  t->mul = m;
+  t->scale = s;
+  return true;
+}
+
+// The scale of an int8 step computed by a node that comes later in the graph's order (a Mul of the source's and the
+// weights' scales placed after the product): that node is lowered now, ahead of its turn, when its inputs are ready.
+CheckResult LowerScaleEarly(LowerContext& ctx, int node, const Int8Tail& t) {
+  if (ctx.IsAvailable(t.scale)) return CheckResult::Ok();
+  const Graph& g = ctx.graph();
+  const int p = g.v(t.scale).producer;
+  if (p < 0 || ctx.IsAbsorbed(p)) return ctx.Fail(node, "its scale is not computed before it");
+  const Node& pn = g.nodes[static_cast<size_t>(p)];
+  for (int in : pn.inputs)
+    if (in >= 0 && !ctx.IsAvailable(in)) return ctx.Fail(node, "its scale is not computed before it");
+  const OpEntry* e = FindOp(pn.domain, pn.op);
+  std::string why;
+  if (!e || !e->support(g, pn, &why)) return ctx.Fail(node, "its scale's node is not compiled: " + why);
+  ctx.SetCurrentNode(p);
+  CheckResult rc = e->lower(ctx, p);
+  ctx.SetCurrentNode(node);
+  if (!rc.ok) return rc;
+  ctx.Absorb(p);
+  if (!ctx.IsAvailable(t.scale) || ctx.IsAbsorbed(t.cast) || ctx.IsAbsorbed(t.mul))
+    return ctx.Fail(node, "its scale's node took the Cast or Mul");
+  return CheckResult::Ok();
+}
+
+// The constant per-tensor zero point of input `i` (0 when absent); false when it is not a constant of one element.
+bool ConstZeroPoint(const Graph& g, const Node& n, size_t i, int32_t* zp) {
+  *zp = 0;
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return true;
+  const Value& v = g.v(n.inputs[i]);
+  if (!v.is_const() || !v.has_shape || v.numel() != 1) return false;
+  if (v.dtype == kU8) *zp = *static_cast<const uint8_t*>(v.data);
+  else if (v.dtype == kI8) *zp = *static_cast<const int8_t*>(v.data);
+  else return false;
+  return true;
+}
+
+// The constant 8-bit weights of MatMulInteger / ConvInteger as int8 values w - zp; false (with why) when some value
+// does not fit (uint8 weights whose zero point is far from their values' middle).
+bool Int8Weights(const Value& w, int32_t zp, std::string* out, std::string* why) {
+  const int64_t n = w.numel();
+  out->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t v = (w.dtype == kU8 ? static_cast<const uint8_t*>(w.data)[i] : static_cast<const int8_t*>(w.data)[i]) - zp;
+    if (v < -128 || v > 127) return Reject(why, "weights minus their zero point do not fit in int8");
+    (*out)[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(v));
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- DynamicQuantizeLinear ---------------------------------------------------------------------------------------
+
+bool SupportDynamicQuantize(const Graph& g, const Node& n, std::string* why) {
+  if (n.inputs.size() != 1 || n.inputs[0] < 0 || n.outputs.size() != 3)
+    return Reject(why, "DynamicQuantizeLinear needs 1 input and 3 outputs");
+  for (int o : n.outputs)
+    if (o < 0) return Reject(why, "an output is absent");
+  const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  if (x.dtype != kF32 || !x.has_shape) return Reject(why, "input must be float with a static shape");
+  if (y.dtype != kU8 || g.v(n.outputs[1]).dtype != kF32 || g.v(n.outputs[2]).dtype != kU8)
+    return Reject(why, "outputs must be uint8, float and uint8");
+  if (!y.has_shape || y.dims != x.dims) return Reject(why, "output shape differs from the input's");
+  if (x.dims.size() > kMaxRank) return Reject(why, "rank above " + std::to_string(kMaxRank));
+  if (x.numel() <= 0) return Reject(why, "empty tensor");
+  return true;
+}
+
+CheckResult LowerDynamicQuantize(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  Step s;
+  s.kind = StepKind::kDynamicQuantize;
+  s.name = StepName(ctx.graph(), n);
+  const Operand src = UseDense(ctx, n.inputs[0]);
+  s.ops.push_back(src);
+  s.ops.push_back(DefineLike(ctx, n.outputs[0], src));
+  s.ops.push_back(Reshaped(ctx.DefinePlain(n.outputs[1]), {1}));
+  s.ops.push_back(Reshaped(ctx.DefinePlain(n.outputs[2]), {1}));
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildDynamicQuantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(4, false, 0, 0);
+  if (!r.ok) return r;
+  const Step& s = bc.step();
+  std::vector<memory::desc> d;
+  if (!(r = CheckElementwise8(bc, kF32, kU8, &d)).ok) return r;
+  if (!s.ops[3].present() || s.ops[2].dtype != kF32 || s.ops[3].dtype != kU8)
+    return bc.Fail("scale must be float and the zero point uint8");
+  for (size_t i = 2; i < 4; ++i)  // the executor checks operand 1 (the step's dst); these are written too
+    if (s.ops[i].buf != Buf::kArena && s.ops[i].buf != Buf::kOutput)
+      return bc.Fail("operand " + std::to_string(i) + " is written but is not the arena or an output");
+  const int64_t n = Numel(s.ops[0].dims);
+  if (n <= 0) return bc.Fail("empty tensor");
+  const int a = bc.Slot(0, d[0]), b = bc.Slot(1, d[1]), c = bc.Slot(2, d[2]), z = bc.Slot(3, d[3]);
+  *out = std::make_unique<DynamicQuantizeExec>(a, b, c, z, n);
+  return CheckResult::Ok();
+}
+
+// ---- DequantizeLinear --------------------------------------------------------------------------------------------
+
+bool SupportDequantize(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticIo(g, n, 2, why)) return false;
+  const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  const int scale = n.inputs[1], zp = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  if (!Is8Bit(x.dtype)) return Reject(why, "input must be int8 or uint8");
+  if (y.dtype != kF32 || g.v(scale).dtype != kF32) return Reject(why, "scale and output must be float");
+  if (!OneElement(g, scale) || (zp >= 0 && !OneElement(g, zp)))
+    return Reject(why, "only a per-tensor scale and zero point are compiled");
+  if (zp >= 0 && g.v(zp).dtype != x.dtype) return Reject(why, "zero point type differs from the input's");
+  if (n.Int("block_size", 0) != 0) return Reject(why, "blocked dequantization is not compiled");
+  if (y.dims != x.dims) return Reject(why, "output shape differs from the input's");
+  if (x.numel() <= 0) return Reject(why, "empty tensor");
+  return true;
+}
+
+CheckResult LowerDequantize(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  Step s;
+  s.kind = StepKind::kDequantize;
+  s.name = StepName(ctx.graph(), n);
+  const Operand src = UseDense(ctx, n.inputs[0]);
+  s.ops.push_back(src);
+  s.ops.push_back(DefineLike(ctx, n.outputs[0], src));
+  s.ops.push_back(UseScalar(ctx, n.inputs[1]));
+  s.ops.push_back(n.inputs.size() > 2 && n.inputs[2] >= 0 ? UseScalar(ctx, n.inputs[2]) : Operand());
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildDequantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(4, false, 0, 0);
+  if (!r.ok) return r;
+  const Step& s = bc.step();
+  const uint32_t t = s.ops[0].dtype;
+  if (!Is8Bit(t)) return bc.Fail("src must be int8 or uint8");
+  std::vector<memory::desc> d;
+  if (!(r = CheckElementwise8(bc, t, kF32, &d)).ok) return r;
+  if (s.ops[2].dtype != kF32) return bc.Fail("scale must be float");
+  if (s.ops[3].present() && s.ops[3].dtype != t) return bc.Fail("zero point type differs from src's");
+  const int64_t n = Numel(s.ops[0].dims);
+  if (n <= 0) return bc.Fail("empty tensor");
+  const int a = bc.Slot(0, d[0]), b = bc.Slot(1, d[1]), c = bc.Slot(2, d[2]);
+  const int z = s.ops[3].present() ? bc.Slot(3, d[3]) : -1;
+  *out = std::make_unique<DequantizeExec>(a, b, c, z, n, t == kI8);
+  return CheckResult::Ok();
+}
+
+// ---- MatMulInteger -----------------------------------------------------------------------------------------------
+
+bool SupportMatMulInteger(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticIo(g, n, 2, why)) return false;
+  const Value &a = g.v(n.inputs[0]), &b = g.v(n.inputs[1]), &y = g.v(n.outputs[0]);
+  if (!Is8Bit(a.dtype) || !Is8Bit(b.dtype) || y.dtype != kI32) return Reject(why, "unsupported element types");
+  if (!b.is_const() || b.dims.size() != 2) return Reject(why, "B must be a constant 2-D tensor");
+  if (a.dims.size() < 2 || a.dims.back() != b.dims[0]) return Reject(why, "A must have rank >= 2 and inner dim K");
+  Dims yd(a.dims.begin(), a.dims.end() - 1);
+  yd.push_back(b.dims[1]);
+  if (yd != y.dims) return Reject(why, "output shape does not match the inputs");
+  if (Numel(yd) == 0 || b.dims[0] == 0) return Reject(why, "empty tensor");
+  const int az = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  if (az >= 0 && (!OneElement(g, az) || g.v(az).dtype != a.dtype))
+    return Reject(why, "only a per-tensor A zero point of A's type is compiled");
+  int32_t bz = 0;
+  if (!ConstZeroPoint(g, n, 3, &bz)) return Reject(why, "only a constant per-tensor B zero point is compiled");
+  std::string w;
+  if (!Int8Weights(b, bz, &w, why)) return false;
+  Int8Tail t;
+  return MatchInt8Tail(g, n.outputs[0], &t, why);
+}
+
+CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const int a = n.inputs[0], b = n.inputs[1];
+  const int az = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  std::string why;
+  Int8Tail tail;
+  if (!MatchInt8Tail(g, n.outputs[0], &tail, &why)) return ctx.Fail(node, why);
+  if (ctx.IsAbsorbed(tail.cast) || ctx.IsAbsorbed(tail.mul)) return ctx.Fail(node, "its Cast or Mul was fused elsewhere");
+  if (CheckResult rs = LowerScaleEarly(ctx, node, tail); !rs.ok) return rs;
+  int32_t bz = 0;
+  std::string wbytes;
+  if (!ConstZeroPoint(g, n, 3, &bz) || !Int8Weights(g.v(b), bz, &wbytes, &why)) return ctx.Fail(node, why);
+  const int64_t K = g.v(b).dims[0], N = g.v(b).dims[1];
+  const Dims& ad = g.v(a).dims;
+  const int64_t M = Numel(ad) / K;
+  const Dims cd = {M, N}, wd = {K, N};
+
+  Operand a_op = ctx.UsePlain(a);
+  a_op = Reshaped(a_op, {M, K});
+  // The source zero point, as the int32 [1] oneDNN reads: a constant becomes a weight (none when 0); a computed one
+  // (DynamicQuantizeLinear's) is converted by one reorder step, shared by every product that reads it.
+  Operand zp_op;
+  if (az >= 0) {
+    int32_t zc = 0;
+    if (g.v(az).is_const()) {
+      ConstZeroPoint(g, n, 2, &zc);
+      if (zc != 0) {
+        std::string bytes(4, '\0');
+        std::memcpy(&bytes[0], &zc, 4);
+        CheckResult rc = ctx.AddWeight(g.v(az).name + ":int32", std::move(bytes), PlainDesc({1}, kI32), &zp_op);
+        if (!rc.ok) return rc;
+      }
+    } else {
+      const std::string key = "zp32:" + g.v(az).name;
+      if (const Operand* d = ctx.FindDerived(key)) {
+        zp_op = *d;
+      } else {
+        Step cvt;
+        cvt.kind = StepKind::kReorder;
+        cvt.name = g.v(az).name + ":int32";
+        cvt.ops = {UseScalar(ctx, az), ctx.NewPlain(kI32, {1})};
+        zp_op = cvt.ops[1];
+        ctx.Emit(std::move(cvt));
+        ctx.SetDerived(key, zp_op);
+      }
+    }
+  }
+
+  // Post-ops: the scale (a binary mul by the [1, 1] scale), then what a float MatMul's result absorbs.
+  OperandMap map = [&](const Dims& od, Dims* out) {
+    Dims p = PadLeft(od, ad.size());
+    bool full = true, ones = true;
+    for (size_t i = 0; i + 1 < p.size(); ++i) {
+      full = full && p[i] == ad[i];
+      ones = ones && p[i] == 1;
+    }
+    if (!full && !ones) return false;
+    *out = {ones ? 1 : M, p.back()};
+    return true;
+  };
+  PostOp scale_po;
+  scale_po.kind = PostOp::kBinary;
+  scale_po.alg = dnnl_binary_mul;
+  scale_po.operand = 4;
+  const int chain_root = Out0(ctx.node(tail.mul));
+  std::vector<Fused> chain = CollectPostOps(ctx, chain_root, true, map);
+  for (size_t i = 0; i < chain.size(); ++i) {  // a mask Add feeding a Softmax is left to MaskedSoftmax
+    int x, mask, sm;
+    bool stop = false;
+    for (int fn : chain[i].nodes) stop = stop || MaskedSoftmaxOf(ctx, fn, &x, &mask, &sm);
+    if (stop) {
+      chain.resize(i);
+      break;
+    }
+  }
+  memory::desc weights_chosen;
+  dnnl::engine& eng = ctx.engine();
+  auto make_pd = [&](const std::vector<PostOp>& chain_ops, const std::vector<Operand>& ops) -> int {
+    try {
+      std::vector<PostOp> all = {scale_po};
+      all.insert(all.end(), chain_ops.begin(), chain_ops.end());
+      dnnl::primitive_attr attr;
+      if (!TrialAttr(all, ops, &attr)) return 0;
+      if (zp_op.present()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      memory::desc src_d, dst_d;
+      if (!OperandDesc(ops[0], &src_d).ok || !OperandDesc(ops[2], &dst_d).ok) return 0;
+      const memory::desc w_d(memory::dims(wd.begin(), wd.end()), memory::data_type::s8, memory::format_tag::any);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_d, w_d, dst_d), attr, eng);
+      weights_chosen = pd.weights_desc();
+      return IsRefImpl(pd) ? 1 : 2;
+    } catch (const dnnl::error&) {
+      return 0;
+    }
+  };
+  Operand scale_stand_in = FakePlain({1, 1});
+  const std::vector<Operand> base = {a_op, Operand(), FakePlain(cd), zp_op.present() ? zp_op : Operand(),
+                                     scale_stand_in};
+  const size_t k = ChooseChain(g, chain, base, map, make_pd);
+  {
+    std::vector<PostOp> post_ops;
+    std::vector<Operand> ops = base;
+    ChainPrefix(g, chain, k, map, &post_ops, &ops);
+    if (make_pd(post_ops, ops) == 0)
+      return ctx.Fail(node, "oneDNN has no int8 matmul for " + DimsText(ad) + " x " + DimsText(wd));
+  }
+
+  Step step;
+  step.kind = StepKind::kMatMulInt8;
+  step.name = n.name + "+" + ctx.node(tail.cast).name + "+" + ctx.node(tail.mul).name;
+  Operand w_op;
+  CheckResult rc = ctx.PackWeight(g.v(b).name + ":int8", wbytes.data(), PlainDesc(wd, kI8), weights_chosen, &w_op);
+  if (!rc.ok) return rc;
+  step.ops = {a_op, w_op, Operand(), zp_op, Reshaped(UseScalar(ctx, tail.scale), {1, 1})};
+  step.post_ops.push_back(scale_po);
+  ctx.Absorb(tail.cast);
+  ctx.Absorb(tail.mul);
+  int y = chain_root;
+  if (!(rc = ApplyChain(ctx, node, chain, k, map, &step, &y)).ok) return rc;
+  step.ops[2] = DefineAs(ctx, y, cd);
+  ctx.Emit(std::move(step));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildMatMulInt8(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(4, true, 0, 0);
+  if (!r.ok) return r;
+  const Step& s = bc.step();
+  std::vector<memory::desc> d(4);
+  for (size_t i = 0; i < 4; ++i)
+    if (!(r = bc.Desc(i, &d[i])).ok) return r;
+  if (!s.ops[0].present() || !s.ops[1].present() || !s.ops[2].present())
+    return bc.Fail("src, weights and dst are required");
+  if (!Is8Bit(s.ops[0].dtype) || s.ops[1].dtype != kI8 || s.ops[2].dtype != kF32)
+    return bc.Fail("int8 matmul needs an 8-bit src, int8 weights and a float dst");
+  if (s.ops[1].buf != Buf::kWeight) return bc.Fail("weights must be a weight tensor");
+  if (d[0].data.ndims != 2 || d[1].data.ndims != 2 || d[2].data.ndims != 2)
+    return bc.Fail("int8 matmul operands must be 2-D");
+  const bool has_zp = s.ops[3].present();
+  if (has_zp && (s.ops[3].dtype != kI32 || !IsPlain(s.ops[3]) || Numel(s.ops[3].dims) != 1))
+    return bc.Fail("the zero point must be one plain int32");
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(r = bc.PostOps(&attr, &args)).ok) return r;
+  if (has_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  dnnl::matmul::primitive_desc pd;
+  try {
+    const memory::desc w_any(d[1].dims(), memory::data_type::s8, memory::format_tag::any);
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(d[0], w_any, d[2]), attr, bc.engine());
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("int8 matmul: ") + e.what());
+  }
+  if (!(r = CheckSame(bc, "src", pd.src_desc(), d[0])).ok) return r;
+  if (!(r = CheckSame(bc, "dst", pd.dst_desc(), d[2])).ok) return r;
+  // The packed weights: the stored layout plus the compensation oneDNN appends for a source zero point.
+  const memory::desc wc = pd.weights_desc();
+  memory::desc plain_part = wc;
+  plain_part.data.extra = dnnl_memory_extra_desc_t();
+  if (!(r = CheckSame(bc, "weights", plain_part, d[1])).ok) return r;
+  if (bc.WeightBytes(1).length < wc.get_size())
+    return bc.Fail("weights hold " + std::to_string(bc.WeightBytes(1).length) + " bytes; the packed layout needs " +
+                   std::to_string(wc.get_size()));
+  args.push_back({DNNL_ARG_SRC, bc.Slot(0, d[0])});
+  args.push_back({DNNL_ARG_WEIGHTS, bc.Slot(1, wc)});
+  args.push_back({DNNL_ARG_DST, bc.Slot(2, d[2])});
+  if (has_zp) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, bc.Slot(3, d[3])});
+  try {
+    out->reset(new PrimitiveExec(dnnl::matmul(pd), std::move(args)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("int8 matmul: ") + e.what());
+  }
+  return CheckResult::Ok();
+}
+
+}  // namespace aotcpu
+}  // namespace epctx

@@ -1,0 +1,269 @@
+// nn_quant.cc on small hand-built graphs: compiled, serialized and parsed back (program version 6), run by the
+// Executor and compared with plain loops that follow ONNX Runtime's arithmetic (int32 sums, one float multiply):
+// DynamicQuantizeLinear, DequantizeLinear, and MatMulInteger -> Cast -> Mul (+ bias Add) as one int8 step. The
+// support checks refuse what the steps do not compute; the builders refuse damaged steps with a message.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "providers/aotcpu/capability/capability.h"
+#include "providers/aotcpu/ir/test_graph.h"
+#include "providers/aotcpu/lower/ops.h"
+
+namespace epctx {
+namespace aotcpu {
+namespace {
+
+using namespace test_graph;
+
+struct Compiled {
+  CompiledGraph cg;
+  Program parsed;
+  std::unique_ptr<Executor> exec;
+};
+
+// A constant of `dtype` over `bytes` (kept alive by the caller).
+int Const(GraphBuilder& b, const std::string& name, uint32_t dtype, Dims dims, const void* bytes) {
+  const int v = b.Out(name, std::move(dims));
+  b.g.v(v).dtype = dtype;
+  b.g.v(v).data = bytes;
+  b.g.v(v).is_initializer = true;
+  return v;
+}
+
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c) {
+  for (const Node& n : b.g.nodes) {
+    std::string why;
+    if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
+  }
+  std::vector<std::string> ins, outs;
+  for (int v : b.g.inputs) ins.push_back(b.g.v(v).name);
+  for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
+  CheckResult r = CompileGraph(b.g, ins, outs, CompileOptions(), &c->cg);
+  if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
+  const std::string records = SerializeProgram(c->cg.program);
+  uint32_t version = 0;
+  std::memcpy(&version, records.data() + 8, 4);
+  if (version != 6) return ::testing::AssertionFailure() << "stamped version " << version;
+  r = ParseProgram(records, static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
+  if (!r.ok) return ::testing::AssertionFailure() << "parse: " << r.reason;
+  std::vector<WeightRef> w;
+  for (const TensorInput& t : c->cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
+  r = Executor::Create(c->parsed, std::move(w), 1, &c->exec);
+  if (!r.ok) return ::testing::AssertionFailure() << "executor: " << r.reason;
+  return ::testing::AssertionSuccess();
+}
+
+// ONNX Runtime's DynamicQuantizeLinear.
+void RefDynamicQuantize(const std::vector<float>& x, std::vector<uint8_t>* q, float* scale, uint8_t* zp) {
+  float lo = 0, hi = 0;
+  for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+  *scale = hi == lo ? 1.f : (hi - lo) / 255.f;
+  *zp = static_cast<uint8_t>(std::nearbyint(std::min(255.f, std::max(0.f, 0.f - lo / *scale))));
+  q->resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    (*q)[i] = static_cast<uint8_t>(std::min(255.f, std::max(0.f, std::nearbyint(x[i] / *scale) + *zp)));
+}
+
+TEST(OpsQuant, DynamicQuantizeMatchesOnnxRuntime) {
+  // Sizes around the chunking (16384) and the vector widths; an all-zero input gives scale 1, zero point 0.
+  for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{16384 * 5 + 3}}) {
+    for (int zeros = 0; zeros < 2; ++zeros) {
+      GraphBuilder b;
+      b.Input("x", {n});
+      b.Out("q", {n});
+      b.Out("s", {});
+      b.Out("z", {});
+      b.g.v(b.g.Find("q")).dtype = kU8;
+      b.g.v(b.g.Find("z")).dtype = kU8;
+      b.N("DynamicQuantizeLinear", {"x"}, {"q", "s", "z"}, 11);
+      for (const char* o : {"q", "s", "z"}) b.Output(o);
+      Compiled c;
+      ASSERT_TRUE(Compile(b, &c)) << n;
+      std::vector<float> x = UniformFloats(n, 7, -3.f, 5.f);
+      if (zeros) std::fill(x.begin(), x.end(), 0.f);
+      std::vector<uint8_t> q(static_cast<size_t>(n), 99), want_q;
+      float s = 0, want_s = 0;
+      uint8_t z = 7, want_z = 0;
+      ASSERT_TRUE(c.exec->Run({x.data()}, {q.data(), &s, &z}).ok);
+      RefDynamicQuantize(x, &want_q, &want_s, &want_z);
+      EXPECT_EQ(s, want_s);
+      EXPECT_EQ(z, want_z);
+      EXPECT_EQ(q, want_q);
+    }
+  }
+}
+
+TEST(OpsQuant, DequantizeLinearPerTensor) {
+  const std::vector<uint8_t> data = {0, 1, 7, 128, 200, 255, 3, 90};
+  const float scale = 0.0375f;
+  const uint8_t zp = 131;
+  GraphBuilder b;
+  b.Input("x", {2, 4});
+  b.g.v(b.g.Find("x")).dtype = kU8;
+  Const(b, "s", kF32, {}, &scale);
+  Const(b, "z", kU8, {}, &zp);
+  b.Out("y", {2, 4});
+  b.N("DequantizeLinear", {"x", "s", "z"}, {"y"}, 13);
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  std::vector<float> y(8);
+  ASSERT_TRUE(c.exec->Run({data.data()}, {y.data()}).ok);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(y[i], static_cast<float>(int32_t{data[i]} - zp) * scale) << i;
+  // A per-axis scale is left to the CPU EP.
+  GraphBuilder p;
+  p.Input("x", {2, 4});
+  p.g.v(p.g.Find("x")).dtype = kU8;
+  const float scales[2] = {0.5f, 0.25f};
+  Const(p, "s", kF32, {2}, scales);
+  p.Out("y", {2, 4});
+  Node& n = p.N("DequantizeLinear", {"x", "s"}, {"y"}, 13);
+  n.attrs["axis"] = IntA(0);
+  std::string why;
+  EXPECT_FALSE(IsNodeSupported(p.g, n, &why));
+  EXPECT_NE(why.find("per-tensor"), std::string::npos) << why;
+}
+
+// x [2, 3, K] float -> DynamicQuantizeLinear -> MatMulInteger(q, W int8 [K, N], zq) -> Cast -> Mul(s * ws) -> Add b:
+// one DynamicQuantize step, one int8 matmul (scale and bias as post-ops), equal to the int32 reference bit for bit.
+TEST(OpsQuant, MatMulIntegerCastMulIsOneInt8Step) {
+  const int64_t K = 40, N = 24;
+  std::vector<int8_t> w(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 37) % 255) - 127);
+  const int8_t wz = 0;
+  const float ws = 0.0123f;
+  const std::vector<float> bias = UniformFloats(N, 3);
+  GraphBuilder b;
+  b.Input("x", {2, 3, K});
+  b.Out("q", {2, 3, K});
+  b.Out("s", {});
+  b.Out("z", {});
+  b.g.v(b.g.Find("q")).dtype = kU8;
+  b.g.v(b.g.Find("z")).dtype = kU8;
+  Const(b, "w", kI8, {K, N}, w.data());
+  Const(b, "wz", kI8, {}, &wz);
+  Const(b, "ws", kF32, {}, &ws);
+  b.F32("bias", {N}, bias);
+  b.Out("acc", {2, 3, N});
+  b.g.v(b.g.Find("acc")).dtype = kI32;
+  b.Out("accf", {2, 3, N});
+  b.Out("scale", {});
+  b.Out("scaled", {2, 3, N});
+  b.Out("y", {2, 3, N});
+  b.N("DynamicQuantizeLinear", {"x"}, {"q", "s", "z"}, 11);
+  b.N("MatMulInteger", {"q", "w", "z", "wz"}, {"acc"}, 10);
+  b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
+  b.N("Mul", {"s", "ws"}, {"scale"}, 14);
+  b.N("Mul", {"accf", "scale"}, {"scaled"}, 14);
+  b.N("Add", {"scaled", "bias"}, {"y"}, 14);
+  b.Output("y");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  int int8_steps = 0, other_heavy = 0;
+  for (const Step& s : c.parsed.steps) {
+    int8_steps += s.kind == StepKind::kMatMulInt8;
+    other_heavy += s.kind == StepKind::kMatMul || s.kind == StepKind::kBinary && s.ops[0].dims.size() > 1;
+  }
+  EXPECT_EQ(int8_steps, 1);
+  EXPECT_EQ(other_heavy, 0);  // the Cast, Mul and bias Add were fused
+  const std::vector<float> x = UniformFloats(2 * 3 * K, 11, -2.f, 3.f);
+  std::vector<float> y(static_cast<size_t>(6 * N));
+  ASSERT_TRUE(c.exec->Run({x.data()}, {y.data()}).ok);
+  std::vector<uint8_t> q;
+  float s;
+  uint8_t z;
+  RefDynamicQuantize(x, &q, &s, &z);
+  const float scale = s * ws;
+  for (int64_t m = 0; m < 6; ++m)
+    for (int64_t j = 0; j < N; ++j) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += (int32_t{q[m * K + k]} - z) * w[k * N + j];
+      volatile float scaled = static_cast<float>(acc) * scale;  // rounded, as ONNX Runtime's Mul (no FMA with the Add)
+      EXPECT_EQ(y[m * N + j], scaled + bias[j]) << m << "," << j;
+    }
+  // Damaged steps are refused by the builder, never run: float weights, and weights shorter than the packed layout.
+  for (int damage = 0; damage < 2; ++damage) {
+    Program p = c.parsed;
+    std::vector<WeightRef> wr;
+    for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
+    for (Step& s : p.steps) {
+      if (s.kind != StepKind::kMatMulInt8) continue;
+      if (damage == 0) s.ops[1].dtype = kF32;
+      if (damage == 1) wr[s.ops[1].index].length = 16;
+    }
+    std::unique_ptr<Executor> e;
+    EXPECT_FALSE(Executor::Create(p, wr, 1, &e).ok) << damage;
+  }
+}
+
+// Weights whose values minus their zero point leave int8, and an int32 result read by anything but one Cast to float,
+// are left to the CPU EP with the reason.
+TEST(OpsQuant, MatMulIntegerRefusals) {
+  for (int variant = 0; variant < 2; ++variant) {
+    const std::vector<uint8_t> w = {0, 255, 10, 20};
+    const uint8_t wz = variant == 0 ? 100 : 128;
+    GraphBuilder b;
+    b.Input("a", {1, 2});
+    b.g.v(b.g.Find("a")).dtype = kU8;
+    Const(b, "w", kU8, {2, 2}, w.data());
+    Const(b, "wz", kU8, {}, &wz);
+    b.Out("acc", {1, 2});
+    b.g.v(b.g.Find("acc")).dtype = kI32;
+    Node& n = b.N("MatMulInteger", {"a", "w", "", "wz"}, {"acc"}, 10);
+    b.Output("acc");
+    std::string why;
+    EXPECT_FALSE(IsNodeSupported(b.g, n, &why));
+    EXPECT_NE(why.find(variant == 0 ? "do not fit in int8" : "Cast to float"), std::string::npos) << why;
+  }
+}
+
+// Program version 6: the 8-bit step kinds are stamped 6 and refused under an older stamp.
+TEST(OpsQuant, Int8StepsAreVersion6) {
+  Program p;
+  p.inputs = {{"x", 1, {4}}};
+  p.outputs = {{"q", 2, {4}}, {"s", 1, {}}, {"z", 2, {}}};
+  Step s;
+  s.kind = StepKind::kDynamicQuantize;
+  s.name = "dq";
+  auto op = [](Buf buf, uint32_t index, uint32_t dtype, Dims dims) {
+    Operand o;
+    o.buf = buf;
+    o.index = index;
+    o.dtype = dtype;
+    o.dims = dims;
+    o.strides = {1};
+    return o;
+  };
+  s.ops = {op(Buf::kInput, 0, kF32, {4}), op(Buf::kOutput, 0, kU8, {4}), op(Buf::kOutput, 1, kF32, {1}),
+           op(Buf::kOutput, 2, kU8, {1})};
+  p.steps = {s};
+  const std::string records = SerializeProgram(p);
+  uint32_t stamped = 0;
+  std::memcpy(&stamped, records.data() + 8, 4);
+  EXPECT_EQ(stamped, 6u);
+  Program q;
+  ASSERT_TRUE(ParseProgram(records, 0, &q).ok);
+  std::string forged = records;
+  const uint32_t five = 5;
+  std::memcpy(&forged[8], &five, 4);
+  CheckResult r = ParseProgram(forged, 0, &q);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("which program version 5 does not have"), std::string::npos) << r.reason;
+  // The builder refuses a scale or zero point written into a weight, and a dst of another type.
+  for (int damage = 0; damage < 2; ++damage) {
+    Program d = p;
+    if (damage == 0) d.steps[0].ops[3].buf = Buf::kInput, d.steps[0].ops[3].index = 0, d.steps[0].ops[3].dtype = kF32;
+    if (damage == 1) d.steps[0].ops[1].dtype = kF32, d.outputs[0].dtype = kF32;
+    std::unique_ptr<Executor> e;
+    EXPECT_FALSE(Executor::Create(d, {}, 1, &e).ok) << damage;
+  }
+}
+
+}  // namespace
+}  // namespace aotcpu
+}  // namespace epctx
