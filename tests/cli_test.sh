@@ -34,6 +34,17 @@ check "test: skipped tests counted" [ "$(echo "$out" | tail -n1)" = "1 passed, 0
 out=$("$EPCTX" test -e example -C "session.intra_op.allow_spinning|1" "$D/test_abs" "$D/test_add"); rc=$?
 check "test: -e and -C take one value each, paths stay positional" [ "$(echo "$out" | tail -n1)" = "2 passed, 0 failed" ]
 
+# --outputs compares only the named outputs: a Split case whose second expected output is wrong.
+cp -r "$D/test_split_equal_parts_1d" "$tmp/split_one_wrong"
+cp "$D/test_split_equal_parts_1d/test_data_set_0/output_0.pb" "$tmp/split_one_wrong/test_data_set_0/output_1.pb"
+out=$("$EPCTX" test "$tmp/split_one_wrong"); rc=$?
+check "test: a wrong expected output fails the case" grep -q "^FAIL split_one_wrong: test_data_set_0: output 'output_2'" <<<"$out"
+out=$("$EPCTX" test --outputs output_1,output_3 "$tmp/split_one_wrong"); rc=$?
+check "test: --outputs leaves the other outputs uncompared" [ "$(echo "$out" | tail -n1)" = "1 passed, 0 failed" ]
+out=$("$EPCTX" test --outputs output_1,nope "$tmp/split_one_wrong"); rc=$?
+check "test: --outputs with a name the model lacks fails naming it" \
+  grep -q "^FAIL split_one_wrong: --outputs names 'nope', which is no output of the model (outputs: output_1, output_2, output_3)" <<<"$out"
+
 err=$("$EPCTX" test "$tmp/does_not_exist" 2>&1 >/dev/null); rc=$?
 check "test: missing folder is NO_SUCHFILE" grep -q "^epctx: NO_SUCHFILE: " <<<"$err"
 check "test: missing folder exits 1" [ $rc -eq 1 ]

@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   t->add_option("--skip-list", test.skip_list, "file of 'test_name reason' lines to skip");
   t->add_option("--rtol", test.rtol, "relative tolerance for floating-point outputs");
   t->add_option("--atol", test.atol, "absolute tolerance for floating-point outputs");
+  t->add_option("--outputs", test.outputs, "compare only these outputs (names, comma-separated); the others still run")
+      ->delimiter(',');
   t->add_flag("-v,--verbose", test.verbose, "print passing and skipped tests too");
 
   PerfOptions perf;

@@ -65,6 +65,9 @@ struct TestOptions {
   std::vector<std::string> paths;
   std::string skip_list;  // file of "test_name  reason" lines
   double rtol = 1e-3, atol = 1e-5;
+  // Names of the outputs to compare (--outputs a,b); empty: all. The others still run but are not compared; a name
+  // the model does not output fails the case.
+  std::vector<std::string> outputs;
   bool verbose = false;
 };
 int RunTestCommand(const TestOptions& opts);

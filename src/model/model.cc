@@ -18,6 +18,7 @@
 #include "model/functions.h"
 #include "model/schemas_18_26.h"
 #include "model/tensor_proto.h"
+#include "model/topo_sort.h"
 
 namespace epctx {
 
@@ -304,12 +305,16 @@ StatusOr<std::shared_ptr<Model>> LoadModelFromProto(std::shared_ptr<onnx::ModelP
   // Our path rules for external data come before the ONNX checker, which only stats the files.
   RETURN_IF_ERROR(CheckExternalPaths(proto->graph(), model->folder));
 
+  // Producers before consumers, as ONNX Runtime orders a graph whose file order is not topological (the checker,
+  // shape inference and the writers of context models need it); a cycle or a value nobody produces is refused here.
+  RETURN_IF_ERROR(SortNodesTopologically(proto->mutable_graph(), what));
   const bool compiled = IsCompiledModel(proto->graph());
   if (compiled && (options.run_checker || options.run_shape_inference))
     RETURN_IF_ERROR(CheckCompiledGraph(proto->graph(), what));
   // Model-local functions become their bodies before anything reads the graph (checker, inference, kernels).
   if (proto->functions_size() > 0) {
     RETURN_IF_ERROR(InlineModelFunctions(proto.get(), what));
+    RETURN_IF_ERROR(SortNodesTopologically(proto->mutable_graph(), what));  // a body need not be sorted either
     for (const auto& os : proto->opset_import())  // the domains the functions' bodies brought in
       model->opsets.emplace(os.domain() == "ai.onnx" ? "" : os.domain(), static_cast<int>(os.version()));
   }

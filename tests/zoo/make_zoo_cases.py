@@ -390,7 +390,133 @@ def recipe_piper_phonemes(spec, rng, ctx):
     return sets
 
 
+# ---------------------------------------------------------------- photos (background removal)
+
+def value_noise(rng, h, w, cell):
+    """Smooth noise in -1..1: a random grid every `cell` pixels, interpolated with a smoothstep."""
+    gh, gw = h // cell + 2, w // cell + 2
+    grid = rng.uniform(-1, 1, (gh, gw))
+    y, x = np.arange(h) / cell, np.arange(w) / cell
+    y0, x0 = y.astype(int), x.astype(int)
+    fy, fx = (y - y0)[:, None], (x - x0)[None, :]
+    fy, fx = fy * fy * (3 - 2 * fy), fx * fx * (3 - 2 * fx)
+    a, b = grid[y0][:, x0], grid[y0][:, x0 + 1]
+    c, d = grid[y0 + 1][:, x0], grid[y0 + 1][:, x0 + 1]
+    return (a * (1 - fx) + b * fx) * (1 - fy) + (c * (1 - fx) + d * fx) * fy
+
+
+def ellipse_alpha(yy, xx, cy, cx, ry, rx, soft=1.0):
+    """Coverage of an ellipse, anti-aliased over about `soft` pixels at its edge (distance from the normalised
+    radius, scaled by the smaller semi-axis)."""
+    r = np.sqrt(((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2)
+    return np.clip((1 - r) * min(ry, rx) / soft + 0.5, 0, 1)
+
+
+def composite(img, alpha, colour):
+    a = alpha[..., None]
+    img *= 1 - a
+    img += a * colour
+
+
+def isnet_photo(rng, h, w):
+    """A photo-like picture for a background remover: a person-like subject (hair, head, neck, torso with textured,
+    shaded clothes, arms) with a soft shadow, before a defocused outdoor background (sky, trees, ground), plus
+    sensor noise; uint8 HxWx3."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    horizon = h * rng.uniform(0.55, 0.65)
+    sky_top, sky_low = np.array([70, 120, 200]) + rng.normal(0, 10, 3), np.array([175, 200, 230]) + rng.normal(0, 8, 3)
+    t = np.clip(yy / horizon, 0, 1)[..., None]
+    img = sky_top * (1 - t) + sky_low * t
+    ground = np.array([95, 110, 60]) + rng.normal(0, 10, 3)
+    g = np.clip((yy - horizon) / 6 + 0.5, 0, 1)
+    tex = 0.6 * value_noise(rng, h, w, 96) + 0.4 * value_noise(rng, h, w, 24)
+    composite(img, g, ground[None, None, :] * (1 + 0.18 * tex[..., None]))
+    # Trees along the horizon: dark green blobs, edges blurred as by a shallow depth of field.
+    trees = value_noise(rng, h, w, 64) + 0.4 * value_noise(rng, h, w, 16) + 0.7 - (horizon - yy) / (0.12 * h)
+    trees_alpha = np.clip(trees / 0.3, 0, 1) * np.clip((horizon + 4 - yy) / 8, 0, 1)
+    composite(img, trees_alpha, np.array([40, 70, 40]) + rng.normal(0, 6, 3))
+    # The subject, centred, slightly off to one side; light comes from the left.
+    cx = w * rng.uniform(0.42, 0.58)
+    head_cy, head_r = h * 0.30, h * rng.uniform(0.085, 0.1)
+    light = np.clip(1.1 - 0.35 * (xx - (cx - 0.3 * w)) / (0.6 * w), 0.6, 1.15)[..., None]
+    shadow = ellipse_alpha(yy, xx, h * 0.985, cx + 0.08 * w, h * 0.03, w * 0.22, soft=40) * 0.55
+    img *= 1 - shadow[..., None]
+    shirt = np.array([170, 40, 50]) + rng.normal(0, 20, 3)
+    folds = 1 + 0.12 * value_noise(rng, h, w, 40)[..., None] + 0.05 * value_noise(rng, h, w, 8)[..., None]
+    torso = np.maximum(ellipse_alpha(yy, xx, h * 0.78, cx, h * 0.36, w * 0.2),
+                       ellipse_alpha(yy, xx, h * 0.55, cx, h * 0.1, w * 0.18))
+    torso *= yy < h * 0.995
+    arms = np.maximum(ellipse_alpha(yy, xx, h * 0.68, cx - w * 0.2, h * 0.22, w * 0.055),
+                      ellipse_alpha(yy, xx, h * 0.68, cx + w * 0.2, h * 0.22, w * 0.055))
+    skin = np.array([205, 160, 130]) + rng.normal(0, 12, 3)
+    composite(img, ellipse_alpha(yy, xx, head_cy + 1.05 * head_r, cx, 0.6 * head_r, 0.42 * head_r), skin * light)
+    composite(img, arms, shirt * 0.85 * folds * light)
+    composite(img, torso, shirt * folds * light)
+    composite(img, ellipse_alpha(yy, xx, head_cy, cx, head_r * 1.15, head_r * 0.92), skin * light)
+    hair = ellipse_alpha(yy, xx, head_cy - 0.35 * head_r, cx, head_r * 0.85, head_r * 0.98) * (yy < head_cy - 0.1 * head_r)
+    composite(img, np.maximum(hair, ellipse_alpha(yy, xx, head_cy - 0.3 * head_r, cx, head_r * 0.8, head_r * 0.97)
+                              * (yy < head_cy - 0.25 * head_r)), np.array([55, 38, 25]) + rng.normal(0, 6, 3))
+    for ex in (-0.35, 0.35):  # eyes
+        composite(img, ellipse_alpha(yy, xx, head_cy + 0.05 * head_r, cx + ex * head_r, 0.07 * head_r, 0.12 * head_r),
+                  np.array([40, 30, 30]))
+    img += rng.normal(0, 2.0, (h, w, 1)) + rng.normal(0, 1.0, (h, w, 3))
+    return to_uint8(img)
+
+
+def imgly_normalize(u8):
+    """@imgly/background-removal 1.0.6 (dist/browser.mjs): the RGBA image resized to 1024 x 1024, then per channel
+    (x - 128) / 256 into planar RGB (its defaults mean [128, 128, 128], std [256, 256, 256]; alpha dropped)."""
+    return np.ascontiguousarray(((u8.astype(np.float32) - 128.0) / 256.0).transpose(2, 0, 1))
+
+
+def recipe_isnet_photo(spec, rng, ctx):
+    n, c, h, w = spec["shape"]
+    return [[np.stack([imgly_normalize(isnet_photo(rng, h, w)) for _ in range(n)])]]
+
+
+# ---------------------------------------------------------------- chat tokens (end-of-turn detection)
+
+def chat_ids(rng, spec, turns):
+    """Token ids of a chat context as the package's EOURunner builds it: SmolLM's ChatML template
+    <|im_start|>ROLE NEWLINE words <|im_end|> NEWLINE per turn, without the last turn's <|im_end|> and what follows.
+    `turns` is [(role, number of words)]; words follow Zipf's law over the vocabulary (P(rank r) ~ 1/r, as word
+    frequencies in text do), ranks placed on ids by a fixed random permutation of the ids after the 17 special tokens;
+    the roles and the newline take three ids of their own."""
+    vocab = spec["vocab"]
+    perm = np.random.default_rng(7).permutation(np.arange(17, vocab))
+    role = {"user": int(perm[-1]), "assistant": int(perm[-2]), "newline": int(perm[-3])}
+    words_p = 1.0 / np.arange(1, len(perm) - 2)
+    words_p /= words_p.sum()
+    ids = []
+    for k, (who, words) in enumerate(turns):
+        ids += [spec["im_start"], role[who], role["newline"]]
+        ids += [int(perm[r]) for r in rng.choice(len(words_p), words, p=words_p)]
+        if k + 1 < len(turns):
+            ids += [spec["im_end"], role["newline"]]
+    return ids
+
+
+def recipe_chat_tokens(spec, rng, ctx):
+    """Three contexts of exactly spec["length"] tokens, each ending in a user turn (the turn whose end is detected):
+    (user, assistant, user), one user turn, and (assistant, user)."""
+    n = spec["length"]
+    sets = []
+    for roles in (["user", "assistant", "user"], ["user"], ["assistant", "user"]):
+        structure = 3 * len(roles) + 2 * (len(roles) - 1)
+        words = n - structure
+        split = [words // len(roles)] * len(roles)
+        split[-1] += words - sum(split)
+        ids = chat_ids(rng, spec, list(zip(roles, split)))
+        assert len(ids) == n, (len(ids), n)
+        if max(ids) >= spec["vocab"]:
+            fail(f"{ctx['name']}: token id {max(ids)} is outside the vocabulary")
+        sets.append([np.array([ids], np.int64)])
+    return sets
+
+
 RECIPES = {
+    "isnet_photo": recipe_isnet_photo,
+    "chat_tokens": recipe_chat_tokens,
     "piper_phonemes": recipe_piper_phonemes,
     "ocr_page": recipe_ocr_page,
     "ocr_line": recipe_ocr_line,

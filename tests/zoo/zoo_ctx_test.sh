@@ -2,7 +2,7 @@
 # One zoo model through AotCpu's context model: compile, then test the _ctx.onnx against ONNX Runtime's outputs.
 #
 #   tests/zoo/zoo_ctx_test.sh EPCTX CASE_DIR OUT_DIR EMBED [-f name:value ...] [--input-shape name:1x512 ...]
-#                             --rtol R --atol A
+#                             --rtol R --atol A [--outputs a,b]
 #
 # 1. `epctx compile -e aotcpu -f ... CASE_DIR/model.onnx -o OUT_DIR/model.onnx [--embed]` (EMBED 0: the binary
 #    OUT_DIR/model_aotcpu.bin beside it; 1: inside the EPContext nodes),
@@ -16,12 +16,12 @@ set -euo pipefail
 if [ $# -lt 4 ]; then echo "usage: $0 EPCTX CASE_DIR OUT_DIR EMBED [epctx test flags...]" >&2; exit 2; fi
 EPCTX="$1" CASE="$2" OUT="$3" EMBED="$4"
 shift 4
-# Flags: -f and --input-shape pins go to compile and test, --rtol/--atol only to test.
+# Flags: -f and --input-shape pins go to compile and test, --rtol/--atol/--outputs only to test.
 compile_flags=() test_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -f|--input-shape) compile_flags+=("$1" "$2"); test_flags+=("$1" "$2"); shift 2 ;;
-    --rtol|--atol) test_flags+=("$1" "$2"); shift 2 ;;
+    --rtol|--atol|--outputs) test_flags+=("$1" "$2"); shift 2 ;;
     *) echo "zoo_ctx_test: unknown flag '$1'" >&2; exit 2 ;;
   esac
 done

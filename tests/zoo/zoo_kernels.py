@@ -5,8 +5,10 @@ loop, except the allowed ones below (each with the reason no optimized kernel ex
 
     tests/zoo/zoo_kernels.py EPCTX ZOO_DIR [MANIFEST]
 
-Also prints each model's gemm-based (im2col) convolutions, which are allowed but counted. Exit 1 on a reference kernel
-that is not allowed, naming the model, step and implementation; 2 on a usage or setup error.
+Also prints each model's gemm-based (im2col) convolutions, which are allowed but counted. A model AotCpu compiles
+nothing of (every node on the CPU EP, e.g. the int8 and float16 ISNet models today) runs no AotCpu kernel and is
+reported as such; no step profiled in any model means the profile itself broke. Exit 1 on a reference kernel that is
+not allowed, naming the model, step and implementation; 2 on a usage or setup error.
 """
 import json
 import os
@@ -27,6 +29,7 @@ def main():
     manifest = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(__file__), "zoo.json")
     models = json.load(open(manifest))["models"]
     bad = []
+    total_steps = 0
     for m in models:
         if m.get("skip"):
             print(f"{m['name']}: skipped ({m['skip']})")
@@ -35,12 +38,13 @@ def main():
         if not os.path.isfile(os.path.join(case, "model.onnx")):
             print(f"zoo_kernels: {case}/model.onnx is missing (ctest -R zoo_cases makes it)", file=sys.stderr)
             return 2
-        cmd = [epctx, "perf", "-e", "aotcpu", "-x", "1", "-r", "2", "--inputs", os.path.join(case, "test_data_set_0")]
+        # One timed run is enough for the profile (the 1024 x 1024 ISNet models take a minute per run on the CPU EP).
+        cmd = [epctx, "perf", "-e", "aotcpu", "-x", "1", "-r", "1", "--inputs", os.path.join(case, "test_data_set_0")]
         cmd += sum((["-f", p] for p in m.get("pins", [])), [])
         cmd += sum((["--input-shape", s] for s in m.get("input_shapes", [])), [])
         cmd.append(os.path.join(case, "model.onnx"))
         env = dict(os.environ, EPCTX_AOTCPU_PROFILE="1")
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
             print(f"{m['name']}: epctx perf failed ({r.returncode}): {r.stderr.strip()[:400]}", file=sys.stderr)
             return 2
@@ -62,9 +66,13 @@ def main():
             elif kind in ("Conv", "Deconv") and "gemm" in impl:
                 gemm_convs += 1
         if steps == 0:
-            print(f"{m['name']}: no AotCpu step was profiled (nothing compiled?)", file=sys.stderr)
-            return 2
+            print(f"{m['name']}: AotCpu compiled nothing (every node on the CPU EP): no AotCpu kernel to check")
+            continue
+        total_steps += steps
         print(f"{m['name']}: {steps} steps, {gemm_convs} gemm-based (im2col) convolutions")
+    if total_steps == 0:
+        print("zoo_kernels: no AotCpu step was profiled in any model (EPCTX_AOTCPU_PROFILE broken?)", file=sys.stderr)
+        return 2
     for b in bad:
         print(b, file=sys.stderr)
     return 1 if bad else 0
