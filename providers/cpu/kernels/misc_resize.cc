@@ -386,6 +386,61 @@ double PassOrderCost(const std::vector<AxisPlan>& plans, Shape shape, const std:
   return cost;
 }
 
+// Bilinear over the last two axes of float data (rank 2, or rank 4 with the first two axes unscaled: ONNX Runtime's
+// UpsampleBilinear), summed in ONNX Runtime's order so that the results are the same floats: per axis the clamped
+// coordinate c, taps c1 = trunc(c) and c2 = min(c1 + 1, len - 1), weights d1 = |c - c1| and d2 = |c - c2| (0.5 each
+// at the last pixel), then y = d2x*d2y*x11 + d1x*d2y*x21 + d2x*d1y*x12 + d1x*d1y*x22 evaluated left to right in float.
+// The separable passes round after each axis instead, which moves some results by one ulp; a quantized model then
+// moves by a whole quantization step (ISNet uint8's first Resize feeds a DynamicQuantizeLinear: its masks differed
+// from ONNX Runtime by 0.48 at edges before this path). The file is compiled without floating-point contraction
+// (CMakeLists.txt) so that the products and sums stay separate roundings, as in ONNX Runtime's x86 build.
+struct BilinearAxis {
+  std::vector<int64_t> c1, c2;
+  std::vector<float> d1, d2;
+};
+
+BilinearAxis PlanBilinearAxis(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, float scale,
+                              float length_resized) {
+  BilinearAxis a;
+  a.c1.resize(static_cast<size_t>(out_len));
+  a.c2.resize(a.c1.size());
+  a.d1.resize(a.c1.size());
+  a.d2.resize(a.c1.size());
+  const float last = static_cast<float>(in_len - 1);
+  for (int64_t j = 0; j < out_len; ++j) {
+    const float x = static_cast<float>(j);
+    float c = scale == 1.0f ? x : OriginalCoordinate(cfg, x, scale, in_len, out_len, length_resized, 0.0f, 1.0f);
+    if (std::isnan(c)) c = 0;
+    c = std::max(0.0f, std::min(c, last));
+    const int64_t c1 = std::min(static_cast<int64_t>(c), in_len - 1), c2 = std::min(c1 + 1, in_len - 1);
+    a.c1[j] = c1;
+    a.c2[j] = c2;
+    a.d1[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c1));
+    a.d2[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c2));
+  }
+  return a;
+}
+
+// x viewed as [planes, H, W] -> y [planes, OH, OW].
+void Bilinear2D(const float* x, float* y, int64_t planes, int64_t h, int64_t w, const BilinearAxis& ay,
+                const BilinearAxis& ax, int num_threads) {
+  const int64_t oh = static_cast<int64_t>(ay.c1.size()), ow = static_cast<int64_t>(ax.c1.size());
+  ParallelFor(num_threads, planes * oh, static_cast<double>(ow) * 8, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t p = r / oh, i = r % oh;
+      const float* row1 = x + (p * h + ay.c1[i]) * w;
+      const float* row2 = x + (p * h + ay.c2[i]) * w;
+      const float dy1 = ay.d1[i], dy2 = ay.d2[i];
+      float* out = y + r * ow;
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t x1 = ax.c1[j], x2 = ax.c2[j];
+        const float dx1 = ax.d1[j], dx2 = ax.d2[j];
+        out[j] = dx2 * dy2 * row1[x1] + dx1 * dy2 * row1[x2] + dx2 * dy1 * row2[x1] + dx1 * dy1 * row2[x2];
+      }
+    }
+  });
+}
+
 // Linear / cubic: one pass per resized axis, in the order that produces the fewest intermediate elements.
 template <typename T>
 Status InterpolateSeparable(const Tensor& x, Tensor* y, const std::vector<AxisPlan>& plans, float extrapolation,
@@ -730,6 +785,18 @@ class ResizeKernel final : public OpKernel {
             using T = decltype(tag);
             return NearestGather<T>(*x, y, plans, ev, ctx.num_threads());
           }).WithContext(ctx.node().Describe());
+    }
+    const bool outer_unscaled = rank == 2 || (rank == 4 && scales[0] == 1.0f && scales[1] == 1.0f &&
+                                              out_shape[0] == in_shape[0] && out_shape[1] == in_shape[1]);
+    if (cfg_.interp == Interp::kLinear && !cfg_.antialias && cfg_.coord != CoordMode::kTfCropAndResize &&
+        x->dtype() == DataType::kFloat && outer_unscaled) {
+      const size_t hi = rank - 2, wi = rank - 1;
+      const BilinearAxis ay = PlanBilinearAxis(cfg_, in_shape[hi], out_shape[hi], scales[hi], length_resized[hi]);
+      const BilinearAxis ax = PlanBilinearAxis(cfg_, in_shape[wi], out_shape[wi], scales[wi], length_resized[wi]);
+      const int64_t planes = rank == 4 ? in_shape[0] * in_shape[1] : 1;
+      Bilinear2D(x->data<float>(), y->data<float>(), planes, in_shape[hi], in_shape[wi], ay, ax,
+                 ctx.num_threads());
+      return Status::OK();
     }
     return DispatchType<EPCTX_NUMERIC_TYPES>(x->dtype(), "Resize (linear/cubic)", [&](auto tag) {
              using T = decltype(tag);
