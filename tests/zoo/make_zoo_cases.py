@@ -514,7 +514,49 @@ def recipe_chat_tokens(spec, rng, ctx):
     return sets
 
 
+def make_derived(m, models, cases):
+    """A model made from another zoo model ("derived": {"from", "script", "calibration"}): today the static QDQ
+    quantization of tests/zoo/quantize_qdq.py, calibrated on the source case's first data set, which must come earlier
+    in the manifest. Its bytes are pinned by "sha256" like a fetched model's (the script is deterministic)."""
+    d = m["derived"]
+    src, out = models[d["from"]], models[m["name"]]
+    if os.path.isfile(out) and sha256_file(out) == m["sha256"]:
+        return
+    calib = os.path.join(cases, d["from"], "test_data_set_0")
+    if not os.path.isdir(calib):
+        fail(f"{m['name']}: derived from {d['from']}, whose case {calib} is missing (it must come first in zoo.json)")
+    if d.get("script") != "quantize_qdq.py":
+        fail(f"{m['name']}: unknown derivation script {d.get('script')!r}")
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "quantize_qdq.py"), src, "-o", out,
+           "--calib", calib]
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        fail(f"{m['name']}: {' '.join(cmd)} failed: {r.stderr.strip()}")
+    got = sha256_file(out)
+    if got != m["sha256"]:
+        fail(f"{out}: sha256 {got} differs from tests/zoo/zoo.json's {m['sha256']} (made by {' '.join(cmd)}): "
+             "the calibration or the quantizer changed, so the pinned tolerance no longer applies")
+
+
+def recipe_same_as(spec, rng, ctx):
+    """The input files of another case, data set by data set (a derived model reads what its source reads)."""
+    src = os.path.join(os.path.dirname(ctx["model_path"]), "..", spec["from"])
+    sets = []
+    for d in sorted(glob.glob(os.path.join(src, "test_data_set_*")), key=lambda p: int(p.rsplit("_", 1)[1])):
+        arrays = []
+        for f in sorted(glob.glob(os.path.join(d, "input_*.pb")), key=lambda p: int(os.path.basename(p)[6:-3])):
+            t = onnx.TensorProto()
+            with open(f, "rb") as fh:
+                t.ParseFromString(fh.read())
+            arrays.append(numpy_helper.to_array(t))
+        sets.append(arrays)
+    if not sets:
+        fail(f"{ctx['name']}: recipe 'same_as' found no data sets in {src}")
+    return sets
+
+
 RECIPES = {
+    "same_as": recipe_same_as,
     "isnet_photo": recipe_isnet_photo,
     "chat_tokens": recipe_chat_tokens,
     "piper_phonemes": recipe_piper_phonemes,
@@ -572,6 +614,8 @@ def main(argv=None):
     models = {m["name"]: os.path.join(zoo, "models", m["name"] + ".onnx") for m in manifest["models"]}
     for m in manifest["models"]:
         p = models[m["name"]]
+        if "derived" in m:  # made below, after the case of the model it comes from
+            continue
         if not os.path.isfile(p):
             fail(f"{p} is missing: run scripts/fetch_zoo.sh {zoo}")
         if sha256_file(p) != m["sha256"]:
@@ -602,6 +646,8 @@ def main(argv=None):
             if os.path.isdir(case):
                 shutil.rmtree(case)
             os.makedirs(case)
+            if "derived" in m:
+                make_derived(m, models, cases)
             model_path = os.path.join(case, "model.onnx")
             link_or_copy(models[name], model_path)
             model = onnx.load(model_path)
