@@ -300,6 +300,34 @@ bool RowBias(const Graph& g, const Node& add, const Node& mm, int64_t n, std::st
   return a && a->has_shape && c->rank() <= std::max<size_t>(a->dims.size(), 2);
 }
 
+// A ConvInteger / MatMulInteger the pass may give a float output: ONNX, single int32 output, not fused yet.
+bool FusableIntegerProduct(const Graph& g, const Node& n) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || (n.op_type != "ConvInteger" && n.op_type != "MatMulInteger")) return false;
+  if (!SingleOutput(n) || n.attr(kFusedOutputScaleAttr) || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
+  const ValueType* t = g.FindType(n.outputs[0]);
+  return !t || t->elem_type == DataType::kInt32;
+}
+
+// `cast` casts `value` to float and `mul`, its sole reader, multiplies the result by a one-element float of rank
+// 0 or 1 (so the product keeps the cast's shape): that factor's name in `*scale`.
+bool CastThenScale(const Graph& g, const Node& cast, const Node& mul, const std::string& value, std::string* scale) {
+  if (!IsCpuNode(cast) || !IsOnnx(cast) || cast.op_type != "Cast" || cast.inputs.size() != 1 ||
+      cast.inputs[0] != value || !SingleOutput(cast))
+    return false;
+  const Attribute* to = cast.attr("to");
+  if (!to || to->i != static_cast<int64_t>(DataType::kFloat)) return false;
+  if (!IsCpuNode(mul) || !IsOnnx(mul) || mul.op_type != "Mul" || mul.inputs.size() != 2 || !SingleOutput(mul))
+    return false;
+  const std::string& c = cast.outputs[0];
+  if ((mul.inputs[0] == c) == (mul.inputs[1] == c)) return false;
+  *scale = mul.inputs[0] == c ? mul.inputs[1] : mul.inputs[0];
+  const ValueType* t = g.FindType(*scale);
+  if (!t || t->elem_type != DataType::kFloat || !t->has_shape || t->dims.size() > 1) return false;
+  for (const Dim& d : t->dims)
+    if (d.value != 1) return false;
+  return true;
+}
+
 // The fusions of one graph's own nodes (subgraphs are separate calls). Returns true when `*copy` was changed.
 bool FuseGraph(Graph* g, CpuFusionStats* stats) {
   bool changed = false;
@@ -404,6 +432,32 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     changed = true;
     uses = Uses(*g, subgraph_reads);
   }
+  // ConvInteger / MatMulInteger -> Cast(to float) -> Mul(one-element scale): one node writing float(acc) * scale,
+  // the same two roundings as the Cast and the Mul.
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    if (removed[i] || !FusableIntegerProduct(*g, g->nodes[i])) continue;
+    const int rc = uses.SoleReader(*g, g->nodes[i].outputs[0]);
+    if (rc < 0 || removed[static_cast<size_t>(rc)]) continue;
+    const int rm = uses.SoleReader(*g, g->nodes[static_cast<size_t>(rc)].outputs[0]);
+    if (rm < 0 || removed[static_cast<size_t>(rm)]) continue;
+    std::string scale;
+    if (!CastThenScale(*g, g->nodes[static_cast<size_t>(rc)], g->nodes[static_cast<size_t>(rm)],
+                       g->nodes[i].outputs[0], &scale))
+      continue;
+    Node& prod = g->nodes[i];
+    prod.inputs.resize(4);
+    prod.inputs.push_back(scale);
+    prod.outputs[0] = g->nodes[static_cast<size_t>(rm)].outputs[0];
+    Attribute a;
+    a.name = kFusedOutputScaleAttr;
+    a.type = Attribute::Type::kInt;
+    a.i = 1;
+    prod.attributes[a.name] = a;
+    removed[static_cast<size_t>(rc)] = removed[static_cast<size_t>(rm)] = true;
+    ++stats->output_scales;
+    changed = true;
+    uses = Uses(*g, subgraph_reads);
+  }
   if (!changed) return false;
   std::vector<Node> kept;
   kept.reserve(g->nodes.size());
@@ -418,7 +472,10 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
 std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats) {
   CpuFusionStats local;
   std::shared_ptr<Graph> out = cpu_pass::RewriteCopy(
-      graph, [](const Graph& g, const Node& n) { return FusableConv(g, n) || FusableMatMul(g, n); },
+      graph,
+      [](const Graph& g, const Node& n) {
+        return FusableConv(g, n) || FusableMatMul(g, n) || FusableIntegerProduct(g, n);
+      },
       [&](Graph* g) { return FuseGraph(g, &local); });
   if (out == graph) return graph;
   stats->batch_norms += local.batch_norms;
@@ -426,6 +483,7 @@ std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusi
   stats->activations += local.activations;
   stats->matmul_biases += local.matmul_biases;
   stats->linears += local.linears;
+  stats->output_scales += local.output_scales;
   return out;
 }
 

@@ -6,6 +6,8 @@
 // Sub / Div by one-element constants that follow (PP-OCR's learnable affine blocks), one eltwise_linear post-op. The Conv keeps its op type and gains the internal attributes below. A float MatMul by a constant 2-D B
 // followed by an Add of a constant [N] (or [1, ..., N]) bias becomes one MatMul with the bias as a third input and
 // the internal attribute kMatMulBiasAttr (providers/cpu/layout.h; ONNX Runtime's MatMulAddFusion makes a Gemm).
+// A ConvInteger / MatMulInteger followed by Cast(to float) and a Mul by a one-element float (ONNX Runtime's dynamic
+// quantizer) becomes one node with the scale as fifth input and kFusedOutputScaleAttr (fused_activation.h).
 //
 // Only values with one reader in their graph, not a graph output and not read from a subgraph are folded away.
 // Nodes fused for plugin EPs (domain "epctx.fused") are left alone. Graphs are copied on write: the model's graph,
@@ -26,6 +28,7 @@ struct CpuFusionStats {
   int activations = 0;    // activations (or HardSwish patterns) fused into a Conv
   int linears = 0;        // Mul / Add / Sub / Div by one-element constants after a fused activation
   int matmul_biases = 0;  // constant Adds along the last axis fused into a MatMul by a constant B
+  int output_scales = 0;  // Cast-to-float + Mul by a one-element scale fused into a ConvInteger / MatMulInteger
   // The layout pass (cpu_layout.h, level 3):
   int layout_convs = 0;     // Convs reading or writing a laid-out value
   int layout_nodes = 0;     // other nodes running on laid-out values
