@@ -13,5 +13,9 @@ inline constexpr const char* kFusedLinearAttr = "_epctx_linear";
 // (ONNX Runtime's dynamic quantizer) are fused: the node's output is float(acc) * scale, scale its fifth input
 // (index 4; absent optional inputs before it are empty names).
 inline constexpr const char* kFusedOutputScaleAttr = "_epctx_output_scale";
+// With kFusedOutputScaleAttr (int 1): the Add of a constant float per output channel (ConvInteger, axis 1) or column
+// (MatMulInteger, last axis) after the Mul is fused too, the bias being input 5. A Relu after that is
+// kFusedActivationAttr = "Relu" on the same node.
+inline constexpr const char* kFusedOutputBiasAttr = "_epctx_output_bias";
 
 }  // namespace epctx

@@ -520,6 +520,7 @@ std::string InferenceSession::ReportJson() const {
     << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines
     << ",\"activations\":" << cpu_fusions_.activations << ",\"linears\":" << cpu_fusions_.linears
     << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"output_scales\":" << cpu_fusions_.output_scales
+    << ",\"output_biases\":" << cpu_fusions_.output_biases
     << ",\"layout_convs\":" << cpu_fusions_.layout_convs
     << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
     << "},\"cpu_nodes\":" << cpu_nodes

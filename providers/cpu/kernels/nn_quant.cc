@@ -276,8 +276,9 @@ class QuantizeKernel final : public OpKernel {
             const int64_t a = b % axis_dim;
             const float s = sc[a];
             const int32_t z = zps[a];
-            for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
-              yp[i] = static_cast<float>(static_cast<int32_t>(xp[i]) - z) * s;
+            const T* __restrict xl = xp + b * inner;
+            float* __restrict yl = yp + b * inner;
+            for (int64_t i = 0; i < inner; ++i) yl[i] = static_cast<float>(static_cast<int32_t>(xl[i]) - z) * s;
           }
         });
       };
@@ -338,7 +339,9 @@ class QuantizeKernel final : public OpKernel {
             for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
               yp[i] = QuantizeSaturate<Q>(std::nearbyint(xp[i] / s) + z);
           } else {
-            for (int64_t i = b * inner; i < (b + 1) * inner; ++i) yp[i] = QuantizeValue<Q>(xp[i] / s, z);
+            const float* __restrict xl = xp + b * inner;
+            Q* __restrict yl = yp + b * inner;
+            for (int64_t i = 0; i < inner; ++i) yl[i] = QuantizeValue<Q>(xl[i] / s, z);
           }
         }
       });
@@ -420,7 +423,11 @@ Status DynamicQuantize(KernelContext& ctx) {
   }
   const float z = zp;
   ParallelFor(ctx.num_threads(), n, 4, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) yp[i] = QuantizeValue<uint8_t>(xp[i] / scale, z);
+    // Locals and restrict pointers: a uint8 store may alias anything, which kept the loop scalar (reloads).
+    const float* __restrict xl = xp;
+    uint8_t* __restrict yl = yp;
+    const float sl = scale, zl = z;
+    for (int64_t i = b; i < e; ++i) yl[i] = QuantizeValue<uint8_t>(xl[i] / sl, zl);
   });
   return Status::OK();
 }
@@ -501,23 +508,61 @@ void IntMatMul(const MatMulShape& s, const std::vector<int32_t>& a, const std::v
   }
 }
 
-// The factor of a fused Cast + Mul (kFusedOutputScaleAttr): input 4, a one-element float.
-Status FusedScale(KernelContext& ctx, const std::string& node, float* scale) {
-  const Tensor* t = ctx.Input(4);
-  RETURN_ERROR_IF(!t || t->dtype() != DataType::kFloat || t->NumElements() != 1, INVALID_ARGUMENT, node,
-                  ": the fused output scale (input 4) must be one float, got ",
-                  t ? DataTypeName(t->dtype()) + ShapeToString(t->shape()) : std::string("none"));
-  *scale = t->data<float>()[0];
-  return Status::OK();
-}
+// The float epilogue the level-2 pass fused into a ConvInteger / MatMulInteger (fused_activation.h): Cast + Mul by
+// input 4 (one float), then + input 5 (one float per output channel / column), then Relu.
+struct FusedEpilogue {
+  bool scaled = false, biased = false, relu = false;
 
-// Writes int32 accumulators to `out` (int32 or float(acc) * scale): the plain loops' results.
-void StoreAccumulators(const int32_t* acc, int64_t n, const Int8Output& out, int threads) {
+  // INVALID_GRAPH for a bias or activation without the scale, or an activation other than Relu.
+  Status Parse(const KernelInfo& info) {
+    scaled = info.GetInt(kFusedOutputScaleAttr, 0) != 0;
+    biased = info.GetInt(kFusedOutputBiasAttr, 0) != 0;
+    const std::string act = info.GetString(kFusedActivationAttr, "");
+    relu = act == "Relu";
+    if ((biased || !act.empty()) && !scaled)
+      return info.Error(ErrorCode::INVALID_GRAPH, "internal attributes '", kFusedOutputBiasAttr, "' / '",
+                        kFusedActivationAttr, "' need '", kFusedOutputScaleAttr, "'");
+    if (!act.empty() && !relu)
+      return info.Error(ErrorCode::INVALID_GRAPH, "fused activation '", act, "' is not supported here (Relu only)");
+    return Status::OK();
+  }
+
+  // Sets out's scale, bias (pointing into input 5) and relu. INVALID_ARGUMENT naming the node for a scale that is
+  // not one float or a bias that is not `channels` floats.
+  Status Fill(KernelContext& ctx, const std::string& node, int64_t channels, Int8Output* out) const {
+    const Tensor* t = ctx.Input(4);
+    RETURN_ERROR_IF(!t || t->dtype() != DataType::kFloat || t->NumElements() != 1, INVALID_ARGUMENT, node,
+                    ": the fused output scale (input 4) must be one float, got ",
+                    t ? DataTypeName(t->dtype()) + ShapeToString(t->shape()) : std::string("none"));
+    out->scale = t->data<float>()[0];
+    if (biased) {
+      const Tensor* b = ctx.Input(5);
+      RETURN_ERROR_IF(!b || b->dtype() != DataType::kFloat || b->NumElements() != channels, INVALID_ARGUMENT, node,
+                      ": the fused bias (input 5) must be ", channels, " floats, got ",
+                      b ? DataTypeName(b->dtype()) + ShapeToString(b->shape()) : std::string("none"));
+      out->bias = b->data<float>();
+    }
+    out->relu = relu;
+    return Status::OK();
+  }
+};
+
+// Writes int32 accumulators to `out` (int32, or float(acc) * scale + bias[channel], Relu): the plain loops' results.
+// Element i is in channel (i / plane) % channels.
+void StoreAccumulators(const int32_t* acc, int64_t n, int64_t plane, int64_t channels, const Int8Output& out,
+                       int threads) {
   if (out.i32 == acc) return;
   ParallelFor(threads, n, 2, [&](int64_t b, int64_t e) {
-    if (out.i32) std::copy(acc + b, acc + e, out.i32 + b);
-    else
-      for (int64_t i = b; i < e; ++i) out.f32[i] = static_cast<float>(acc[i]) * out.scale;
+    if (out.i32) {
+      std::copy(acc + b, acc + e, out.i32 + b);
+      return;
+    }
+    for (int64_t i = b; i < e; ++i) {
+      float f = static_cast<float>(acc[i]) * out.scale;
+      if (out.bias) f = f + out.bias[i / plane % channels];
+      if (out.relu) f = f > 0.f ? f : 0.f;
+      out.f32[i] = f;
+    }
   });
 }
 
@@ -538,8 +583,13 @@ std::vector<int32_t> ZeroPointsOf(const std::vector<int32_t>& zp, int64_t per, i
 
 class MatMulIntegerKernel final : public OpKernel {
  public:
-  MatMulIntegerKernel(const KernelInfo& info, bool qlinear)
-      : qlinear_(qlinear), scaled_(!qlinear && info.GetInt(kFusedOutputScaleAttr, 0) != 0) {
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, bool qlinear) {
+    std::unique_ptr<MatMulIntegerKernel> k(new MatMulIntegerKernel(info, qlinear));
+    if (!qlinear) RETURN_IF_ERROR(k->epilogue_.Parse(info));
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  MatMulIntegerKernel(const KernelInfo& info, bool qlinear) : qlinear_(qlinear) {
     const Tensor* b = info.ConstantInput(qlinear ? 3 : 1);
     if (b && b->rank() == 2 && Is8Bit(b->dtype()) && b->NumElements() > 0) runner_.SetConstantWeights(*b);
   }
@@ -595,8 +645,8 @@ class MatMulIntegerKernel final : public OpKernel {
       RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": y zero point must be int8 or uint8");
     }
     Int8Output out;
-    if (scaled_) {
-      RETURN_IF_ERROR(FusedScale(ctx, node, &out.scale));
+    if (epilogue_.scaled) {
+      RETURN_IF_ERROR(epilogue_.Fill(ctx, node, s.n, &out));
       q_type = DataType::kFloat;
     }
     ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, q_type, s.y_shape));
@@ -606,7 +656,7 @@ class MatMulIntegerKernel final : public OpKernel {
     if (qlinear_) {
       acc_buf.resize(static_cast<size_t>(total));
       out.i32 = acc_buf.data();
-    } else if (scaled_) {
+    } else if (epilogue_.scaled) {
       out.f32 = y->data<float>();
     } else {
       out.i32 = y->data<int32_t>();
@@ -625,9 +675,11 @@ class MatMulIntegerKernel final : public OpKernel {
           const int64_t i = r % s.m;
           for (int64_t j = 0; j < s.n; ++j)
             scale[j] = a_sc[a_sc.size() == 1 ? 0 : i] * b_sc[b_sc.size() == 1 ? 0 : j] / y_sc[0];
-          const int32_t* ar = acc + r * s.n;
-          Q* yr = yp + r * s.n;
-          for (int64_t j = 0; j < s.n; ++j) yr[j] = QuantizeValue<Q>(static_cast<float>(ar[j]) * scale[j], yzf);
+          const int32_t* __restrict ar = acc + r * s.n;
+          const float* __restrict sr = scale.data();
+          Q* __restrict yr = yp + r * s.n;
+          const float zl = yzf;
+          for (int64_t j = 0; j < s.n; ++j) yr[j] = QuantizeValue<Q>(static_cast<float>(ar[j]) * sr[j], zl);
         }
       });
     };
@@ -643,8 +695,8 @@ class MatMulIntegerKernel final : public OpKernel {
                     const std::vector<int32_t>& bzp, const Int8Output& out, int threads) const {
     const int64_t total = ShapeSize(s.y_shape);
     if (s.k == 0) {
-      if (out.i32) std::fill(out.i32, out.i32 + total, 0);
-      else std::fill(out.f32, out.f32 + total, 0.f * out.scale);
+      const std::vector<int32_t> zeros(static_cast<size_t>(total), 0);
+      StoreAccumulators(zeros.data(), total, 1, s.n, out, threads);
       return Status::OK();
     }
     const bool a_signed = a.dtype() == DataType::kInt8, b_signed = b.dtype() == DataType::kInt8;
@@ -694,12 +746,12 @@ class MatMulIntegerKernel final : public OpKernel {
       acc = acc_buf.data();
     }
     IntMatMul(s, aw, bw, acc, threads);
-    StoreAccumulators(acc, total, out, threads);
+    StoreAccumulators(acc, total, 1, s.n, out, threads);
     return Status::OK();
   }
 
   bool qlinear_;
-  bool scaled_;  // kFusedOutputScaleAttr: float(acc) * input 4
+  FusedEpilogue epilogue_;
   Int8MatMulRunner runner_;
 };
 
@@ -710,7 +762,7 @@ class IntConvKernel final : public OpKernel {
  public:
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, bool qlinear) {
     std::unique_ptr<IntConvKernel> k(new IntConvKernel(qlinear));
-    k->scaled_ = !qlinear && info.GetInt(kFusedOutputScaleAttr, 0) != 0;
+    if (!qlinear) RETURN_IF_ERROR(k->epilogue_.Parse(info));
     RETURN_IF_ERROR(k->attrs_.Parse(info, true, false));
     k->group_ = info.GetInt("group", 1);
     if (k->group_ < 1) return info.Error(ErrorCode::INVALID_GRAPH, "attribute 'group' must be >= 1, got ", k->group_);
@@ -774,10 +826,11 @@ class IntConvKernel final : public OpKernel {
     p.g = g;
     if (!qlinear_) {
       Int8Output out;
-      if (scaled_) RETURN_IF_ERROR(FusedScale(ctx, node, &out.scale));
-      ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, scaled_ ? DataType::kFloat : DataType::kInt32, y_shape));
+      const bool scaled = epilogue_.scaled;
+      if (scaled) RETURN_IF_ERROR(epilogue_.Fill(ctx, node, m, &out));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, scaled ? DataType::kFloat : DataType::kInt32, y_shape));
       if (y->NumElements() == 0) return Status::OK();
-      if (scaled_) out.f32 = y->data<float>();
+      if (scaled) out.f32 = y->data<float>();
       else out.i32 = y->data<int32_t>();
       return Accumulate(p, *x, xz[0], *w, wz, nullptr, out, ctx.num_threads()).WithContext(node);
     }
@@ -818,9 +871,10 @@ class IntConvKernel final : public OpKernel {
         for (int64_t r = lo; r < hi; ++r) {
           const int64_t ch = r % m;
           const float scale = x_sc[0] * w_sc[w_sc.size() == 1 ? 0 : ch] / y_sc[0];
-          const int32_t* ar = acc.data() + r * plane;
-          Q* yr = yp + r * plane;
-          for (int64_t i = 0; i < plane; ++i) yr[i] = QuantizeValue<Q>(static_cast<float>(ar[i]) * scale, yzf);
+          const int32_t* __restrict ar = acc.data() + r * plane;
+          Q* __restrict yr = yp + r * plane;
+          const float zl = yzf;
+          for (int64_t i = 0; i < plane; ++i) yr[i] = QuantizeValue<Q>(static_cast<float>(ar[i]) * scale, zl);
         }
       });
     };
@@ -853,12 +907,12 @@ class IntConvKernel final : public OpKernel {
       acc = acc_buf.data();
     }
     RETURN_IF_ERROR(ConvPlain<int32_t>(p.g, p.n, p.c, p.m, p.group, xw.data(), ww.data(), bias, acc, threads));
-    StoreAccumulators(acc, total, out, threads);
+    StoreAccumulators(acc, total, p.g.OutSize(), p.m, out, threads);
     return Status::OK();
   }
 
   bool qlinear_;
-  bool scaled_ = false;  // kFusedOutputScaleAttr: float(acc) * input 4
+  FusedEpilogue epilogue_;
   Int8ConvRunner runner_;
   WindowAttrs attrs_;
   int64_t group_ = 1;
@@ -874,12 +928,8 @@ void RegisterQuantKernels(KernelRegistry& r) {
     return std::unique_ptr<OpKernel>(new QuantizeKernel(info, true));
   });
   r.Register("", "DynamicQuantizeLinear", LambdaKernel(DynamicQuantize));
-  r.Register("", "MatMulInteger", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new MatMulIntegerKernel(info, false));
-  });
-  r.Register("", "QLinearMatMul", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new MatMulIntegerKernel(info, true));
-  });
+  r.Register("", "MatMulInteger", [](const KernelInfo& info) { return MatMulIntegerKernel::Create(info, false); });
+  r.Register("", "QLinearMatMul", [](const KernelInfo& info) { return MatMulIntegerKernel::Create(info, true); });
   r.Register("", "ConvInteger", [](const KernelInfo& info) { return IntConvKernel::Create(info, false); });
   r.Register("", "QLinearConv", [](const KernelInfo& info) { return IntConvKernel::Create(info, true); });
 }

@@ -33,13 +33,6 @@ inline int8_t Half(int32_t v, int64_t s) {
   return static_cast<int8_t>(s == 0 ? lo : v - lo);
 }
 
-// Writes the final value of one accumulator.
-inline void Store(const Int8Output& out, int64_t i, uint32_t v) {
-  const int32_t s = static_cast<int32_t>(v);
-  if (out.i32) out.i32[i] = s;
-  else out.f32[i] = static_cast<float>(s) * out.scale;
-}
-
 // Tags of the channels-last layouts for 2-D and 3-D spatial.
 memory::format_tag ChannelsLastTag(size_t spatial) {
   return spatial == 2 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
@@ -104,6 +97,7 @@ void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_
 
 struct Int8ConvRunner::Plan {
   dnnl::primitive prim;
+  // src_md: the padded channels-last source; dst_md: the channels-last accumulators.
   memory::desc src_md, dst_md, w_user, w_prim, scratch_md;
   dnnl::reorder w_reorder;  // empty when the primitive takes the plain layout
   memory packed_w;          // constant weights in w_prim (else empty)
@@ -213,7 +207,6 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
   const int32_t xz_u = xz + (x_signed ? 128 : 0);
   const int64_t n = p.n, c = p.c, m = p.m, group = p.group, cg = c / group, mg = m / group, split = split_;
   const int64_t D = plan->in[0], H = plan->in[1], W = plan->in[2];
-  const int64_t Dp = plan->padded[0], Hp = plan->padded[1], Wp = plan->padded[2];
   const int64_t in_size = D * H * W;
   const int64_t OD = plan->out[0], OH = plan->out[1], OW = plan->out[2];
   const int64_t out_size = OD * OH * OW;
@@ -227,24 +220,32 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
   int32_t* win = static_cast<int32_t*>(scratch.Take(static_cast<size_t>(n * group * out_size) * 4));
   const uint8_t* xp = static_cast<const uint8_t*>(x.raw_data());
 
-  // The padded channels-last source, the padding holding the zero point.
-  std::memset(src, static_cast<uint8_t>(xz_u), plan->src_md.get_size());
-  ParallelFor(threads, n * D * H, static_cast<double>(W * c), [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      const int64_t b = row / (D * H), d = row / H % D, h = row % H;
-      uint8_t* dst = src + (((b * Dp + d + plan->pad_begin[0]) * Hp + h + plan->pad_begin[1]) * Wp +
-                            plan->pad_begin[2]) * c;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const uint8_t* s = xp + ((b * c + ch) * D + d) * H * W + h * W;
-        for (int64_t i = 0; i < W; ++i) dst[i * c + ch] = s[i] ^ flip;
-      }
-    }
-  });
-
-  Status st = DnnlCall("int8 convolution", [&] {
+  RETURN_IF_ERROR(DnnlCall("int8 convolution", [&] {
     ScopedOmpThreads omp(th);
     const dnnl::engine& eng = CpuEngine();
     dnnl::stream s(eng);
+    // The padded channels-last source, the padding holding the zero point; a signed source is copied as bytes
+    // and then has its top bits flipped (x + 128), padding included.
+    // Our own transposition, 64 pixels at a time (the block of the destination stays in L1): oneDNN 2.6's u8
+    // plain -> nhwc reorder into the padded interior took as long as the convolutions (ISNet).
+    std::memset(src, static_cast<uint8_t>(xz_u), plan->src_md.get_size());
+    const int64_t Hp = plan->padded[1], Wp = plan->padded[2];
+    const int64_t* pb = plan->pad_begin;
+    ParallelFor(threads, n * D * H, static_cast<double>(W * c), [&](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t b = row / (D * H), d = row / H % D, h = row % H;
+        uint8_t* __restrict dst = src + (((b * plan->padded[0] + d + pb[0]) * Hp + h + pb[1]) * Wp + pb[2]) * c;
+        const uint8_t* __restrict sp = xp + (b * c * D + d) * H * W + h * W;
+        for (int64_t w0 = 0; w0 < W; w0 += 64) {
+          const int64_t wn = std::min<int64_t>(64, W - w0);
+          for (int64_t ch = 0; ch < c; ++ch) {
+            const uint8_t* __restrict sc = sp + ch * in_size + w0;
+            uint8_t* __restrict dc = dst + w0 * c + ch;
+            for (int64_t i = 0; i < wn; ++i) dc[i * c] = sc[i] ^ flip;
+          }
+        }
+      }
+    });
     memory wts = plan->packed_w;
     if (!wts) {
       memory w_user(plan->w_user, eng, const_cast<int8_t*>(wt->data.data()));
@@ -254,15 +255,14 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
         plan->w_reorder.execute(s, {{DNNL_ARG_FROM, w_user}, {DNNL_ARG_TO, wts}});
       }
     }
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(plan->src_md, eng, src)},
-                                         {DNNL_ARG_WEIGHTS, wts},
-                                         {DNNL_ARG_DST, memory(plan->dst_md, eng, acc)}};
+    memory dst(plan->dst_md, eng, acc);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(plan->src_md, eng, src)}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst}};
     if (plan->scratch_md.get_size() > 0)
       args[DNNL_ARG_SCRATCHPAD] = memory(plan->scratch_md, eng, scratch.Take(plan->scratch_md.get_size()));
     plan->prim.execute(s, args);
     s.wait();
-  });
-  RETURN_IF_ERROR(st);
+  }));
 
   // (offset - wz[m]) * sum over the window of (x - xz): the sums per pixel over the group's channels, then per
   // window over the taps inside the input (the padding adds 0).
@@ -275,12 +275,12 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
   if (need_win) {
     ParallelFor(threads, n * group, static_cast<double>(cg * in_size), [&](int64_t lo, int64_t hi) {
       for (int64_t bg = lo; bg < hi; ++bg) {
-        int32_t* s = sums + bg * in_size;
+        int32_t* __restrict s = sums + bg * in_size;
         std::fill(s, s + in_size, -static_cast<int32_t>(cg) * xz_u);
         const int64_t b = bg / group, gi = bg % group;
         for (int64_t ch = gi * cg; ch < (gi + 1) * cg; ++ch) {
-          const uint8_t* xs = xp + (b * c + ch) * in_size;
-          for (int64_t q = 0; q < in_size; ++q) s[q] += static_cast<int32_t>(xs[q] ^ flip);
+          const uint8_t* __restrict xs = xp + (b * c + ch) * in_size;
+          for (int64_t q = 0; q < in_size; ++q) s[q] += static_cast<int32_t>(static_cast<uint8_t>(xs[q] ^ flip));
         }
       }
     });
@@ -292,7 +292,7 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
                                                                                                int64_t hi) {
       for (int64_t row = lo; row < hi; ++row) {
         const int64_t bg = row / (OD * OH), od = row / OH % OD, oh = row % OH;
-        int32_t* t = win + bg * out_size + (od * OH + oh) * OW;
+        int32_t* __restrict t = win + bg * out_size + (od * OH + oh) * OW;
         std::fill(t, t + OW, 0);
         const int32_t* s = sums + bg * in_size;
         for (int64_t kd = 0; kd < k[0]; ++kd) {
@@ -301,14 +301,17 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
           for (int64_t kh = 0; kh < k[1]; ++kh) {
             const int64_t ih = oh * st3[1] - pb[1] + kh * dl[1];
             if (ih < 0 || ih >= H) continue;
-            const int32_t* srow = s + (id * H + ih) * W;
+            const int32_t* __restrict srow = s + (id * H + ih) * W;
             for (int64_t kw = 0; kw < k[2]; ++kw) {
               // ow with 0 <= ow * stride + off < W.
-              const int64_t off = kw * dl[2] - pb[2];
-              int64_t ow_lo = off >= 0 ? 0 : (-off + st3[2] - 1) / st3[2];
-              int64_t ow_hi = W - off <= 0 ? 0 : (W - off - 1) / st3[2] + 1;
-              ow_hi = std::min(ow_hi, OW);
-              for (int64_t ow = ow_lo; ow < ow_hi; ++ow) t[ow] += srow[ow * st3[2] + off];
+              const int64_t off = kw * dl[2] - pb[2], sw = st3[2];
+              const int64_t ow_lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+              const int64_t ow_hi = std::min(OW, W - off <= 0 ? int64_t{0} : (W - off - 1) / sw + 1);
+              if (sw == 1) {
+                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) t[ow] += srow[ow + off];
+              } else {
+                for (int64_t ow = ow_lo; ow < ow_hi; ++ow) t[ow] += srow[ow * sw + off];
+              }
             }
           }
         }
@@ -316,26 +319,54 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
     });
   }
 
-  // y[b, oc, p] = acc (both halves) - xz * sum w' + corr * window sum (+ bias), channels-last to plain.
-  constexpr int64_t kBlock = 64;
-  const int64_t blocks = (out_size + kBlock - 1) / kBlock;
-  ParallelFor(threads, n * blocks, static_cast<double>(kBlock * m), [&](int64_t lo, int64_t hi) {
-    for (int64_t blk = lo; blk < hi; ++blk) {
-      const int64_t b = blk / blocks, p0 = blk % blocks * kBlock, cnt = std::min(kBlock, out_size - p0);
-      const int32_t* a = acc + (b * out_size + p0) * ocs;
-      for (int64_t oc = 0; oc < m; ++oc) {
-        const int64_t gi = oc / mg, j = oc % mg;
-        const int64_t c0 = gi * split * mg + j, c1 = c0 + (split - 1) * mg;
+  // y[b, oc, p] = acc (both halves) - xz * sum w' + corr * window sum (+ bias), then the float epilogue. The
+  // channels-last accumulators are transposed through a tile of kTile pixels x 16 channels (in L1; oneDNN 2.6's
+  // s32 nhwc -> nchw reorder took as long as the convolutions), each channel row then finished with contiguous,
+  // vectorized loops.
+  constexpr int64_t kTile = 64, kCh = 16;
+  const int64_t tiles = (out_size + kTile - 1) / kTile, cblocks = (m + kCh - 1) / kCh;
+  ParallelFor(threads, n * tiles * cblocks, static_cast<double>(kTile * kCh * 3), [&](int64_t lo, int64_t hi) {
+    alignas(64) uint32_t tile[kCh][kTile];
+    for (int64_t job = lo; job < hi; ++job) {
+      const int64_t b = job / (tiles * cblocks), tl = job / cblocks % tiles, cb = job % cblocks;
+      const int64_t p0 = tl * kTile, cnt = std::min(kTile, out_size - p0);
+      const int64_t oc0 = cb * kCh, ocn = std::min(kCh, m - oc0);
+      const int32_t* __restrict a = acc + (b * out_size + p0) * ocs;
+      for (int64_t i = 0; i < cnt; ++i) {
+        const int32_t* __restrict ar = a + i * ocs;
+        for (int64_t k = 0; k < ocn; ++k) {
+          const int64_t oc = oc0 + k, gi = oc / mg, j = oc % mg;
+          const int64_t c0 = gi * split * mg + j;
+          uint32_t v = static_cast<uint32_t>(ar[c0]);
+          if (split == 2) v += static_cast<uint32_t>(ar[c0 + mg]);
+          tile[k][i] = v;
+        }
+      }
+      for (int64_t k = 0; k < ocn; ++k) {
+        const int64_t oc = oc0 + k, gi = oc / mg;
+        uint32_t* __restrict v = tile[k];
+        const int32_t* __restrict t = win + (b * group + gi) * out_size + p0;
         const uint32_t base = static_cast<uint32_t>(bias ? bias[oc] : 0) -
                               static_cast<uint32_t>(xz_u) * static_cast<uint32_t>(wt->sums[oc]);
         const uint32_t cr = static_cast<uint32_t>(corr[oc]);
-        const int32_t* t = win + (b * group + gi) * out_size + p0;
         const int64_t y0 = (b * m + oc) * out_size + p0;
-        for (int64_t i = 0; i < cnt; ++i) {
-          uint32_t v = static_cast<uint32_t>(a[i * ocs + c0]) + base;
-          if (split == 2) v += static_cast<uint32_t>(a[i * ocs + c1]);
-          if (need_win) v += cr * static_cast<uint32_t>(t[i]);
-          Store(out, y0 + i, v);
+        if (need_win)
+          for (int64_t i = 0; i < cnt; ++i) v[i] += base + cr * static_cast<uint32_t>(t[i]);
+        else
+          for (int64_t i = 0; i < cnt; ++i) v[i] += base;
+        if (out.i32) {
+          int32_t* __restrict y = out.i32 + y0;
+          for (int64_t i = 0; i < cnt; ++i) y[i] = static_cast<int32_t>(v[i]);
+        } else {
+          float* __restrict y = out.f32 + y0;
+          const float scale = out.scale, fb = out.bias ? out.bias[oc] : 0.f;
+          const bool has_bias = out.bias != nullptr, relu = out.relu;
+          for (int64_t i = 0; i < cnt; ++i) {
+            float f = static_cast<float>(static_cast<int32_t>(v[i])) * scale;
+            if (has_bias) f = f + fb;
+            if (relu) f = f > 0.f ? f : 0.f;
+            y[i] = f;
+          }
         }
       }
     }
@@ -472,20 +503,31 @@ Status Int8MatMulRunner::Run(const void* a, bool a_signed, int64_t rows, int64_t
         for (int64_t q = 0; q < k; ++q) row_sum += ar[q];
         row_sum -= azi * static_cast<uint32_t>(k);
       }
-      const int32_t* src = acc + i * ns;
-      const int64_t y0 = i * n;
-      const uint32_t* bs = reinterpret_cast<const uint32_t*>(wt->sums.data());
+      // Locals and restrict pointers: stores through `out` would otherwise force reloads and keep the loop scalar.
+      const int32_t* __restrict src = acc + i * ns;
+      const int32_t* __restrict src2 = src + n;
+      const uint32_t* __restrict bs = reinterpret_cast<const uint32_t*>(wt->sums.data());
+      const uint32_t* __restrict cr = corr.data();
+      const bool two = split_ == 2;
       if (out.i32) {
+        int32_t* __restrict y = out.i32 + i * n;
         for (int64_t j = 0; j < n; ++j) {
-          uint32_t v = static_cast<uint32_t>(src[j]) - azi * bs[j] + corr[j] * row_sum;
-          if (split_ == 2) v += static_cast<uint32_t>(src[n + j]);
-          out.i32[y0 + j] = static_cast<int32_t>(v);
+          uint32_t v = static_cast<uint32_t>(src[j]) - azi * bs[j] + cr[j] * row_sum;
+          if (two) v += static_cast<uint32_t>(src2[j]);
+          y[j] = static_cast<int32_t>(v);
         }
       } else {
+        float* __restrict y = out.f32 + i * n;
+        const float scale = out.scale;
+        const float* __restrict fb = out.bias;
+        const bool relu = out.relu;
         for (int64_t j = 0; j < n; ++j) {
-          uint32_t v = static_cast<uint32_t>(src[j]) - azi * bs[j] + corr[j] * row_sum;
-          if (split_ == 2) v += static_cast<uint32_t>(src[n + j]);
-          out.f32[y0 + j] = static_cast<float>(static_cast<int32_t>(v)) * out.scale;
+          uint32_t v = static_cast<uint32_t>(src[j]) - azi * bs[j] + cr[j] * row_sum;
+          if (two) v += static_cast<uint32_t>(src2[j]);
+          float f = static_cast<float>(static_cast<int32_t>(v)) * scale;
+          if (fb) f = f + fb[j];
+          if (relu) f = f > 0.f ? f : 0.f;
+          y[j] = f;
         }
       }
     }

@@ -48,11 +48,14 @@ void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_
                           Int8Weights* out);
 
 // Where a product's exact int32 result goes: int32 values, or float(acc) * scale (the Cast-to-float and Mul that
-// ONNX Runtime's dynamic quantizer puts after ConvInteger/MatMulInteger: two roundings, as those two ops do).
+// ONNX Runtime's dynamic quantizer puts after ConvInteger/MatMulInteger), then + bias[channel] and Relu when set:
+// one rounding per op, as the separate ops do (this file is compiled without FMA contraction).
 struct Int8Output {
   int32_t* i32 = nullptr;
   float* f32 = nullptr;
   float scale = 1.f;
+  const float* bias = nullptr;  // f32 only: one per output channel (conv) or column (matmul)
+  bool relu = false;            // f32 only: x > 0 ? x : 0 after the bias
 };
 
 // ---------------------------------------------------------------------------------------------------------------

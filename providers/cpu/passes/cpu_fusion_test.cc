@@ -341,8 +341,8 @@ void AddInt8Init(onnx::GraphProto* g, const std::string& name, const std::vector
 }
 
 // ONNX Runtime's dynamic quantizer: x [1, 4, 6, 6] -> DynamicQuantizeLinear -> ConvInteger (uint8 weights, zero point
-// 143, 3x3, pads 1) -> Cast(float) -> Mul(x_scale * w_scale) -> yc; and x viewed as [1, 24, 6] -> MatMulInteger
-// (int8 [6, 5], zero point 0) -> Cast -> Mul -> ym. With `cast_is_output`, the first Cast's output is a graph output.
+// 143, 3x3, pads 1) -> Cast(float) -> Mul(x_scale * w_scale) -> Add(bias [1, 8, 1, 1]) -> Relu -> yc; and x
+// viewed as [1, 24, 6] -> MatMulInteger (int8 [6, 5], zero point 0) -> Cast -> Mul -> Add(bias [5]) -> ym. With `cast_is_output`, the first Cast's output is a graph output.
 onnx::ModelProto DynamicQuantModel(bool cast_is_output) {
   onnx::ModelProto m = NewModel("dynamic_quant", 17);
   onnx::GraphProto* g = m.mutable_graph();
@@ -372,12 +372,17 @@ onnx::ModelProto DynamicQuantModel(bool cast_is_output) {
   for (int i = 0; i < 4; ++i) a->add_ints(1);
   SetIntAttr(AddNode(g, "Cast", "cast", {"acc"}, "accf"), "to", onnx::TensorProto::FLOAT);
   AddNode(g, "Mul", "scale", {"xs", "ws"}, "s");
-  AddNode(g, "Mul", "dequant", {"accf", "s"}, "yc");
+  AddNode(g, "Mul", "dequant", {"accf", "s"}, "yc0");
+  AddInit(g, "cb", {1, 8, 1, 1}, 3);
+  AddNode(g, "Add", "cbias", {"yc0", "cb"}, "yc1");
+  AddNode(g, "Relu", "crelu", {"yc1"}, "yc");
   AddNode(g, "Reshape", "view", {"xq", "shape"}, "xq3");
   AddNode(g, "MatMulInteger", "mm", {"xq3", "b", "xz"}, "macc");
   SetIntAttr(AddNode(g, "Cast", "mcast", {"macc"}, "maccf"), "to", onnx::TensorProto::FLOAT);
   AddNode(g, "Mul", "mscale", {"xs", "bs"}, "ms");
-  AddNode(g, "Mul", "mdequant", {"ms", "maccf"}, "ym");
+  AddNode(g, "Mul", "mdequant", {"ms", "maccf"}, "ym0");
+  AddInit(g, "mb", {5}, 4);
+  AddNode(g, "Add", "mbias", {"mb", "ym0"}, "ym");
   if (cast_is_output) AddTensorValueInfo(g->add_output(), "accf", {1, 8, 6, 6});
   return m;
 }
@@ -386,9 +391,11 @@ TEST(CpuFusion, IntegerProductCastMulBecomesOneNode) {
   auto fused = NewSession(DynamicQuantModel(false), 2), plain = NewSession(DynamicQuantModel(false), 1);
   ASSERT_TRUE(fused && plain);
   EXPECT_EQ(fused->cpu_fusions().output_scales, 2);
-  EXPECT_EQ(Ops(fused->planned_graph()), (std::vector<std::string>{"DynamicQuantizeLinear", "ConvInteger", "Mul",
+  EXPECT_EQ(fused->cpu_fusions().output_biases, 2);
+  EXPECT_EQ(fused->cpu_fusions().activations, 1);
+  EXPECT_EQ(Ops(fused->planned_graph()), (std::vector<std::string>{"DynamicQuantizeLinear", "ConvInteger+Relu", "Mul",
                                                                     "Reshape", "MatMulInteger", "Mul"}));
-  // The same two roundings as Cast and Mul: equal values.
+  // The same roundings as Cast, Mul and Add: equal values.
   ExpectSameValues(*fused, *plain);
   // A Cast output that is also a graph output stays.
   auto kept = NewSession(DynamicQuantModel(true), 2);
