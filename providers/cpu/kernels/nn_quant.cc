@@ -1,15 +1,23 @@
 // Quantized ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger,
 // QLinearMatMul, QLinearConv. QuantizeLinear/DequantizeLinear also take int4/uint4 (opset 21; one value per byte
-// in memory, core/int4.h), per tensor, per axis and blocked, saturating to [-8, 7] / [0, 15]. Plain loops: 8-bit
-// operands are widened to int32 with their zero points subtracted,
-// products accumulate in int32 (ConvPlain/GemmPlain), and requantization rounds half to even and saturates.
+// in memory, core/int4.h), per tensor, per axis and blocked, saturating to [-8, 7] / [0, 15].
+// The products run on oneDNN's int8 primitives (nn_quant_dnnl.h: exact int32 sums, operands rewritten for u8 x s8);
+// the plain loops remain for what oneDNN does not take (more than 3 spatial dims, empty tensors, B zero points that
+// vary per batch matrix with a shared B...): 8-bit operands widened to int32 with their zero points subtracted,
+// products accumulated in int32 (ConvPlain/GemmPlain). Requantization rounds half to even and saturates; the
+// element loops are written so that g++ vectorizes them (no calls, no per-element branches).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "providers/cpu/kernels/broadcast.h"
+#include "core/parallel.h"
 #include "providers/cpu/kernels/nn_common.h"
+#include "providers/cpu/kernels/nn_quant_dnnl.h"
+#include "providers/cpu/fused_activation.h"
 
 namespace epctx {
 namespace nn {
@@ -96,11 +104,22 @@ inline Q QuantizeSaturate(float v) {
   }
 }
 
+// round_half_even(v) + zp saturated to the 8-bit Q, without calls or branches so loops of it vectorize
+// (nearbyint becomes vrndscaleps with -fno-math-errno). NaN gives Q's minimum, as SaturateRound does.
+template <typename Q>
+inline Q QuantizeValue(float v, float zp) {
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  float r = std::nearbyint(v) + zp;
+  r = r >= lo ? r : lo;
+  r = r <= hi ? r : hi;
+  return static_cast<Q>(static_cast<int32_t>(r));
+}
+
 // Requantizes one int32 accumulator.
 template <typename Q>
 inline Q Requantize(int32_t acc, float scale, int32_t zp) {
-  float r = std::nearbyint(static_cast<float>(acc) * scale) + static_cast<float>(zp);
-  return SaturateRound<Q>(r);
+  return QuantizeValue<Q>(static_cast<float>(acc) * scale, static_cast<float>(zp));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -220,7 +239,7 @@ class QuantizeKernel final : public OpKernel {
       // y = float(x) * scale (the zero point is 0, checked above); every float8 value is exact in float.
       RETURN_ERROR_IF(zp && zp->dtype() != x->dtype(), INVALID_ARGUMENT, node, ": zero point is ",
                       DataTypeName(zp->dtype()), " but x is ", DataTypeName(x->dtype()));
-      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, x->shape()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, DataType::kFloat, x->shape()));
       return DispatchType<EPCTX_FLOAT8_TYPES>(x->dtype(), node, [&](auto tag) -> Status {
         using F8 = decltype(tag);
         const F8* xp = x->data<F8>();
@@ -240,7 +259,7 @@ class QuantizeKernel final : public OpKernel {
                       DataTypeName(zp->dtype()), " but x is ", DataTypeName(x->dtype()));
       RETURN_ERROR_IF(!Is8Bit(x->dtype()) && !IsInt4(x->dtype()) && x->dtype() != DataType::kInt32, INVALID_ARGUMENT,
                       node, ": x must be int8, uint8, int4, uint4, int32 or float8, got ", DataTypeName(x->dtype()));
-      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kFloat, x->shape()));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, DataType::kFloat, x->shape()));
       auto run = [&](auto tag) {
         using T = decltype(tag);
         const T* xp = x->data<T>();
@@ -257,8 +276,9 @@ class QuantizeKernel final : public OpKernel {
             const int64_t a = b % axis_dim;
             const float s = sc[a];
             const int32_t z = zps[a];
-            for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
-              yp[i] = static_cast<float>(static_cast<int32_t>(xp[i]) - z) * s;
+            const T* __restrict xl = xp + b * inner;
+            float* __restrict yl = yp + b * inner;
+            for (int64_t i = 0; i < inner; ++i) yl[i] = static_cast<float>(static_cast<int32_t>(xl[i]) - z) * s;
           }
         });
       };
@@ -281,7 +301,7 @@ class QuantizeKernel final : public OpKernel {
       RETURN_ERROR_IF(!f.ok(), INVALID_ARGUMENT, node, ": x must be float or int32, got ", DataTypeName(x->dtype()));
       xf = std::move(f).value();
     }
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, x->shape()));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, q_type, x->shape()));
     if (IsFloat8(q_type)) {
       // y = float8(x / scale) with `saturate` (the zero point is 0, checked above; not added, so -0 stays -0 as in
       // ONNX Runtime), rounding as the float8 Cast does.
@@ -315,8 +335,14 @@ class QuantizeKernel final : public OpKernel {
           }
           const int64_t a = b % axis_dim;
           const float s = sc[a], z = static_cast<float>(zps[a]);
-          for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
-            yp[i] = QuantizeSaturate<Q>(std::nearbyint(xp[i] / s) + z);
+          if constexpr (kIsInt4<Q>) {
+            for (int64_t i = b * inner; i < (b + 1) * inner; ++i)
+              yp[i] = QuantizeSaturate<Q>(std::nearbyint(xp[i] / s) + z);
+          } else {
+            const float* __restrict xl = xp + b * inner;
+            Q* __restrict yl = yp + b * inner;
+            for (int64_t i = 0; i < inner; ++i) yl[i] = QuantizeValue<Q>(xl[i] / s, z);
+          }
         }
       });
     };
@@ -336,6 +362,31 @@ class QuantizeKernel final : public OpKernel {
   bool saturate_;  // float8 outputs (opset 19+): clamp to the largest finite value (1) or give NaN/inf (0)
 };
 
+// min(0, min x) and max(0, max x) over n floats (NaN ignored, as std::min/std::max with the running value first).
+// Eight lanes in a GCC vector so the loop is vminps/vmaxps.
+void RangeWithZero(const float* x, int64_t n, float* lo_out, float* hi_out) {
+  typedef float V8 __attribute__((vector_size(32)));
+  V8 lo = {}, hi = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    V8 v;
+    std::memcpy(&v, x + i, sizeof v);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  float l = 0.f, h = 0.f;
+  for (int j = 0; j < 8; ++j) {
+    l = lo[j] < l ? lo[j] : l;
+    h = hi[j] > h ? hi[j] : h;
+  }
+  for (; i < n; ++i) {
+    l = x[i] < l ? x[i] : l;
+    h = x[i] > h ? x[i] : h;
+  }
+  *lo_out = l;
+  *hi_out = h;
+}
+
 Status DynamicQuantize(KernelContext& ctx) {
   const Tensor* x = ctx.Input(0);
   const std::string node = ctx.node().Describe();
@@ -344,24 +395,39 @@ Status DynamicQuantize(KernelContext& ctx) {
                   DataTypeName(x->dtype()));
   const float* xp = x->data<float>();
   const int64_t n = x->NumElements();
-  float lo = 0.f, hi = 0.f;  // the range always includes 0
-  for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, xp[i]);
-    hi = std::max(hi, xp[i]);
+  // The range always includes 0; per-chunk ranges on the threads, then combined.
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<float> los(static_cast<size_t>(chunks), 0.f), his(static_cast<size_t>(chunks), 0.f);
+  ParallelFor(ctx.num_threads(), chunks, static_cast<double>(kChunk), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c)
+      RangeWithZero(xp + c * kChunk, std::min(kChunk, n - c * kChunk), &los[c], &his[c]);
+  });
+  float lo = 0.f, hi = 0.f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    lo = std::min(lo, los[c]);
+    hi = std::max(hi, his[c]);
   }
   const float scale = (hi - lo) / 255.f;
   uint8_t zp = 0;
   if (scale != 0.f) zp = SaturateRound<uint8_t>(std::min(255.f, std::max(0.f, (0.f - lo) / scale)));
-  ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kUint8, x->shape()));
+  ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, DataType::kUint8, x->shape()));
   ASSIGN_OR_RETURN(Tensor * ys, ctx.Output(1, DataType::kFloat, {}));
   ASSIGN_OR_RETURN(Tensor * yz, ctx.Output(2, DataType::kUint8, {}));
   ys->data<float>()[0] = scale;
   yz->data<uint8_t>()[0] = zp;
   uint8_t* yp = y->data<uint8_t>();
-  if (scale == 0.f) return Status::OK();  // all zeros: y stays 0
+  if (scale == 0.f) {  // all zeros
+    std::memset(yp, 0, static_cast<size_t>(n));
+    return Status::OK();
+  }
   const float z = zp;
   ParallelFor(ctx.num_threads(), n, 4, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) yp[i] = SaturateRound<uint8_t>(std::nearbyint(xp[i] / scale) + z);
+    // Locals and restrict pointers: a uint8 store may alias anything, which kept the loop scalar (reloads).
+    const float* __restrict xl = xp;
+    uint8_t* __restrict yl = yp;
+    const float sl = scale, zl = z;
+    for (int64_t i = b; i < e; ++i) yl[i] = QuantizeValue<uint8_t>(xl[i] / sl, zl);
   });
   return Status::OK();
 }
@@ -442,20 +508,105 @@ void IntMatMul(const MatMulShape& s, const std::vector<int32_t>& a, const std::v
   }
 }
 
+// The float epilogue the level-2 pass fused into a ConvInteger / MatMulInteger (fused_activation.h): Cast + Mul by
+// input 4 (one float), then + input 5 (one float per output channel / column), then Relu.
+struct FusedEpilogue {
+  bool scaled = false, biased = false, relu = false;
+
+  // INVALID_GRAPH for a bias or activation without the scale, or an activation other than Relu.
+  Status Parse(const KernelInfo& info) {
+    scaled = info.GetInt(kFusedOutputScaleAttr, 0) != 0;
+    biased = info.GetInt(kFusedOutputBiasAttr, 0) != 0;
+    const std::string act = info.GetString(kFusedActivationAttr, "");
+    relu = act == "Relu";
+    if ((biased || !act.empty()) && !scaled)
+      return info.Error(ErrorCode::INVALID_GRAPH, "internal attributes '", kFusedOutputBiasAttr, "' / '",
+                        kFusedActivationAttr, "' need '", kFusedOutputScaleAttr, "'");
+    if (!act.empty() && !relu)
+      return info.Error(ErrorCode::INVALID_GRAPH, "fused activation '", act, "' is not supported here (Relu only)");
+    return Status::OK();
+  }
+
+  // Sets out's scale, bias (pointing into input 5) and relu. INVALID_ARGUMENT naming the node for a scale that is
+  // not one float or a bias that is not `channels` floats.
+  Status Fill(KernelContext& ctx, const std::string& node, int64_t channels, Int8Output* out) const {
+    const Tensor* t = ctx.Input(4);
+    RETURN_ERROR_IF(!t || t->dtype() != DataType::kFloat || t->NumElements() != 1, INVALID_ARGUMENT, node,
+                    ": the fused output scale (input 4) must be one float, got ",
+                    t ? DataTypeName(t->dtype()) + ShapeToString(t->shape()) : std::string("none"));
+    out->scale = t->data<float>()[0];
+    if (biased) {
+      const Tensor* b = ctx.Input(5);
+      RETURN_ERROR_IF(!b || b->dtype() != DataType::kFloat || b->NumElements() != channels, INVALID_ARGUMENT, node,
+                      ": the fused bias (input 5) must be ", channels, " floats, got ",
+                      b ? DataTypeName(b->dtype()) + ShapeToString(b->shape()) : std::string("none"));
+      out->bias = b->data<float>();
+    }
+    out->relu = relu;
+    return Status::OK();
+  }
+};
+
+// Writes int32 accumulators to `out` (int32, or float(acc) * scale + bias[channel], Relu): the plain loops' results.
+// Element i is in channel (i / plane) % channels.
+void StoreAccumulators(const int32_t* acc, int64_t n, int64_t plane, int64_t channels, const Int8Output& out,
+                       int threads) {
+  if (out.i32 == acc) return;
+  ParallelFor(threads, n, 2, [&](int64_t b, int64_t e) {
+    if (out.i32) {
+      std::copy(acc + b, acc + e, out.i32 + b);
+      return;
+    }
+    for (int64_t i = b; i < e; ++i) {
+      float f = static_cast<float>(acc[i]) * out.scale;
+      if (out.bias) f = f + out.bias[i / plane % channels];
+      if (out.relu) f = f > 0.f ? f : 0.f;
+      out.f32[i] = f;
+    }
+  });
+}
+
+// The zero point of a batch of `mats` matrices: 1 value, `per` values (per row of A / column of B, shared by the
+// matrices) or `per` values for each matrix.
+Status CheckZeroPointCount(const std::vector<int32_t>& zp, int64_t per, int64_t mats, const char* what) {
+  const int64_t zn = static_cast<int64_t>(zp.size());
+  RETURN_ERROR_IF(zn != 1 && zn != per && zn != per * mats, INVALID_ARGUMENT, what, " zero point has ", zn,
+                  " values; expected 1, ", per, " or ", per * mats);
+  return Status::OK();
+}
+
+// The zero points of matrix `mat` of a batch (CheckZeroPointCount's forms).
+std::vector<int32_t> ZeroPointsOf(const std::vector<int32_t>& zp, int64_t per, int64_t mat) {
+  if (zp.size() == 1 || static_cast<int64_t>(zp.size()) == per) return zp;
+  return std::vector<int32_t>(zp.begin() + mat * per, zp.begin() + (mat + 1) * per);
+}
+
 class MatMulIntegerKernel final : public OpKernel {
  public:
-  explicit MatMulIntegerKernel(bool qlinear) : qlinear_(qlinear) {}
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, bool qlinear) {
+    std::unique_ptr<MatMulIntegerKernel> k(new MatMulIntegerKernel(info, qlinear));
+    if (!qlinear) RETURN_IF_ERROR(k->epilogue_.Parse(info));
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  MatMulIntegerKernel(const KernelInfo& info, bool qlinear) : qlinear_(qlinear) {
+    const Tensor* b = info.ConstantInput(qlinear ? 3 : 1);
+    if (b && b->rank() == 2 && Is8Bit(b->dtype()) && b->NumElements() > 0) runner_.SetConstantWeights(*b);
+  }
 
   Status Compute(KernelContext& ctx) const override {
     const std::string node = ctx.node().Describe();
     const Tensor* a = ctx.Input(0);
     const Tensor* b = ctx.Input(qlinear_ ? 3 : 1);
     RETURN_ERROR_IF(!a || !b, INVALID_ARGUMENT, node, ": inputs a and b are required");
+    RETURN_ERROR_IF(!Is8Bit(a->dtype()) || !Is8Bit(b->dtype()), INVALID_ARGUMENT, node,
+                    ": a and b must be int8 or uint8, got ", DataTypeName(a->dtype()), " and ",
+                    DataTypeName(b->dtype()));
     MatMulShape s;
     RETURN_IF_ERROR_CTX(ResolveMatMul(a->shape(), b->shape(), &s), node);
-    const Tensor* azp_t = ctx.Input(qlinear_ ? 2 : 2);
+    const Tensor* azp_t = ctx.Input(2);
     const Tensor* bzp_t = ctx.Input(qlinear_ ? 5 : 3);
-    std::vector<int32_t> azp, bzp;
+    std::vector<int32_t> azp{0}, bzp{0};
     if (azp_t) {
       RETURN_ERROR_IF(azp_t->dtype() != a->dtype(), INVALID_ARGUMENT, node, ": a's zero point type differs from a");
       RETURN_IF_ERROR_CTX(ReadInts(*azp_t, "a zero point", &azp), node);
@@ -464,47 +615,73 @@ class MatMulIntegerKernel final : public OpKernel {
       RETURN_ERROR_IF(bzp_t->dtype() != b->dtype(), INVALID_ARGUMENT, node, ": b's zero point type differs from b");
       RETURN_IF_ERROR_CTX(ReadInts(*bzp_t, "b zero point", &bzp), node);
     }
-    std::vector<int32_t> aw, bw;
-    RETURN_IF_ERROR_CTX(WidenWithZeroPoint(*a, azp, true, s.m, s.k, "a", &aw), node);
-    RETURN_IF_ERROR_CTX(WidenWithZeroPoint(*b, bzp, false, s.k, s.n, "b", &bw), node);
-    if (!qlinear_) {
-      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kInt32, s.y_shape));
-      if (y->NumElements() && s.k) IntMatMul(s, aw, bw, y->data<int32_t>(), ctx.num_threads());
-      return Status::OK();
-    }
-    const Tensor* as = ctx.Input(1);
-    const Tensor* bs = ctx.Input(4);
-    const Tensor* ys = ctx.Input(6);
-    const Tensor* yz = ctx.Input(7);
-    RETURN_ERROR_IF(!as || !bs || !ys, INVALID_ARGUMENT, node, ": scales are required");
+    const int64_t a_mats = s.m * s.k != 0 ? a->NumElements() / (s.m * s.k) : 0;
+    const int64_t b_mats = s.k * s.n != 0 ? b->NumElements() / (s.k * s.n) : 0;
+    RETURN_IF_ERROR_CTX(CheckZeroPointCount(azp, s.m, a_mats, "a"), node);
+    RETURN_IF_ERROR_CTX(CheckZeroPointCount(bzp, s.n, b_mats, "b"), node);
+
+    // Scales and the output of QLinearMatMul (checked before any work).
     std::vector<float> a_sc, b_sc, y_sc;
-    RETURN_IF_ERROR_CTX(ReadFloats(*as, "a_scale", &a_sc), node);
-    RETURN_IF_ERROR_CTX(ReadFloats(*bs, "b_scale", &b_sc), node);
-    RETURN_IF_ERROR_CTX(ReadFloats(*ys, "y_scale", &y_sc), node);
-    RETURN_IF_ERROR_CTX(CheckCount(a_sc, s.m, "a_scale", true), node);
-    RETURN_IF_ERROR_CTX(CheckCount(b_sc, s.n, "b_scale", true), node);
-    RETURN_IF_ERROR_CTX(CheckCount(y_sc, 1, "y_scale", false), node);
     std::vector<int32_t> y_zp{0};
-    DataType q_type = DataType::kUint8;
-    if (yz) {
-      RETURN_IF_ERROR_CTX(ReadInts(*yz, "y zero point", &y_zp), node);
-      RETURN_IF_ERROR_CTX(CheckCount(y_zp, 1, "y zero point", false), node);
-      q_type = yz->dtype();
+    DataType q_type = DataType::kInt32;
+    if (qlinear_) {
+      const Tensor* as = ctx.Input(1);
+      const Tensor* bs = ctx.Input(4);
+      const Tensor* ys = ctx.Input(6);
+      const Tensor* yz = ctx.Input(7);
+      RETURN_ERROR_IF(!as || !bs || !ys, INVALID_ARGUMENT, node, ": scales are required");
+      RETURN_IF_ERROR_CTX(ReadFloats(*as, "a_scale", &a_sc), node);
+      RETURN_IF_ERROR_CTX(ReadFloats(*bs, "b_scale", &b_sc), node);
+      RETURN_IF_ERROR_CTX(ReadFloats(*ys, "y_scale", &y_sc), node);
+      RETURN_IF_ERROR_CTX(CheckCount(a_sc, s.m, "a_scale", true), node);
+      RETURN_IF_ERROR_CTX(CheckCount(b_sc, s.n, "b_scale", true), node);
+      RETURN_IF_ERROR_CTX(CheckCount(y_sc, 1, "y_scale", false), node);
+      q_type = DataType::kUint8;
+      if (yz) {
+        RETURN_IF_ERROR_CTX(ReadInts(*yz, "y zero point", &y_zp), node);
+        RETURN_IF_ERROR_CTX(CheckCount(y_zp, 1, "y zero point", false), node);
+        q_type = yz->dtype();
+      }
+      RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": y zero point must be int8 or uint8");
     }
-    RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": y zero point must be int8 or uint8");
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, s.y_shape));
+    Int8Output out;
+    if (epilogue_.scaled) {
+      RETURN_IF_ERROR(epilogue_.Fill(ctx, node, s.n, &out));
+      q_type = DataType::kFloat;
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, q_type, s.y_shape));
     const int64_t total = y->NumElements();
     if (total == 0) return Status::OK();
-    std::vector<int32_t> acc(total, 0);
-    if (s.k) IntMatMul(s, aw, bw, acc.data(), ctx.num_threads());
+    std::vector<int32_t> acc_buf;
+    if (qlinear_) {
+      acc_buf.resize(static_cast<size_t>(total));
+      out.i32 = acc_buf.data();
+    } else if (epilogue_.scaled) {
+      out.f32 = y->data<float>();
+    } else {
+      out.i32 = y->data<int32_t>();
+    }
+    RETURN_IF_ERROR_CTX(Accumulate(*a, *b, s, azp, bzp, out, ctx.num_threads()), node);
+    if (!qlinear_) return Status::OK();
+    const int32_t* acc = acc_buf.data();
     auto store = [&](auto tag) {
       using Q = decltype(tag);
       Q* yp = y->data<Q>();
-      for (int64_t t = 0; t < total; ++t) {
-        const int64_t j = t % s.n, i = (t / s.n) % s.m;
-        const float scale = a_sc[a_sc.size() == 1 ? 0 : i] * b_sc[b_sc.size() == 1 ? 0 : j] / y_sc[0];
-        yp[t] = Requantize<Q>(acc[t], scale, y_zp[0]);
-      }
+      const int64_t rows = total / s.n;
+      const float yzf = static_cast<float>(y_zp[0]);
+      ParallelFor(ctx.num_threads(), rows, static_cast<double>(s.n * 4), [&](int64_t lo, int64_t hi) {
+        std::vector<float> scale(static_cast<size_t>(s.n));
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t i = r % s.m;
+          for (int64_t j = 0; j < s.n; ++j)
+            scale[j] = a_sc[a_sc.size() == 1 ? 0 : i] * b_sc[b_sc.size() == 1 ? 0 : j] / y_sc[0];
+          const int32_t* __restrict ar = acc + r * s.n;
+          const float* __restrict sr = scale.data();
+          Q* __restrict yr = yp + r * s.n;
+          const float zl = yzf;
+          for (int64_t j = 0; j < s.n; ++j) yr[j] = QuantizeValue<Q>(static_cast<float>(ar[j]) * sr[j], zl);
+        }
+      });
     };
     if (q_type == DataType::kInt8) store(int8_t{});
     else store(uint8_t{});
@@ -512,7 +689,70 @@ class MatMulIntegerKernel final : public OpKernel {
   }
 
  private:
+  // acc[batch..., m, n] = sum_k (a - az) (b - bz): oneDNN's int8 matmul (one product over all rows when B is one
+  // matrix, else one per batch matrix), the plain loops when oneDNN refuses.
+  Status Accumulate(const Tensor& a, const Tensor& b, const MatMulShape& s, const std::vector<int32_t>& azp,
+                    const std::vector<int32_t>& bzp, const Int8Output& out, int threads) const {
+    const int64_t total = ShapeSize(s.y_shape);
+    if (s.k == 0) {
+      const std::vector<int32_t> zeros(static_cast<size_t>(total), 0);
+      StoreAccumulators(zeros.data(), total, 1, s.n, out, threads);
+      return Status::OK();
+    }
+    const bool a_signed = a.dtype() == DataType::kInt8, b_signed = b.dtype() == DataType::kInt8;
+    const uint8_t* ap = static_cast<const uint8_t*>(a.raw_data());
+    const uint8_t* bp = static_cast<const uint8_t*>(b.raw_data());
+    bool b_single = true;
+    for (int64_t d : s.b_batch) b_single &= d == 1;
+    Status st;
+    if (b_single) {
+      // Every row of A (y's batch is A's) against the one B; A's zero points per row of every matrix.
+      const int64_t rows = total / s.n;
+      std::vector<int32_t> az = azp;
+      if (azp.size() > 1 && static_cast<int64_t>(azp.size()) != rows) {
+        az.resize(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) az[r] = azp[r % s.m];
+      }
+      st = runner_.Run(ap, a_signed, rows, s.k, s.n, az, bp, b_signed, bzp, out, threads);
+    } else {
+      const size_t r = s.batch.size();
+      int64_t mats = 1;
+      for (int64_t d : s.batch) mats *= d;
+      std::vector<int64_t> idx(r, 0);
+      for (int64_t t = 0; t < mats && st.ok(); ++t) {
+        int64_t ai = 0, bi = 0;
+        for (size_t d = 0; d < r; ++d) {
+          ai = ai * s.a_batch[d] + (s.a_batch[d] == 1 ? 0 : idx[d]);
+          bi = bi * s.b_batch[d] + (s.b_batch[d] == 1 ? 0 : idx[d]);
+        }
+        Int8Output part = out;
+        if (out.i32) part.i32 = out.i32 + t * s.m * s.n;
+        else part.f32 = out.f32 + t * s.m * s.n;
+        st = runner_.Run(ap + ai * s.m * s.k, a_signed, s.m, s.k, s.n, ZeroPointsOf(azp, s.m, ai),
+                         bp + bi * s.k * s.n, b_signed, ZeroPointsOf(bzp, s.n, bi), part, threads);
+        for (size_t d = r; d-- > 0;) {
+          if (++idx[d] < s.batch[d]) break;
+          idx[d] = 0;
+        }
+      }
+    }
+    if (st.code() != ErrorCode::NOT_IMPLEMENTED) return st;
+    std::vector<int32_t> aw, bw, acc_buf;
+    RETURN_IF_ERROR(WidenWithZeroPoint(a, azp, true, s.m, s.k, "a", &aw));
+    RETURN_IF_ERROR(WidenWithZeroPoint(b, bzp, false, s.k, s.n, "b", &bw));
+    int32_t* acc = out.i32;
+    if (!acc) {
+      acc_buf.resize(static_cast<size_t>(total));
+      acc = acc_buf.data();
+    }
+    IntMatMul(s, aw, bw, acc, threads);
+    StoreAccumulators(acc, total, 1, s.n, out, threads);
+    return Status::OK();
+  }
+
   bool qlinear_;
+  FusedEpilogue epilogue_;
+  Int8MatMulRunner runner_;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -522,9 +762,14 @@ class IntConvKernel final : public OpKernel {
  public:
   static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info, bool qlinear) {
     std::unique_ptr<IntConvKernel> k(new IntConvKernel(qlinear));
+    if (!qlinear) RETURN_IF_ERROR(k->epilogue_.Parse(info));
     RETURN_IF_ERROR(k->attrs_.Parse(info, true, false));
     k->group_ = info.GetInt("group", 1);
     if (k->group_ < 1) return info.Error(ErrorCode::INVALID_GRAPH, "attribute 'group' must be >= 1, got ", k->group_);
+    const Tensor* w = info.ConstantInput(qlinear ? 3 : 1);
+    if (w && w->rank() >= 3 && Is8Bit(w->dtype()) && w->dim(0) > 0 && w->dim(0) % k->group_ == 0 &&
+        w->NumElements() > 0)
+      k->runner_.SetConstantWeights(*w, k->group_);
     return std::unique_ptr<OpKernel>(std::move(k));
   }
 
@@ -564,14 +809,6 @@ class IntConvKernel final : public OpKernel {
       RETURN_IF_ERROR_CTX(ReadInts(*wz_t, "w zero point", &wz), node);
       RETURN_IF_ERROR_CTX(CheckCount(wz, m, "w zero point", true), node);
     }
-    std::vector<int32_t> xw, ww;
-    RETURN_IF_ERROR_CTX(ReadInts(*x, "x", &xw), node);
-    RETURN_IF_ERROR_CTX(ReadInts(*w, "w", &ww), node);
-    for (int32_t& v : xw) v -= xz[0];
-    const int64_t per_m = m ? static_cast<int64_t>(ww.size()) / m : 0;
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < per_m; ++j) ww[i * per_m + j] -= wz[wz.size() == 1 ? 0 : i];
-
     std::vector<int32_t> bias;
     if (qlinear_) {
       if (const Tensor* b = ctx.Input(8)) {
@@ -581,12 +818,21 @@ class IntConvKernel final : public OpKernel {
         bias.assign(b->data<int32_t>(), b->data<int32_t>() + m);
       }
     }
+    Int8ConvProblem p;
+    p.n = n;
+    p.c = c;
+    p.m = m;
+    p.group = group_;
+    p.g = g;
     if (!qlinear_) {
-      ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, DataType::kInt32, y_shape));
+      Int8Output out;
+      const bool scaled = epilogue_.scaled;
+      if (scaled) RETURN_IF_ERROR(epilogue_.Fill(ctx, node, m, &out));
+      ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, scaled ? DataType::kFloat : DataType::kInt32, y_shape));
       if (y->NumElements() == 0) return Status::OK();
-      return ConvPlain<int32_t>(g, n, c, m, group_, xw.data(), ww.data(), nullptr, y->data<int32_t>(),
-                                ctx.num_threads())
-          .WithContext(node);
+      if (scaled) out.f32 = y->data<float>();
+      else out.i32 = y->data<int32_t>();
+      return Accumulate(p, *x, xz[0], *w, wz, nullptr, out, ctx.num_threads()).WithContext(node);
     }
     const Tensor* xs_t = ctx.Input(1);
     const Tensor* ws_t = ctx.Input(4);
@@ -608,22 +854,29 @@ class IntConvKernel final : public OpKernel {
       q_type = yz_t->dtype();
     }
     RETURN_ERROR_IF(!Is8Bit(q_type), INVALID_ARGUMENT, node, ": y zero point must be int8 or uint8");
-    ASSIGN_OR_RETURN(Tensor * y, ctx.Output(0, q_type, y_shape));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, q_type, y_shape));
     const int64_t total = y->NumElements();
     if (total == 0) return Status::OK();
-    std::vector<int32_t> acc(total, 0);
-    RETURN_IF_ERROR_CTX(ConvPlain<int32_t>(g, n, c, m, group_, xw.data(), ww.data(), bias.empty() ? nullptr : bias.data(),
-                                           acc.data(), ctx.num_threads()),
-                        node);
+    std::vector<int32_t> acc(total);
+    Int8Output out;
+    out.i32 = acc.data();
+    RETURN_IF_ERROR_CTX(
+        Accumulate(p, *x, xz[0], *w, wz, bias.empty() ? nullptr : bias.data(), out, ctx.num_threads()), node);
     const int64_t plane = g.OutSize();
     auto store = [&](auto tag) {
       using Q = decltype(tag);
       Q* yp = y->data<Q>();
-      for (int64_t t = 0; t < total; ++t) {
-        const int64_t ch = (t / plane) % m;
-        const float scale = x_sc[0] * w_sc[w_sc.size() == 1 ? 0 : ch] / y_sc[0];
-        yp[t] = Requantize<Q>(acc[t], scale, y_zp[0]);
-      }
+      const float yzf = static_cast<float>(y_zp[0]);
+      ParallelFor(ctx.num_threads(), n * m, static_cast<double>(plane * 4), [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const int64_t ch = r % m;
+          const float scale = x_sc[0] * w_sc[w_sc.size() == 1 ? 0 : ch] / y_sc[0];
+          const int32_t* __restrict ar = acc.data() + r * plane;
+          Q* __restrict yr = yp + r * plane;
+          const float zl = yzf;
+          for (int64_t i = 0; i < plane; ++i) yr[i] = QuantizeValue<Q>(static_cast<float>(ar[i]) * scale, zl);
+        }
+      });
     };
     if (q_type == DataType::kInt8) store(int8_t{});
     else store(uint8_t{});
@@ -632,7 +885,35 @@ class IntConvKernel final : public OpKernel {
 
  private:
   explicit IntConvKernel(bool qlinear) : qlinear_(qlinear) {}
+
+  // acc[n, m, out...] = sum over each window of (x - xz) (w - wz[m]) (+ bias[m]): oneDNN's int8 convolution, the
+  // plain loops when oneDNN refuses.
+  Status Accumulate(const Int8ConvProblem& p, const Tensor& x, int32_t xz, const Tensor& w,
+                    const std::vector<int32_t>& wz, const int32_t* bias, const Int8Output& out, int threads) const {
+    Status st = runner_.Run(p, x, xz, &w, wz, bias, out, threads);
+    if (st.code() != ErrorCode::NOT_IMPLEMENTED) return st;
+    std::vector<int32_t> xw, ww;
+    RETURN_IF_ERROR(ReadInts(x, "x", &xw));
+    RETURN_IF_ERROR(ReadInts(w, "w", &ww));
+    for (int32_t& v : xw) v -= xz;
+    const int64_t per_m = p.m ? static_cast<int64_t>(ww.size()) / p.m : 0;
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < per_m; ++j) ww[i * per_m + j] -= wz[wz.size() == 1 ? 0 : i];
+    std::vector<int32_t> acc_buf;
+    int32_t* acc = out.i32;
+    const int64_t total = p.n * p.m * p.g.OutSize();
+    if (!acc) {
+      acc_buf.resize(static_cast<size_t>(total));
+      acc = acc_buf.data();
+    }
+    RETURN_IF_ERROR(ConvPlain<int32_t>(p.g, p.n, p.c, p.m, p.group, xw.data(), ww.data(), bias, acc, threads));
+    StoreAccumulators(acc, total, p.g.OutSize(), p.m, out, threads);
+    return Status::OK();
+  }
+
   bool qlinear_;
+  FusedEpilogue epilogue_;
+  Int8ConvRunner runner_;
   WindowAttrs attrs_;
   int64_t group_ = 1;
 };
@@ -647,12 +928,8 @@ void RegisterQuantKernels(KernelRegistry& r) {
     return std::unique_ptr<OpKernel>(new QuantizeKernel(info, true));
   });
   r.Register("", "DynamicQuantizeLinear", LambdaKernel(DynamicQuantize));
-  r.Register("", "MatMulInteger", [](const KernelInfo&) -> StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new MatMulIntegerKernel(false));
-  });
-  r.Register("", "QLinearMatMul", [](const KernelInfo&) -> StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new MatMulIntegerKernel(true));
-  });
+  r.Register("", "MatMulInteger", [](const KernelInfo& info) { return MatMulIntegerKernel::Create(info, false); });
+  r.Register("", "QLinearMatMul", [](const KernelInfo& info) { return MatMulIntegerKernel::Create(info, true); });
   r.Register("", "ConvInteger", [](const KernelInfo& info) { return IntConvKernel::Create(info, false); });
   r.Register("", "QLinearConv", [](const KernelInfo& info) { return IntConvKernel::Create(info, true); });
 }

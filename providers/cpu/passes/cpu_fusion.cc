@@ -300,6 +300,74 @@ bool RowBias(const Graph& g, const Node& add, const Node& mm, int64_t n, std::st
   return a && a->has_shape && c->rank() <= std::max<size_t>(a->dims.size(), 2);
 }
 
+// A ConvInteger / MatMulInteger the pass may give a float output: ONNX, single int32 output, not fused yet.
+bool FusableIntegerProduct(const Graph& g, const Node& n) {
+  if (!IsCpuNode(n) || !IsOnnx(n) || (n.op_type != "ConvInteger" && n.op_type != "MatMulInteger")) return false;
+  if (!SingleOutput(n) || n.attr(kFusedOutputScaleAttr) || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
+  const ValueType* t = g.FindType(n.outputs[0]);
+  return !t || t->elem_type == DataType::kInt32;
+}
+
+// `cast` casts `value` to float and `mul`, its sole reader, multiplies the result by a one-element float of rank
+// 0 or 1 (so the product keeps the cast's shape): that factor's name in `*scale`.
+bool CastThenScale(const Graph& g, const Node& cast, const Node& mul, const std::string& value, std::string* scale) {
+  if (!IsCpuNode(cast) || !IsOnnx(cast) || cast.op_type != "Cast" || cast.inputs.size() != 1 ||
+      cast.inputs[0] != value || !SingleOutput(cast))
+    return false;
+  const Attribute* to = cast.attr("to");
+  if (!to || to->i != static_cast<int64_t>(DataType::kFloat)) return false;
+  if (!IsCpuNode(mul) || !IsOnnx(mul) || mul.op_type != "Mul" || mul.inputs.size() != 2 || !SingleOutput(mul))
+    return false;
+  const std::string& c = cast.outputs[0];
+  if ((mul.inputs[0] == c) == (mul.inputs[1] == c)) return false;
+  *scale = mul.inputs[0] == c ? mul.inputs[1] : mul.inputs[0];
+  const ValueType* t = g.FindType(*scale);
+  if (!t || t->elem_type != DataType::kFloat || !t->has_shape || t->dims.size() > 1) return false;
+  for (const Dim& d : t->dims)
+    if (d.value != 1) return false;
+  return true;
+}
+
+// `add` adds a constant float per output channel (ConvInteger: axis 1 of its output) or column (MatMulInteger: the
+// last axis) to `prod`'s output, broadcasting without growing it: the constant's name in `*bias`.
+// The shape of `name` when known: an initializer's (this graph's or an enclosing one's), else its value type's.
+bool KnownShape(const Graph& g, const std::string& name, Shape* dims) {
+  for (const Graph* s = &g; s; s = s->parent) {
+    auto it = s->initializers.find(name);
+    if (it != s->initializers.end()) {
+      *dims = it->second.shape();
+      return true;
+    }
+  }
+  const ValueType* t = g.FindType(name);
+  if (!t || !t->has_shape) return false;
+  dims->clear();
+  for (const Dim& d : t->dims) {
+    if (!d.known()) return false;
+    dims->push_back(d.value);
+  }
+  return true;
+}
+
+bool OutputBias(const Graph& g, const Node& add, const Node& prod, std::string* bias) {
+  Shape ws;
+  if (!KnownShape(g, prod.inputs[1], &ws) || ws.size() < 2) return false;
+  if (prod.op_type == "MatMulInteger") return ws.back() > 0 && RowBias(g, add, prod, ws.back(), bias);
+  if (!IsCpuNode(add) || !IsOnnx(add) || add.op_type != "Add" || add.inputs.size() != 2 || !SingleOutput(add) ||
+      !IsFloat(g, add.outputs[0]))
+    return false;
+  const std::string& y = prod.outputs[0];
+  if ((add.inputs[0] == y) == (add.inputs[1] == y)) return false;
+  *bias = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  const Tensor* c = ConstFloat(g, *bias);
+  const int64_t m = ws[0], rank = static_cast<int64_t>(ws.size());
+  if (!c || m <= 0 || c->NumElements() != m || static_cast<int64_t>(c->rank()) > rank) return false;
+  const int64_t axis = static_cast<int64_t>(c->rank()) - (rank - 1);  // axis 1 of the output, aligned right
+  for (int64_t d = 0; d < static_cast<int64_t>(c->rank()); ++d)
+    if (c->shape()[d] != (d == axis ? m : 1)) return false;
+  return axis >= 0 || m == 1;
+}
+
 // The fusions of one graph's own nodes (subgraphs are separate calls). Returns true when `*copy` was changed.
 bool FuseGraph(Graph* g, CpuFusionStats* stats) {
   bool changed = false;
@@ -404,6 +472,59 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     changed = true;
     uses = Uses(*g, subgraph_reads);
   }
+  // ConvInteger / MatMulInteger -> Cast(to float) -> Mul(one-element scale): one node writing float(acc) * scale,
+  // the same two roundings as the Cast and the Mul.
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    if (removed[i] || !FusableIntegerProduct(*g, g->nodes[i])) continue;
+    const int rc = uses.SoleReader(*g, g->nodes[i].outputs[0]);
+    if (rc < 0 || removed[static_cast<size_t>(rc)]) continue;
+    const int rm = uses.SoleReader(*g, g->nodes[static_cast<size_t>(rc)].outputs[0]);
+    if (rm < 0 || removed[static_cast<size_t>(rm)]) continue;
+    std::string scale;
+    if (!CastThenScale(*g, g->nodes[static_cast<size_t>(rc)], g->nodes[static_cast<size_t>(rm)],
+                       g->nodes[i].outputs[0], &scale))
+      continue;
+    Node& prod = g->nodes[i];
+    prod.inputs.resize(4);
+    prod.inputs.push_back(scale);
+    prod.outputs[0] = g->nodes[static_cast<size_t>(rm)].outputs[0];
+    Attribute a;
+    a.name = kFusedOutputScaleAttr;
+    a.type = Attribute::Type::kInt;
+    a.i = 1;
+    prod.attributes[a.name] = a;
+    removed[static_cast<size_t>(rc)] = removed[static_cast<size_t>(rm)] = true;
+    ++stats->output_scales;
+    changed = true;
+    uses = Uses(*g, subgraph_reads);
+    // Then the Add of a constant bias per channel / column, then a Relu.
+    const int ra = uses.SoleReader(*g, prod.outputs[0]);
+    std::string bias;
+    if (ra < 0 || removed[static_cast<size_t>(ra)] || !OutputBias(*g, g->nodes[static_cast<size_t>(ra)], prod, &bias))
+      continue;
+    prod.inputs.push_back(bias);
+    prod.outputs[0] = g->nodes[static_cast<size_t>(ra)].outputs[0];
+    a.name = kFusedOutputBiasAttr;
+    prod.attributes[a.name] = a;
+    removed[static_cast<size_t>(ra)] = true;
+    ++stats->output_biases;
+    uses = Uses(*g, subgraph_reads);
+    const int rr = uses.SoleReader(*g, prod.outputs[0]);
+    if (rr < 0 || removed[static_cast<size_t>(rr)]) continue;
+    const Node& relu = g->nodes[static_cast<size_t>(rr)];
+    if (!IsCpuNode(relu) || !IsOnnx(relu) || relu.op_type != "Relu" || relu.inputs.size() != 1 ||
+        !SingleOutput(relu) || !IsFloat(*g, relu.outputs[0]))
+      continue;
+    Attribute act;
+    act.name = kFusedActivationAttr;
+    act.type = Attribute::Type::kString;
+    act.s = "Relu";
+    prod.attributes[act.name] = act;
+    prod.outputs[0] = relu.outputs[0];
+    removed[static_cast<size_t>(rr)] = true;
+    ++stats->activations;
+    uses = Uses(*g, subgraph_reads);
+  }
   if (!changed) return false;
   std::vector<Node> kept;
   kept.reserve(g->nodes.size());
@@ -418,7 +539,10 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
 std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats) {
   CpuFusionStats local;
   std::shared_ptr<Graph> out = cpu_pass::RewriteCopy(
-      graph, [](const Graph& g, const Node& n) { return FusableConv(g, n) || FusableMatMul(g, n); },
+      graph,
+      [](const Graph& g, const Node& n) {
+        return FusableConv(g, n) || FusableMatMul(g, n) || FusableIntegerProduct(g, n);
+      },
       [&](Graph* g) { return FuseGraph(g, &local); });
   if (out == graph) return graph;
   stats->batch_norms += local.batch_norms;
@@ -426,6 +550,8 @@ std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusi
   stats->activations += local.activations;
   stats->matmul_biases += local.matmul_biases;
   stats->linears += local.linears;
+  stats->output_scales += local.output_scales;
+  stats->output_biases += local.output_biases;
   return out;
 }
 

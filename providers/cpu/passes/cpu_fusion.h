@@ -6,6 +6,9 @@
 // Sub / Div by one-element constants that follow (PP-OCR's learnable affine blocks), one eltwise_linear post-op. The Conv keeps its op type and gains the internal attributes below. A float MatMul by a constant 2-D B
 // followed by an Add of a constant [N] (or [1, ..., N]) bias becomes one MatMul with the bias as a third input and
 // the internal attribute kMatMulBiasAttr (providers/cpu/layout.h; ONNX Runtime's MatMulAddFusion makes a Gemm).
+// A ConvInteger / MatMulInteger followed by Cast(to float) and a Mul by a one-element float (ONNX Runtime's dynamic
+// quantizer) becomes one node with the scale as fifth input and kFusedOutputScaleAttr (fused_activation.h), then
+// also takes a constant per-channel (ConvInteger) or per-column (MatMulInteger) Add and a Relu after it.
 //
 // Only values with one reader in their graph, not a graph output and not read from a subgraph are folded away.
 // Nodes fused for plugin EPs (domain "epctx.fused") are left alone. Graphs are copied on write: the model's graph,
@@ -26,6 +29,8 @@ struct CpuFusionStats {
   int activations = 0;    // activations (or HardSwish patterns) fused into a Conv
   int linears = 0;        // Mul / Add / Sub / Div by one-element constants after a fused activation
   int matmul_biases = 0;  // constant Adds along the last axis fused into a MatMul by a constant B
+  int output_scales = 0;  // Cast-to-float + Mul by a one-element scale fused into a ConvInteger / MatMulInteger
+  int output_biases = 0;  // then the Add of a constant per-channel (per-column) bias (a Relu after it: activations)
   // The QDQ pass (qdq_fusion.h, level 2):
   int qdq_convs = 0;    // DequantizeLinear -> Conv -> QuantizeLinear groups run as QLinearConv
   int qdq_matmuls = 0;  // DequantizeLinear -> MatMul -> QuantizeLinear groups run as QLinearMatMul

@@ -318,6 +318,98 @@ TEST(CpuFusion, MatMulAddBecomesOneMatMulWithBias) {
   ExpectSameValues(*fused, *plain, {2, 3, 8});
 }
 
+void SetIntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+// An 8-bit initializer of `dims` with values from `seed` (uint8 in [0, 255] or int8 in [-128, 127]).
+void AddInt8Init(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims, uint32_t seed,
+                 bool is_signed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(0, 255);
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+  int64_t n = 1;
+  for (int64_t v : dims) t->add_dims(v), n *= v;
+  std::string raw(static_cast<size_t>(n), '\0');
+  for (char& c : raw) c = static_cast<char>(d(rng));
+  t->set_raw_data(raw);
+}
+
+// ONNX Runtime's dynamic quantizer: x [1, 4, 6, 6] -> DynamicQuantizeLinear -> ConvInteger (uint8 weights, zero point
+// 143, 3x3, pads 1) -> Cast(float) -> Mul(x_scale * w_scale) -> Add(bias [1, 8, 1, 1]) -> Relu -> yc; and x
+// viewed as [1, 24, 6] -> MatMulInteger (int8 [6, 5], zero point 0) -> Cast -> Mul -> Add(bias [5]) -> ym. With `cast_is_output`, the first Cast's output is a graph output.
+onnx::ModelProto DynamicQuantModel(bool cast_is_output) {
+  onnx::ModelProto m = NewModel("dynamic_quant", 17);
+  onnx::GraphProto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "x", {1, 4, 6, 6});
+  AddTensorValueInfo(g->add_output(), "yc", {1, 8, 6, 6});
+  AddTensorValueInfo(g->add_output(), "ym", {1, 24, 5});
+  AddInt8Init(g, "w", {8, 4, 3, 3}, 1, false);
+  AddInt8Init(g, "b", {6, 5}, 2, true);
+  auto* wz = g->add_initializer();
+  wz->set_name("wz");
+  wz->set_data_type(onnx::TensorProto::UINT8);
+  wz->set_raw_data(std::string(1, static_cast<char>(143)));
+  AddScalar(g, "ws", 0.01f);
+  AddScalar(g, "bs", 0.02f);
+  auto* shape = g->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(3);
+  for (int64_t v : {1, 24, 6}) shape->add_int64_data(v);
+  AddNode(g, "DynamicQuantizeLinear", "dql", {"x"}, "xq");
+  g->mutable_node(0)->add_output("xs");
+  g->mutable_node(0)->add_output("xz");
+  auto* conv = AddNode(g, "ConvInteger", "conv", {"xq", "w", "xz", "wz"}, "acc");
+  auto* a = conv->add_attribute();
+  a->set_name("pads");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) a->add_ints(1);
+  SetIntAttr(AddNode(g, "Cast", "cast", {"acc"}, "accf"), "to", onnx::TensorProto::FLOAT);
+  AddNode(g, "Mul", "scale", {"xs", "ws"}, "s");
+  AddNode(g, "Mul", "dequant", {"accf", "s"}, "yc0");
+  AddInit(g, "cb", {1, 8, 1, 1}, 3);
+  AddNode(g, "Add", "cbias", {"yc0", "cb"}, "yc1");
+  AddNode(g, "Relu", "crelu", {"yc1"}, "yc");
+  AddNode(g, "Reshape", "view", {"xq", "shape"}, "xq3");
+  AddNode(g, "MatMulInteger", "mm", {"xq3", "b", "xz"}, "macc");
+  SetIntAttr(AddNode(g, "Cast", "mcast", {"macc"}, "maccf"), "to", onnx::TensorProto::FLOAT);
+  AddNode(g, "Mul", "mscale", {"xs", "bs"}, "ms");
+  AddNode(g, "Mul", "mdequant", {"ms", "maccf"}, "ym0");
+  AddInit(g, "mb", {5}, 4);
+  AddNode(g, "Add", "mbias", {"mb", "ym0"}, "ym");
+  if (cast_is_output) AddTensorValueInfo(g->add_output(), "accf", {1, 8, 6, 6});
+  return m;
+}
+
+TEST(CpuFusion, IntegerProductCastMulBecomesOneNode) {
+  auto fused = NewSession(DynamicQuantModel(false), 2), plain = NewSession(DynamicQuantModel(false), 1);
+  ASSERT_TRUE(fused && plain);
+  EXPECT_EQ(fused->cpu_fusions().output_scales, 2);
+  EXPECT_EQ(fused->cpu_fusions().output_biases, 2);
+  EXPECT_EQ(fused->cpu_fusions().activations, 1);
+  EXPECT_EQ(Ops(fused->planned_graph()), (std::vector<std::string>{"DynamicQuantizeLinear", "ConvInteger+Relu", "Mul",
+                                                                    "Reshape", "MatMulInteger", "Mul"}));
+  // The same roundings as Cast, Mul and Add: equal values.
+  ExpectSameValues(*fused, *plain);
+  // A Cast output that is also a graph output stays.
+  auto kept = NewSession(DynamicQuantModel(true), 2);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->cpu_fusions().output_scales, 1);
+  // The internal attribute in a model is refused.
+  onnx::ModelProto m = DynamicQuantModel(false);
+  SetIntAttr(m.mutable_graph()->mutable_node(1), kFusedOutputScaleAttr, 1);
+  const std::string bytes = Serialize(m);
+  auto s = InferenceSession::CreateFromBytes(bytes.data(), bytes.size(), SessionConfig());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), ErrorCode::INVALID_GRAPH) << s.status().ToString();
+}
+
 // ---- the layout pass (level 3) ----
 
 // A Conv with weights [cout, cin/group, k...] and a bias, "same" padding, of `rank` spatial dims.
@@ -338,13 +430,6 @@ void AddConv(onnx::GraphProto* g, const std::string& name, const std::string& x,
     ga->set_type(onnx::AttributeProto::INT);
     ga->set_i(group);
   }
-}
-
-void SetIntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
 }
 
 // x [1, 16, 8, 8]: convolutions with a residual Add, a per-channel Mul, a squeeze-excite block (GlobalAveragePool,

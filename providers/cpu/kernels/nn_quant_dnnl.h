@@ -1,0 +1,125 @@
+// Exact 8-bit products on oneDNN for the quantized kernels (nn_quant.cc): ConvInteger/QLinearConv and
+// MatMulInteger/QLinearMatMul accumulate sum((x - x_zero_point) * (w - w_zero_point)) in int32 here.
+//
+// oneDNN 2.6's int8 primitives take u8 sources, s8 weights and no weight zero point, so operands are rewritten
+// (all in int32, wrapping mod 2^32 like the plain loops, so the result is exact whenever the true sum fits int32):
+//   - a signed source becomes unsigned by flipping its top bit (x + 128, and the zero point with it);
+//   - weights become w' = w - offset (offset 128 for uint8 weights, 0 for int8), which fits s8, and
+//       sum (x - xz)(w - wz) = sum x w' - xz * sum w' + (offset - wz) * sum (x - xz),
+//     the last two terms added after the primitive (per-channel weight sums; window/row sums of the source);
+//   - a convolution's padding is made explicit with the source zero point, so every window is full and the
+//     first correction is one constant per output channel (measured: oneDNN 2.6's own src zero point also pads
+//     with the zero point, but its kernels with zero points are the slower jit_int8 ones, not brgconv);
+//   - without VNNI (oneDNN held to AVX2, or avx512_core) oneDNN multiplies with vpmaddubsw, whose int16 pair sums
+//     saturate (measured: 255 * 127 pairs came out halved), so each w' is split into two halves in [-64, 64]
+//     run as extra output channels/columns and added back (twice the work, still exact).
+// Private to nn_quant*.cc. Thread safety: runners are immutable after SetConstantWeights except for their plan
+// caches, which are mutex-guarded; Run may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "providers/cpu/kernels/nn_common.h"
+
+namespace epctx {
+namespace nn {
+
+// Whether oneDNN's u8 x s8 products on this machine (at oneDNN's effective ISA) are exact: VNNI or AMX.
+bool Int8ProductsExact();
+
+// 8-bit weights rewritten for oneDNN: s8 values w' = w - offset (split in two halves when `split` is 2) and the
+// per-output-channel sums of w'.
+struct Int8Weights {
+  std::vector<int8_t> data;   // the primitive's user layout (see PrepareConvWeights / PrepareMatMulWeights)
+  std::vector<int32_t> sums;  // one per output channel (conv) or column (matmul) of one matrix
+  int32_t offset = 0;         // 128 for uint8 weights, 0 for int8
+  int split = 1;              // 2 when each weight is stored as two halves (no VNNI)
+};
+
+// Convolution weights [M, C/group, k...] (int8 or uint8) as [group, split * M/group, C/group, k...].
+void PrepareConvWeights(const Tensor& w, int64_t group, int split, Int8Weights* out);
+// Matmul weights: `mats` row-major [K, N] matrices of int8 or uint8 at `data`, each as [K, split * N]; sums per
+// column of every matrix (mats * N).
+void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_t k, int64_t n, int split,
+                          Int8Weights* out);
+
+// Where a product's exact int32 result goes: int32 values, or float(acc) * scale (the Cast-to-float and Mul that
+// ONNX Runtime's dynamic quantizer puts after ConvInteger/MatMulInteger), then + bias[channel] and Relu when set:
+// one rounding per op, as the separate ops do (this file is compiled without FMA contraction).
+struct Int8Output {
+  int32_t* i32 = nullptr;
+  float* f32 = nullptr;
+  float scale = 1.f;
+  const float* bias = nullptr;  // f32 only: one per output channel (conv) or column (matmul)
+  bool relu = false;            // f32 only: x > 0 ? x : 0 after the bias
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Convolution: x [N, C, S...] (1 to 3 spatial dims, int8 or uint8, plain), y [N, M, out...] plain.
+
+struct Int8ConvProblem {
+  int64_t n = 0, c = 0, m = 0, group = 1;
+  WindowGeom g;
+};
+
+class Int8ConvRunner {
+ public:
+  Int8ConvRunner();
+  // Weights known at kernel creation, prepared once (PrepareConvWeights with this runner's split).
+  void SetConstantWeights(const Tensor& w, int64_t group);
+  bool has_constant_weights() const { return const_w_ != nullptr; }
+  int split() const { return split_; }
+
+  // y = sum over each window of (x - xz) * (w - wz[m]) (+ bias[m]) written to `out`. `w` is ignored when constant
+  // weights were set. wz has 1 or M values; bias may be null. Returns NOT_IMPLEMENTED (message without the node)
+  // when oneDNN does not take the problem, so the caller falls back to the plain loops; FAIL on oneDNN errors or
+  // out of memory.
+  Status Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz, const Tensor* w, const std::vector<int32_t>& wz,
+             const int32_t* bias, const Int8Output& out, int threads) const;
+
+ private:
+  struct Plan;
+  StatusOr<std::shared_ptr<const Plan>> GetPlan(const Int8ConvProblem& p, int threads) const;
+
+  int split_;
+  std::unique_ptr<Int8Weights> const_w_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
+  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Matmul: a [rows, K] (int8 or uint8; rows = batch * M when one B serves all), b [K, N] int8 or uint8.
+
+class Int8MatMulRunner {
+ public:
+  Int8MatMulRunner();
+  // A constant 2-D B [K, N] prepared once.
+  void SetConstantWeights(const Tensor& b);
+  bool has_constant_weights() const { return const_w_ != nullptr; }
+
+  // y[i * N + j] = sum_k (a[i, k] - az[i]) * (b[k, j] - bz[j]) for the row-major `rows` x K matrix at `a` (int8
+  // when `a_signed`, else uint8) and the K x N matrix at `b_data` (int8 when `b_signed`; ignored with constant
+  // weights). az holds 1 value or one per row, bz 1 or N. Same errors as Int8ConvRunner::Run.
+  Status Run(const void* a, bool a_signed, int64_t rows, int64_t k, int64_t n, const std::vector<int32_t>& az,
+             const void* b_data, bool b_signed, const std::vector<int32_t>& bz, const Int8Output& out,
+             int threads) const;
+
+ private:
+  struct Plan;
+  StatusOr<std::shared_ptr<const Plan>> GetPlan(int64_t rows, int64_t k, int64_t n, bool constant, int threads) const;
+
+  int split_;
+  std::unique_ptr<Int8Weights> const_w_;
+  int64_t const_k_ = 0, const_n_ = 0;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
+  mutable std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> packed_;
+};
+
+}  // namespace nn
+}  // namespace epctx
