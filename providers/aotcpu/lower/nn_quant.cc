@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "providers/aotcpu/binary/isa.h"
 #include "providers/aotcpu/lower/math_common.h"
 #include "providers/aotcpu/lower/tensor_common.h"
 
@@ -277,6 +278,45 @@ bool Int8Weights(const Value& w, int32_t zp, std::string* out, std::string* why)
   return true;
 }
 
+// Whether oneDNN's int8 kernels on the target ISA sum u8 x s8 products exactly. Without VNNI (avx2, avx512_core)
+// they add pairs of products in int16 with saturation (vpmaddubsw): 255 * 127 * 2 > 32767, so a product of extreme
+// values is silently wrong. The target is the ISA the program is compiled for (CompileOptions::isa; a binary compiled
+// for avx512_core_vnni is refused by a machine without VNNI), else the one oneDNN runs on here.
+bool Int8ProductsExact(const CompileOptions& options) {
+  Isa isa;
+  if (!ParseIsa(options.isa, &isa)) {
+    const unsigned vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & vnni) == vnni;
+  }
+  return isa >= Isa::kAvx512CoreVnni;
+}
+
+// Without exact products every int8 weight v is split into two halves floor(v / 2) and v - floor(v / 2), both in
+// [-64, 64], so that a pair of products stays within int16 (255 * 64 * 2 = 32640); the halves are stacked along the
+// reduction axis and the source is read twice (SplitSource), so one product still sums to the exact result.
+char HalfOf(char v, int half) {
+  const int32_t lo = static_cast<int8_t>(v) >> 1;
+  return static_cast<char>(static_cast<int8_t>(half == 0 ? lo : static_cast<int8_t>(v) - lo));
+}
+
+// `src` (plain [rows, k] 8-bit) copied twice side by side into new [rows, 2k] storage by two reorder steps.
+Operand SplitSource(LowerContext& ctx, const Operand& src, const std::string& name) {
+  const int64_t rows = src.dims[0], k = src.dims[1];
+  Operand both = ctx.NewPlain(src.dtype, {rows, 2 * k});
+  for (int half = 0; half < 2; ++half) {
+    Operand part = both;
+    part.dims = {rows, k};
+    part.strides = {2 * k, 1};
+    part.offset += static_cast<uint64_t>(half * k);  // 1-byte elements
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.name = name + (half == 0 ? ":split_lo" : ":split_hi");
+    s.ops = {src, part};
+    ctx.Emit(std::move(s));
+  }
+  return both;
+}
+
 }  // namespace
 
 // ---- DynamicQuantizeLinear ---------------------------------------------------------------------------------------
@@ -416,10 +456,29 @@ CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
   const int64_t K = g.v(b).dims[0], N = g.v(b).dims[1];
   const Dims& ad = g.v(a).dims;
   const int64_t M = Numel(ad) / K;
-  const Dims cd = {M, N}, wd = {K, N};
+  const bool split = !Int8ProductsExact(ctx.options());
+  const int64_t KK = split ? 2 * K : K;  // the reduction length oneDNN sees
+  const Dims cd = {M, N}, wd = {KK, N};
+  if (split) {  // rows 0..K-1 the first halves, K..2K-1 the second
+    std::string both(static_cast<size_t>(KK * N), '\0');
+    for (size_t i = 0; i < wbytes.size(); ++i) {
+      both[i] = HalfOf(wbytes[i], 0);
+      both[i + wbytes.size()] = HalfOf(wbytes[i], 1);
+    }
+    wbytes.swap(both);
+  }
 
   Operand a_op = ctx.UsePlain(a);
   a_op = Reshaped(a_op, {M, K});
+  if (split) {  // one doubled copy per source, shared by every product that reads it (Q, K and V projections)
+    const std::string key = "split8:" + g.v(a).name;
+    if (const Operand* d = ctx.FindDerived(key)) {
+      a_op = *d;
+    } else {
+      a_op = SplitSource(ctx, a_op, g.v(a).name);
+      ctx.SetDerived(key, a_op);
+    }
+  }
   // The source zero point, as the int32 [1] oneDNN reads: a constant becomes a weight (none when 0); a computed one
   // (DynamicQuantizeLinear's) is converted by one reorder step, shared by every product that reads it.
   Operand zp_op;

@@ -201,6 +201,53 @@ TEST(OpsQuant, MatMulIntegerCastMulIsOneInt8Step) {
   }
 }
 
+// Extreme values, where oneDNN's int8 kernels on a CPU without VNNI (AVX2, avx512_core) would saturate: they add
+// pairs of u8 x s8 products in int16 (255 * 127 * 2 > 32767). The step must still equal the exact int32 sum; CTest
+// runs this test again under ONEDNN_MAX_CPU_ISA=AVX2 (ops_quant_avx2). Signed weights at +-127/-128, and uint8 weights
+// with zero point 128 (the same values), with and without a source zero point.
+TEST(OpsQuant, MatMulIntegerExtremesAreExact) {
+  const int64_t M = 5, K = 70, N = 33;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool u8w = variant & 1, with_zp = variant & 2;
+    std::vector<int32_t> wv(static_cast<size_t>(K * N));
+    for (size_t i = 0; i < wv.size(); ++i) {
+      const size_t j = i % N;  // columns of all +127, all -128, and alternating
+      wv[i] = j % 3 == 0 ? 127 : j % 3 == 1 ? -128 : ((i / N) % 2 ? 127 : -128);
+    }
+    std::vector<uint8_t> wbytes(wv.size());
+    for (size_t i = 0; i < wv.size(); ++i) wbytes[i] = static_cast<uint8_t>(u8w ? wv[i] + 128 : wv[i]);
+    const uint8_t wz = u8w ? 128 : 0, az = with_zp ? 3 : 0;
+    const float one = 1.f;
+    GraphBuilder b;
+    b.Input("a", {M, K});
+    b.g.v(b.g.Find("a")).dtype = kU8;
+    Const(b, "w", u8w ? kU8 : kI8, {K, N}, wbytes.data());
+    Const(b, "wz", u8w ? kU8 : kI8, {}, &wz);
+    Const(b, "az", kU8, {}, &az);
+    Const(b, "one", kF32, {}, &one);
+    b.Out("acc", {M, N});
+    b.g.v(b.g.Find("acc")).dtype = kI32;
+    b.Out("accf", {M, N});
+    b.Out("y", {M, N});
+    b.N("MatMulInteger", {"a", "w", "az", "wz"}, {"acc"}, 10);
+    b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
+    b.N("Mul", {"accf", "one"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c)) << variant;
+    std::vector<uint8_t> a(static_cast<size_t>(M * K), 255);
+    for (int64_t k = 0; k < K; k += 7) a[static_cast<size_t>(k)] = 0;  // row 0 not quite uniform
+    std::vector<float> y(static_cast<size_t>(M * N));
+    ASSERT_TRUE(c.exec->Run({a.data()}, {y.data()}).ok);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < N; ++j) {
+        int32_t acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += (int32_t{a[m * K + k]} - az) * wv[k * N + j];
+        EXPECT_EQ(y[m * N + j], static_cast<float>(acc)) << "variant " << variant << " at " << m << "," << j;
+      }
+  }
+}
+
 // Weights whose values minus their zero point leave int8, and an int32 result read by anything but one Cast to float,
 // are left to the CPU EP with the reason.
 TEST(OpsQuant, MatMulIntegerRefusals) {
