@@ -21,6 +21,7 @@
 
 #include "providers/aotcpu/binary/isa.h"
 #include "providers/aotcpu/lower/math_common.h"
+#include "providers/aotcpu/lower/quant_common.h"
 #include "providers/aotcpu/lower/tensor_common.h"
 
 namespace epctx {
@@ -199,12 +200,53 @@ CheckResult CheckElementwise8(BuildContext& bc, uint32_t src_type, uint32_t dst_
   return CheckResult::Ok();
 }
 
-// ---- MatMulInteger ---------------------------------------------------------------------------------------------
+}  // namespace
 
-// The pattern MatMulInteger(a, b) -> Cast(to float) -> Mul(., scale): the Cast and Mul nodes and the scale value.
-struct Int8Tail {
-  int cast = -1, mul = -1, scale = -1;
-};
+// ---- shared by the int8 products (quant_common.h) ----------------------------------------------------------------
+
+bool Int8ProductsExact(const CompileOptions& options) {
+  Isa isa;
+  if (!ParseIsa(options.isa, &isa)) {
+    const unsigned vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & vnni) == vnni;
+  }
+  return isa >= Isa::kAvx512CoreVnni;
+}
+
+CheckResult SourceZeroPoint32(LowerContext& ctx, const Node& n, size_t i, Operand* out) {
+  const Graph& g = ctx.graph();
+  const int az = i < n.inputs.size() ? n.inputs[i] : -1;
+  // The source zero point, as the int32 [1] oneDNN reads: a constant becomes a weight (none when 0); a computed one
+  // (DynamicQuantizeLinear's) is converted by one reorder step, shared by every product that reads it.
+  Operand zp_op;
+  if (az >= 0) {
+    int32_t zc = 0;
+    if (g.v(az).is_const()) {
+      ConstZeroPoint(g, n, i, &zc);
+      if (zc != 0) {
+        std::string bytes(4, '\0');
+        std::memcpy(&bytes[0], &zc, 4);
+        CheckResult rc = ctx.AddWeight(g.v(az).name + ":int32", std::move(bytes), PlainDesc({1}, kI32), &zp_op);
+        if (!rc.ok) return rc;
+      }
+    } else {
+      const std::string key = "zp32:" + g.v(az).name;
+      if (const Operand* d = ctx.FindDerived(key)) {
+        zp_op = *d;
+      } else {
+        Step cvt;
+        cvt.kind = StepKind::kReorder;
+        cvt.name = g.v(az).name + ":int32";
+        cvt.ops = {UseScalar(ctx, az), ctx.NewPlain(kI32, {1})};
+        zp_op = cvt.ops[1];
+        ctx.Emit(std::move(cvt));
+        ctx.SetDerived(key, zp_op);
+      }
+    }
+  }
+  *out = zp_op;
+  return CheckResult::Ok();
+}
 
 bool MatchInt8Tail(const Graph& g, int y, Int8Tail* t, std::string* why) {
   const int c = OnlyConsumer(g, y);
@@ -230,8 +272,6 @@ bool MatchInt8Tail(const Graph& g, int y, Int8Tail* t, std::string* why) {
   return true;
 }
 
-// The scale of an int8 step computed by a node that comes later in the graph's order (a Mul of the source's and the
-// weights' scales placed after the product): that node is lowered now, ahead of its turn, when its inputs are ready.
 CheckResult LowerScaleEarly(LowerContext& ctx, int node, const Int8Tail& t) {
   if (ctx.IsAvailable(t.scale)) return CheckResult::Ok();
   const Graph& g = ctx.graph();
@@ -253,7 +293,6 @@ CheckResult LowerScaleEarly(LowerContext& ctx, int node, const Int8Tail& t) {
   return CheckResult::Ok();
 }
 
-// The constant per-tensor zero point of input `i` (0 when absent); false when it is not a constant of one element.
 bool ConstZeroPoint(const Graph& g, const Node& n, size_t i, int32_t* zp) {
   *zp = 0;
   if (i >= n.inputs.size() || n.inputs[i] < 0) return true;
@@ -264,6 +303,8 @@ bool ConstZeroPoint(const Graph& g, const Node& n, size_t i, int32_t* zp) {
   else return false;
   return true;
 }
+
+namespace {
 
 // The constant 8-bit weights of MatMulInteger / ConvInteger as int8 values w - zp; false (with why) when some value
 // does not fit (uint8 weights whose zero point is far from their values' middle).
@@ -276,19 +317,6 @@ bool Int8Weights(const Value& w, int32_t zp, std::string* out, std::string* why)
     (*out)[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(v));
   }
   return true;
-}
-
-// Whether oneDNN's int8 kernels on the target ISA sum u8 x s8 products exactly. Without VNNI (avx2, avx512_core)
-// they add pairs of products in int16 with saturation (vpmaddubsw): 255 * 127 * 2 > 32767, so a product of extreme
-// values is silently wrong. The target is the ISA the program is compiled for (CompileOptions::isa; a binary compiled
-// for avx512_core_vnni is refused by a machine without VNNI), else the one oneDNN runs on here.
-bool Int8ProductsExact(const CompileOptions& options) {
-  Isa isa;
-  if (!ParseIsa(options.isa, &isa)) {
-    const unsigned vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
-    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & vnni) == vnni;
-  }
-  return isa >= Isa::kAvx512CoreVnni;
 }
 
 // Without exact products every int8 weight v is split into two halves floor(v / 2) and v - floor(v / 2), both in
@@ -444,7 +472,6 @@ CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
   const int a = n.inputs[0], b = n.inputs[1];
-  const int az = n.inputs.size() > 2 ? n.inputs[2] : -1;
   std::string why;
   Int8Tail tail;
   if (!MatchInt8Tail(g, n.outputs[0], &tail, &why)) return ctx.Fail(node, why);
@@ -479,34 +506,8 @@ CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
       ctx.SetDerived(key, a_op);
     }
   }
-  // The source zero point, as the int32 [1] oneDNN reads: a constant becomes a weight (none when 0); a computed one
-  // (DynamicQuantizeLinear's) is converted by one reorder step, shared by every product that reads it.
   Operand zp_op;
-  if (az >= 0) {
-    int32_t zc = 0;
-    if (g.v(az).is_const()) {
-      ConstZeroPoint(g, n, 2, &zc);
-      if (zc != 0) {
-        std::string bytes(4, '\0');
-        std::memcpy(&bytes[0], &zc, 4);
-        CheckResult rc = ctx.AddWeight(g.v(az).name + ":int32", std::move(bytes), PlainDesc({1}, kI32), &zp_op);
-        if (!rc.ok) return rc;
-      }
-    } else {
-      const std::string key = "zp32:" + g.v(az).name;
-      if (const Operand* d = ctx.FindDerived(key)) {
-        zp_op = *d;
-      } else {
-        Step cvt;
-        cvt.kind = StepKind::kReorder;
-        cvt.name = g.v(az).name + ":int32";
-        cvt.ops = {UseScalar(ctx, az), ctx.NewPlain(kI32, {1})};
-        zp_op = cvt.ops[1];
-        ctx.Emit(std::move(cvt));
-        ctx.SetDerived(key, zp_op);
-      }
-    }
-  }
+  if (CheckResult rz = SourceZeroPoint32(ctx, n, 2, &zp_op); !rz.ok) return rz;
 
   // Post-ops: the scale (a binary mul by the [1, 1] scale), then what a float MatMul's result absorbs.
   OperandMap map = [&](const Dims& od, Dims* out) {
