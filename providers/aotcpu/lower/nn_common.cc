@@ -217,6 +217,12 @@ bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::s
     return Reject(why, "input, weights and output must be float32 with static, non-empty shapes");
   if (ConstF32(g, wv) == nullptr) return Reject(why, "weights are not constant");
   if (b >= 0 && ConstF32(g, b) == nullptr) return Reject(why, "bias is not a constant float32 tensor");
+  return ResolveConvGeometry(g, n, deconv, b, s, why);
+}
+
+bool ResolveConvGeometry(const Graph& g, const Node& n, bool deconv, int b, ConvSpec* s, std::string* why) {
+  s->deconv = deconv;
+  const int x = In(n, 0), wv = In(n, 1), y = Out(n, 0);
   const std::vector<int64_t>& xd = g.v(x).dims;
   const std::vector<int64_t>& wd = g.v(wv).dims;
   const std::vector<int64_t>& yd = g.v(y).dims;

@@ -118,6 +118,9 @@ struct ConvSpec {
 
 // Validates a Conv / ConvTranspose node and resolves its geometry. Does not look at the fusion chain.
 bool ResolveConv(const Graph& g, const Node& n, bool deconv, ConvSpec* s, std::string* why);
+// The geometry part of ResolveConv, for any element types (ConvInteger): x = input 0, weights = input 1 (static
+// shapes), bias = value `bias` or -1, y = output 0.
+bool ResolveConvGeometry(const Graph& g, const Node& n, bool deconv, int bias, ConvSpec* s, std::string* why);
 
 // ---- fusion chain ----------------------------------------------------------------------------------------------
 

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "providers/aotcpu/binary/isa.h"
 #include "providers/aotcpu/lower/math_common.h"
+#include "providers/aotcpu/lower/quant_common.h"
 #include "providers/aotcpu/lower/tensor_common.h"
 
 namespace epctx {
@@ -198,12 +200,53 @@ CheckResult CheckElementwise8(BuildContext& bc, uint32_t src_type, uint32_t dst_
   return CheckResult::Ok();
 }
 
-// ---- MatMulInteger ---------------------------------------------------------------------------------------------
+}  // namespace
 
-// The pattern MatMulInteger(a, b) -> Cast(to float) -> Mul(., scale): the Cast and Mul nodes and the scale value.
-struct Int8Tail {
-  int cast = -1, mul = -1, scale = -1;
-};
+// ---- shared by the int8 products (quant_common.h) ----------------------------------------------------------------
+
+bool Int8ProductsExact(const CompileOptions& options) {
+  Isa isa;
+  if (!ParseIsa(options.isa, &isa)) {
+    const unsigned vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & vnni) == vnni;
+  }
+  return isa >= Isa::kAvx512CoreVnni;
+}
+
+CheckResult SourceZeroPoint32(LowerContext& ctx, const Node& n, size_t i, Operand* out) {
+  const Graph& g = ctx.graph();
+  const int az = i < n.inputs.size() ? n.inputs[i] : -1;
+  // The source zero point, as the int32 [1] oneDNN reads: a constant becomes a weight (none when 0); a computed one
+  // (DynamicQuantizeLinear's) is converted by one reorder step, shared by every product that reads it.
+  Operand zp_op;
+  if (az >= 0) {
+    int32_t zc = 0;
+    if (g.v(az).is_const()) {
+      ConstZeroPoint(g, n, i, &zc);
+      if (zc != 0) {
+        std::string bytes(4, '\0');
+        std::memcpy(&bytes[0], &zc, 4);
+        CheckResult rc = ctx.AddWeight(g.v(az).name + ":int32", std::move(bytes), PlainDesc({1}, kI32), &zp_op);
+        if (!rc.ok) return rc;
+      }
+    } else {
+      const std::string key = "zp32:" + g.v(az).name;
+      if (const Operand* d = ctx.FindDerived(key)) {
+        zp_op = *d;
+      } else {
+        Step cvt;
+        cvt.kind = StepKind::kReorder;
+        cvt.name = g.v(az).name + ":int32";
+        cvt.ops = {UseScalar(ctx, az), ctx.NewPlain(kI32, {1})};
+        zp_op = cvt.ops[1];
+        ctx.Emit(std::move(cvt));
+        ctx.SetDerived(key, zp_op);
+      }
+    }
+  }
+  *out = zp_op;
+  return CheckResult::Ok();
+}
 
 bool MatchInt8Tail(const Graph& g, int y, Int8Tail* t, std::string* why) {
   const int c = OnlyConsumer(g, y);
@@ -229,8 +272,6 @@ bool MatchInt8Tail(const Graph& g, int y, Int8Tail* t, std::string* why) {
   return true;
 }
 
-// The scale of an int8 step computed by a node that comes later in the graph's order (a Mul of the source's and the
-// weights' scales placed after the product): that node is lowered now, ahead of its turn, when its inputs are ready.
 CheckResult LowerScaleEarly(LowerContext& ctx, int node, const Int8Tail& t) {
   if (ctx.IsAvailable(t.scale)) return CheckResult::Ok();
   const Graph& g = ctx.graph();
@@ -252,7 +293,6 @@ CheckResult LowerScaleEarly(LowerContext& ctx, int node, const Int8Tail& t) {
   return CheckResult::Ok();
 }
 
-// The constant per-tensor zero point of input `i` (0 when absent); false when it is not a constant of one element.
 bool ConstZeroPoint(const Graph& g, const Node& n, size_t i, int32_t* zp) {
   *zp = 0;
   if (i >= n.inputs.size() || n.inputs[i] < 0) return true;
@@ -263,6 +303,8 @@ bool ConstZeroPoint(const Graph& g, const Node& n, size_t i, int32_t* zp) {
   else return false;
   return true;
 }
+
+namespace {
 
 // The constant 8-bit weights of MatMulInteger / ConvInteger as int8 values w - zp; false (with why) when some value
 // does not fit (uint8 weights whose zero point is far from their values' middle).
@@ -275,6 +317,32 @@ bool Int8Weights(const Value& w, int32_t zp, std::string* out, std::string* why)
     (*out)[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(v));
   }
   return true;
+}
+
+// Without exact products every int8 weight v is split into two halves floor(v / 2) and v - floor(v / 2), both in
+// [-64, 64], so that a pair of products stays within int16 (255 * 64 * 2 = 32640); the halves are stacked along the
+// reduction axis and the source is read twice (SplitSource), so one product still sums to the exact result.
+char HalfOf(char v, int half) {
+  const int32_t lo = static_cast<int8_t>(v) >> 1;
+  return static_cast<char>(static_cast<int8_t>(half == 0 ? lo : static_cast<int8_t>(v) - lo));
+}
+
+// `src` (plain [rows, k] 8-bit) copied twice side by side into new [rows, 2k] storage by two reorder steps.
+Operand SplitSource(LowerContext& ctx, const Operand& src, const std::string& name) {
+  const int64_t rows = src.dims[0], k = src.dims[1];
+  Operand both = ctx.NewPlain(src.dtype, {rows, 2 * k});
+  for (int half = 0; half < 2; ++half) {
+    Operand part = both;
+    part.dims = {rows, k};
+    part.strides = {2 * k, 1};
+    part.offset += static_cast<uint64_t>(half * k);  // 1-byte elements
+    Step s;
+    s.kind = StepKind::kReorder;
+    s.name = name + (half == 0 ? ":split_lo" : ":split_hi");
+    s.ops = {src, part};
+    ctx.Emit(std::move(s));
+  }
+  return both;
 }
 
 }  // namespace
@@ -404,7 +472,6 @@ CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
   const int a = n.inputs[0], b = n.inputs[1];
-  const int az = n.inputs.size() > 2 ? n.inputs[2] : -1;
   std::string why;
   Int8Tail tail;
   if (!MatchInt8Tail(g, n.outputs[0], &tail, &why)) return ctx.Fail(node, why);
@@ -416,38 +483,31 @@ CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
   const int64_t K = g.v(b).dims[0], N = g.v(b).dims[1];
   const Dims& ad = g.v(a).dims;
   const int64_t M = Numel(ad) / K;
-  const Dims cd = {M, N}, wd = {K, N};
+  const bool split = !Int8ProductsExact(ctx.options());
+  const int64_t KK = split ? 2 * K : K;  // the reduction length oneDNN sees
+  const Dims cd = {M, N}, wd = {KK, N};
+  if (split) {  // rows 0..K-1 the first halves, K..2K-1 the second
+    std::string both(static_cast<size_t>(KK * N), '\0');
+    for (size_t i = 0; i < wbytes.size(); ++i) {
+      both[i] = HalfOf(wbytes[i], 0);
+      both[i + wbytes.size()] = HalfOf(wbytes[i], 1);
+    }
+    wbytes.swap(both);
+  }
 
   Operand a_op = ctx.UsePlain(a);
   a_op = Reshaped(a_op, {M, K});
-  // The source zero point, as the int32 [1] oneDNN reads: a constant becomes a weight (none when 0); a computed one
-  // (DynamicQuantizeLinear's) is converted by one reorder step, shared by every product that reads it.
-  Operand zp_op;
-  if (az >= 0) {
-    int32_t zc = 0;
-    if (g.v(az).is_const()) {
-      ConstZeroPoint(g, n, 2, &zc);
-      if (zc != 0) {
-        std::string bytes(4, '\0');
-        std::memcpy(&bytes[0], &zc, 4);
-        CheckResult rc = ctx.AddWeight(g.v(az).name + ":int32", std::move(bytes), PlainDesc({1}, kI32), &zp_op);
-        if (!rc.ok) return rc;
-      }
+  if (split) {  // one doubled copy per source, shared by every product that reads it (Q, K and V projections)
+    const std::string key = "split8:" + g.v(a).name;
+    if (const Operand* d = ctx.FindDerived(key)) {
+      a_op = *d;
     } else {
-      const std::string key = "zp32:" + g.v(az).name;
-      if (const Operand* d = ctx.FindDerived(key)) {
-        zp_op = *d;
-      } else {
-        Step cvt;
-        cvt.kind = StepKind::kReorder;
-        cvt.name = g.v(az).name + ":int32";
-        cvt.ops = {UseScalar(ctx, az), ctx.NewPlain(kI32, {1})};
-        zp_op = cvt.ops[1];
-        ctx.Emit(std::move(cvt));
-        ctx.SetDerived(key, zp_op);
-      }
+      a_op = SplitSource(ctx, a_op, g.v(a).name);
+      ctx.SetDerived(key, a_op);
     }
   }
+  Operand zp_op;
+  if (CheckResult rz = SourceZeroPoint32(ctx, n, 2, &zp_op); !rz.ok) return rz;
 
   // Post-ops: the scale (a binary mul by the [1, 1] scale), then what a float MatMul's result absorbs.
   OperandMap map = [&](const Dims& od, Dims* out) {

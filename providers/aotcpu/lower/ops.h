@@ -12,6 +12,7 @@
 //   tensor_gather.cc Gather
 //   tensor_pad.cc  Pad
 //   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, MatMulInteger (8-bit steps)
+//   nn_quant_conv.cc ConvInteger (int8 convolution step)
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
@@ -71,6 +72,9 @@ EPCTX_AOT_OP(MatMulInteger)    // MatMulInteger -> Cast to float -> Mul by a sca
 EPCTX_AOT_STEP(DynamicQuantize)
 EPCTX_AOT_STEP(Dequantize)
 EPCTX_AOT_STEP(MatMulInt8)
+// nn_quant_conv.cc
+EPCTX_AOT_OP(ConvInteger)  // ConvInteger -> Cast to float -> Mul by a scale [-> bias Add]
+EPCTX_AOT_STEP(ConvInt8)
 
 // tensor_view.cc, tensor_concat.cc, tensor_gather.cc, tensor_pad.cc
 EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)

@@ -201,6 +201,119 @@ TEST(OpsQuant, MatMulIntegerCastMulIsOneInt8Step) {
   }
 }
 
+// Extreme values, where oneDNN's int8 kernels on a CPU without VNNI (AVX2, avx512_core) would saturate: they add
+// pairs of u8 x s8 products in int16 (255 * 127 * 2 > 32767). The step must still equal the exact int32 sum; CTest
+// runs this test again under ONEDNN_MAX_CPU_ISA=AVX2 (ops_quant_avx2). Signed weights at +-127/-128, and uint8 weights
+// with zero point 128 (the same values), with and without a source zero point.
+TEST(OpsQuant, MatMulIntegerExtremesAreExact) {
+  const int64_t M = 5, K = 70, N = 33;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool u8w = variant & 1, with_zp = variant & 2;
+    std::vector<int32_t> wv(static_cast<size_t>(K * N));
+    for (size_t i = 0; i < wv.size(); ++i) {
+      const size_t j = i % N;  // columns of all +127, all -128, and alternating
+      wv[i] = j % 3 == 0 ? 127 : j % 3 == 1 ? -128 : ((i / N) % 2 ? 127 : -128);
+    }
+    std::vector<uint8_t> wbytes(wv.size());
+    for (size_t i = 0; i < wv.size(); ++i) wbytes[i] = static_cast<uint8_t>(u8w ? wv[i] + 128 : wv[i]);
+    const uint8_t wz = u8w ? 128 : 0, az = with_zp ? 3 : 0;
+    const float one = 1.f;
+    GraphBuilder b;
+    b.Input("a", {M, K});
+    b.g.v(b.g.Find("a")).dtype = kU8;
+    Const(b, "w", u8w ? kU8 : kI8, {K, N}, wbytes.data());
+    Const(b, "wz", u8w ? kU8 : kI8, {}, &wz);
+    Const(b, "az", kU8, {}, &az);
+    Const(b, "one", kF32, {}, &one);
+    b.Out("acc", {M, N});
+    b.g.v(b.g.Find("acc")).dtype = kI32;
+    b.Out("accf", {M, N});
+    b.Out("y", {M, N});
+    b.N("MatMulInteger", {"a", "w", "az", "wz"}, {"acc"}, 10);
+    b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
+    b.N("Mul", {"accf", "one"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c)) << variant;
+    std::vector<uint8_t> a(static_cast<size_t>(M * K), 255);
+    for (int64_t k = 0; k < K; k += 7) a[static_cast<size_t>(k)] = 0;  // row 0 not quite uniform
+    std::vector<float> y(static_cast<size_t>(M * N));
+    ASSERT_TRUE(c.exec->Run({a.data()}, {y.data()}).ok);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < N; ++j) {
+        int32_t acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += (int32_t{a[m * K + k]} - az) * wv[k * N + j];
+        EXPECT_EQ(y[m * N + j], static_cast<float>(acc)) << "variant " << variant << " at " << m << "," << j;
+      }
+  }
+}
+
+// x [1, C, H, W] float -> DynamicQuantizeLinear -> ConvInteger(q, W uint8 with zero point 143, zq; 3x3, padding,
+// dilation) -> Cast -> Mul(s * ws) -> Add(bias [C, 1, 1]) -> Relu: one int8 convolution step (weights in parts along
+// the input channels, since w - 143 leaves int8), equal to the int32 reference bit for bit, padding adding 0.
+TEST(OpsQuant, ConvIntegerIsOneExactInt8Step) {
+  const int64_t C = 5, OC = 7, H = 9, W = 8;
+  for (int64_t dil : {int64_t{1}, int64_t{3}}) {
+    std::vector<uint8_t> w(static_cast<size_t>(OC * C * 9));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = i % 5 == 0 ? 0 : i % 5 == 1 ? 255 : static_cast<uint8_t>(i * 37);
+    const uint8_t wz = 143;
+    const float ws = 0.0173f;
+    const std::vector<float> bias = UniformFloats(OC, 5);
+    GraphBuilder b;
+    b.Input("x", {1, C, H, W});
+    b.Out("q", {1, C, H, W});
+    b.Out("s", {});
+    b.Out("z", {});
+    b.g.v(b.g.Find("q")).dtype = kU8;
+    b.g.v(b.g.Find("z")).dtype = kU8;
+    Const(b, "w", kU8, {OC, C, 3, 3}, w.data());
+    Const(b, "wz", kU8, {}, &wz);
+    Const(b, "ws", kF32, {}, &ws);
+    b.F32("bias", {OC, 1, 1}, bias);
+    for (const char* v : {"acc", "accf", "scaled", "biased", "y"}) b.Out(v, {1, OC, H, W});
+    b.g.v(b.g.Find("acc")).dtype = kI32;
+    b.Out("scale", {});
+    b.N("DynamicQuantizeLinear", {"x"}, {"q", "s", "z"}, 11);
+    Node& conv = b.N("ConvInteger", {"q", "w", "z", "wz"}, {"acc"}, 10);
+    conv.attrs["pads"] = IntsA({dil, dil, dil, dil});
+    conv.attrs["dilations"] = IntsA({dil, dil});
+    b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
+    b.N("Mul", {"s", "ws"}, {"scale"}, 14);
+    b.N("Mul", {"accf", "scale"}, {"scaled"}, 14);
+    b.N("Add", {"scaled", "bias"}, {"biased"}, 14);
+    b.N("Relu", {"biased"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    int int8_steps = 0;
+    for (const Step& s : c.parsed.steps) int8_steps += s.kind == StepKind::kConvInt8;
+    EXPECT_EQ(int8_steps, 1);
+    const std::vector<float> x = UniformFloats(C * H * W, 17, -1.f, 4.f);
+    std::vector<float> y(static_cast<size_t>(OC * H * W));
+    ASSERT_TRUE(c.exec->Run({x.data()}, {y.data()}).ok);
+    std::vector<uint8_t> q;
+    float s;
+    uint8_t z;
+    RefDynamicQuantize(x, &q, &s, &z);
+    const float scale = s * ws;
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+          int32_t acc = 0;
+          for (int64_t ci = 0; ci < C; ++ci)
+            for (int64_t ki = 0; ki < 3; ++ki)
+              for (int64_t kj = 0; kj < 3; ++kj) {
+                const int64_t ii = i - dil + ki * dil, jj = j - dil + kj * dil;
+                if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                acc += (int32_t{q[(ci * H + ii) * W + jj]} - z) * (int32_t{w[((o * C + ci) * 3 + ki) * 3 + kj]} - wz);
+              }
+          volatile float scaled = static_cast<float>(acc) * scale;
+          volatile float biased = scaled + bias[o];
+          EXPECT_EQ(y[(o * H + i) * W + j], std::max(0.f, static_cast<float>(biased))) << dil << ":" << o << "," << i << "," << j;
+        }
+  }
+}
+
 // Weights whose values minus their zero point leave int8, and an int32 result read by anything but one Cast to float,
 // are left to the CPU EP with the reason.
 TEST(OpsQuant, MatMulIntegerRefusals) {

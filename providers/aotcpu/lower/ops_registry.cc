@@ -71,6 +71,7 @@ const OpEntry kOps[] = {
     {"DynamicQuantizeLinear", SupportDynamicQuantize, LowerDynamicQuantize},
     {"DequantizeLinear", SupportDequantize, LowerDequantize},
     {"MatMulInteger", SupportMatMulInteger, LowerMatMulInteger},
+    {"ConvInteger", SupportConvInteger, LowerConvInteger},
 };
 
 struct StepEntry {
@@ -89,7 +90,7 @@ const StepEntry kSteps[] = {
     {StepKind::kMaskedSoftmax, BuildMaskedSoftmax}, {StepKind::kPad, BuildPad},
     {StepKind::kLstm, BuildLstm},           {StepKind::kStridedCopy, BuildStridedCopy},
     {StepKind::kDynamicQuantize, BuildDynamicQuantize}, {StepKind::kDequantize, BuildDequantize},
-    {StepKind::kMatMulInt8, BuildMatMulInt8},
+    {StepKind::kMatMulInt8, BuildMatMulInt8}, {StepKind::kConvInt8, BuildConvInt8},
 };
 
 }  // namespace

@@ -438,7 +438,7 @@ int DstOperand(const Step& s) {
     case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax: case StepKind::kMatMulInt8:
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
-    case StepKind::kLayerNorm:
+    case StepKind::kLayerNorm: case StepKind::kConvInt8:
       return 3;
     case StepKind::kBatchNorm:
       return 5;

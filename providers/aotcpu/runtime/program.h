@@ -110,6 +110,10 @@ enum class StepKind : uint32_t {
   kMatMulInt8 = 23,  // ops: src u8, weights i8 (oneDNN's packed layout; followed by its compensation when a zero
                      //   point is given), dst f32, src zero point i32 [1]|none, post-op srcs... dst = post-ops(
                      //   float(sum (src - zp) * weights)); the scale is a post-op (binary mul by a [1, 1] operand).
+  kConvInt8 = 24,    // ops: src u8, weights i8 (oneDNN's packed layout, plus its compensation when a zero point is
+                     //   given), none (no bias), dst f32, src zero point i32 [1]|none, post-op srcs (each dim dst's
+                     //   or 1: the scale [1, 1, 1, 1], a bias [1, OC, 1, 1])... ints as kConv with groups 1.
+                     //   dst = post-ops(float(sum (src - zp) * weights)); the padding reads as the zero point.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
