@@ -61,6 +61,11 @@ bool ChooseSameLayout(LowerContext& ctx, int x, const std::vector<int64_t>& src_
 struct ResizeSpec {
   dnnl_alg_kind_t alg = dnnl_resampling_nearest;
   std::vector<int64_t> src_dims, dst_dims;
+  // Linear over H and W of a 4-D tensor: our kBilinear step (ONNX Runtime's summation order) instead of oneDNN's
+  // resampling, whose different rounding a DynamicQuantizeLinear after the Resize turns into quantization steps.
+  bool bilinear = false;
+  int64_t bilinear_mode = 0;  // 0 half_pixel, 1 pytorch_half_pixel
+  float scale_h = 1, scale_w = 1;
 };
 
 int64_t RoundNearest(double x, const std::string& mode, bool downsample) {
@@ -174,8 +179,88 @@ bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* wh
   s->alg = mode == "linear" ? dnnl_resampling_linear : dnnl_resampling_nearest;
   s->src_dims = xd;
   s->dst_dims = yd;
+  if (mode == "linear" && rank == 4) {
+    s->bilinear = true;
+    s->bilinear_mode = ctm == "pytorch_half_pixel" ? 1 : 0;
+    s->scale_h = scale[2];
+    s->scale_w = scale[3];
+  }
   return true;
 }
+
+// ---- bilinear (kBilinear) ----------------------------------------------------------------------------------------
+
+// One axis of kBilinear: taps and weights per output position, as ONNX Runtime's UpsampleBilinear sets them up.
+struct BilinearTaps {
+  std::vector<int64_t> c1, c2;
+  std::vector<float> d1, d2;
+};
+
+BilinearTaps PlanBilinearTaps(int64_t in, int64_t out, float scale, int64_t mode) {
+  BilinearTaps t;
+  t.c1.resize(static_cast<size_t>(out));
+  t.c2.resize(t.c1.size());
+  t.d1.resize(t.c1.size());
+  t.d2.resize(t.c1.size());
+  const float last = static_cast<float>(in - 1);
+  for (int64_t j = 0; j < out; ++j) {
+    float c = static_cast<float>(j);
+    if (scale != 1.0f) c = mode == 1 && out == 1 ? 0.0f : (c + 0.5f) / scale - 0.5f;
+    c = std::max(0.0f, std::min(c, last));
+    const int64_t c1 = std::min(static_cast<int64_t>(c), in - 1), c2 = std::min(c1 + 1, in - 1);
+    t.c1[j] = c1;
+    t.c2[j] = c2;
+    t.d1[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c1));
+    t.d2[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c2));
+  }
+  return t;
+}
+
+// Strides (elements) of a plain strided 4-D descriptor; false for a blocked one.
+bool PlainStrides(const Md& d, int64_t st[4]) {
+  if (d.data.format_kind != dnnl_blocked || d.data.ndims != 4 || d.data.format_desc.blocking.inner_nblks != 0)
+    return false;
+  for (int i = 0; i < 4; ++i) st[i] = d.data.format_desc.blocking.strides[i];
+  return true;
+}
+
+class BilinearExec : public StepExec {
+ public:
+  BilinearExec(int src, int dst, const int64_t* ss, const int64_t* ds, const int64_t* dd, BilinearTaps ty,
+               BilinearTaps tx)
+      : src_(src), dst_(dst), ty_(std::move(ty)), tx_(std::move(tx)) {
+    for (int i = 0; i < 4; ++i) sst_[i] = ss[i], dst_st_[i] = ds[i], ddims_[i] = dd[i];
+  }
+  void Run(RunContext& rc) override {
+    const float* x = static_cast<const float*>(rc.ptr(src_));
+    float* y = static_cast<float*>(rc.ptr(dst_));
+    const int64_t n = ddims_[0], c = ddims_[1], oh = ddims_[2], ow = ddims_[3];
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < oh; ++i) {
+        const float dy1 = ty_.d1[i], dy2 = ty_.d2[i];
+        const float* r1 = x + b * sst_[0] + ty_.c1[i] * sst_[2];
+        const float* r2 = x + b * sst_[0] + ty_.c2[i] * sst_[2];
+        float* out = y + b * dst_st_[0] + i * dst_st_[2];
+        for (int64_t j = 0; j < ow; ++j) {
+          const float dx1 = tx_.d1[j], dx2 = tx_.d2[j];
+          const float w11 = dx2 * dy2, w21 = dx1 * dy2, w12 = dx2 * dy1, w22 = dx1 * dy1;
+          const int64_t o1 = tx_.c1[j] * sst_[3], o2 = tx_.c2[j] * sst_[3];
+          float* o = out + j * dst_st_[3];
+          for (int64_t k = 0; k < c; ++k) {
+            const int64_t ko = k * sst_[1];
+            o[k * dst_st_[1]] = w11 * r1[ko + o1] + w21 * r1[ko + o2] + w12 * r2[ko + o1] + w22 * r2[ko + o2];
+          }
+        }
+      }
+  }
+
+ private:
+  int src_, dst_;
+  int64_t sst_[4], dst_st_[4], ddims_[4];
+  BilinearTaps ty_, tx_;
+};
+
 
 bool TryResamplePd(const ResizeSpec& s, const Md& src, const Md& dst) {
   try {
@@ -414,6 +499,20 @@ CheckResult LowerResize(LowerContext& ctx, int node) {
   std::string why;
   if (!ResolveResize(ctx.graph(), n, &spec, &why)) return ctx.Fail(node, why);
   const int x = In(n, 0), y = Out(n, 0);
+  if (spec.bilinear) {  // kBilinear in the source's layout when that is channels-last, else plain
+    Step st;
+    st.kind = StepKind::kBilinear;
+    st.name = NodeName(ctx, node);
+    const Operand* cur = ctx.Peek(x);
+    const bool nhwc = cur && cur->tag == static_cast<uint32_t>(dnnl_nhwc);
+    st.ops.push_back(nhwc ? ctx.Use(x) : ctx.UsePlain(x));
+    st.ops.push_back(nhwc ? ctx.Define(y, Md(spec.dst_dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc))
+                          : ctx.DefinePlain(y));
+    st.ints.push_back(spec.bilinear_mode);
+    st.floats = {spec.scale_h, spec.scale_w};
+    ctx.Emit(std::move(st));
+    return Ok();
+  }
   bool plain;
   Md src, dst;
   auto try_fn = [&](const Md& s, const Md& d) { return TryResamplePd(spec, s, d); };
@@ -506,6 +605,34 @@ CheckResult BuildResample(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   }
 }
 
+
+CheckResult BuildBilinear(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult c = bc.ExpectCounts(2, false, 1, 2);
+  if (!c.ok) return c;
+  const Step& s = bc.step();
+  if (!s.post_ops.empty()) return bc.Fail("takes no post-ops");
+  if (s.ints[0] != 0 && s.ints[0] != 1) return bc.Fail("unknown coordinate mode " + I2S(s.ints[0]));
+  for (float f : s.floats)
+    if (!(f > 0) || !std::isfinite(f)) return bc.Fail("scales must be finite and positive");
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (src.dtype != kF32 || dst.dtype != kF32) return bc.Fail("src and dst must be float");
+  if (src.dims.size() != 4 || dst.dims.size() != 4) return bc.Fail("src and dst must be 4-D");
+  if (src.dims[0] != dst.dims[0] || src.dims[1] != dst.dims[1]) return bc.Fail("batch and channel dims must match");
+  for (int64_t d : src.dims)
+    if (d <= 0) return bc.Fail("empty operand");
+  for (int64_t d : dst.dims)
+    if (d <= 0) return bc.Fail("empty operand");
+  Md ms, md;
+  if (!(c = bc.Desc(0, &ms)).ok || !(c = bc.Desc(1, &md)).ok) return c;
+  int64_t ss[4], ds[4];
+  if (!PlainStrides(ms, ss) || !PlainStrides(md, ds)) return bc.Fail("src and dst must be plain strided (no blocking)");
+  const int a = bc.Slot(0, ms), b = bc.Slot(1, md);
+  *out = std::make_unique<BilinearExec>(
+      a, b, ss, ds, dst.dims.data(),
+      PlanBilinearTaps(src.dims[2], dst.dims[2], s.floats[0], s.ints[0]),
+      PlanBilinearTaps(src.dims[3], dst.dims[3], s.floats[1], s.ints[0]));
+  return Ok();
+}
 
 CheckResult BuildBatchNorm(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   try {

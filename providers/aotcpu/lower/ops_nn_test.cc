@@ -1219,7 +1219,8 @@ TEST(OpsNn, ResizeNearestAndLinear) {
   b.Output("l");
   Compiled c;
   ASSERT_TRUE(Compile(b, &c));
-  EXPECT_EQ(Kinds(c.parsed), "Resample,Resample");
+  // Nearest is oneDNN's resampling; linear over H and W is our kBilinear (ONNX Runtime's summation order).
+  EXPECT_EQ(Kinds(c.parsed), "Resample,Bilinear");
   std::vector<std::vector<float>> out = Execute(c, {x});
   std::vector<double> nw, lw;
   auto src = [&](int64_t ch, int64_t h, int64_t w) { return double(x[static_cast<size_t>((ch * 3 + h) * 4 + w)]); };
@@ -1237,6 +1238,30 @@ TEST(OpsNn, ResizeNearestAndLinear) {
       }
   ExpectNear(out[0], nw);
   ExpectNear(out[1], lw);
+  // Bit for bit ONNX Runtime's floats: product weights, one rounding per operation (volatile), left to right.
+  size_t k = 0;
+  for (int64_t ch = 0; ch < 2; ++ch)
+    for (int64_t oh = 0; oh < 6; ++oh)
+      for (int64_t ow = 0; ow < 8; ++ow, ++k) {
+        auto axis = [](int64_t o, int64_t in, int64_t* c1, int64_t* c2, float* d1, float* d2) {
+          const float c = std::min(std::max((static_cast<float>(o) + 0.5f) / 2.0f - 0.5f, 0.0f), float(in - 1));
+          *c1 = static_cast<int64_t>(c);
+          *c2 = std::min(*c1 + 1, in - 1);
+          *d1 = *c1 == *c2 ? 0.5f : std::fabs(c - float(*c1));
+          *d2 = *c1 == *c2 ? 0.5f : std::fabs(c - float(*c2));
+        };
+        int64_t h1, h2, w1, w2;
+        float dh1, dh2, dw1, dw2;
+        axis(oh, 3, &h1, &h2, &dh1, &dh2);
+        axis(ow, 4, &w1, &w2, &dw1, &dw2);
+        auto at = [&](int64_t h, int64_t w) { return x[static_cast<size_t>((ch * 3 + h) * 4 + w)]; };
+        volatile float p1 = dw2 * dh2, p2 = dw1 * dh2, p3 = dw2 * dh1, p4 = dw1 * dh1;
+        volatile float a = p1 * at(h1, w1), bb = p2 * at(h1, w2), cc = p3 * at(h2, w1), d = p4 * at(h2, w2);
+        volatile float ab = a + bb;
+        volatile float abc = ab + cc;
+        const float want = abc + d;
+        EXPECT_EQ(out[1][k], want) << ch << " " << oh << " " << ow;
+      }
 }
 
 // ---- gemm --------------------------------------------------------------------------------------------------------

@@ -114,6 +114,12 @@ enum class StepKind : uint32_t {
                      //   given), none (no bias), dst f32, src zero point i32 [1]|none, post-op srcs (each dim dst's
                      //   or 1: the scale [1, 1, 1, 1], a bias [1, OC, 1, 1])... ints as kConv with groups 1.
                      //   dst = post-ops(float(sum (src - zp) * weights)); the padding reads as the zero point.
+  kBilinear = 25,    // (version 6) ops: src, dst; f32 [N, C, H, W], plain strided (nchw, nhwc or another order of the
+                     //   same dims, no blocking), N and C equal. ints: mode (0 half_pixel, 1 pytorch_half_pixel).
+                     //   floats: scale_h, scale_w (> 0, finite). ONNX Resize linear over H and W, summed in ONNX
+                     //   Runtime's order (the CPU EP's misc_resize.cc does the same): per axis the clamped coordinate
+                     //   c, taps trunc(c) and min(trunc(c) + 1, len - 1), weights |c - tap|, then d2x*d2y*x11 +
+                     //   d1x*d2y*x21 + d2x*d1y*x12 + d1x*d1y*x22 left to right, one rounding per operation.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
