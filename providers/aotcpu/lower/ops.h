@@ -76,6 +76,7 @@ EPCTX_AOT_STEP(MatMulInt8)
 EPCTX_AOT_OP(ConvInteger)  // ConvInteger -> Cast to float -> Mul by a scale [-> bias Add]
 EPCTX_AOT_STEP(ConvInt8)
 EPCTX_AOT_STEP(Bilinear)       // Resize linear over H and W in ONNX Runtime's order (nn_pool.cc)
+EPCTX_AOT_STEP(RoundFloat16)   // a Cast to float16 in a float16 graph computed in float32 (tensor_view.cc)
 
 // tensor_view.cc, tensor_concat.cc, tensor_gather.cc, tensor_pad.cc
 EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)

@@ -167,7 +167,7 @@ TEST(OpsQuant, MatMulIntegerCastMulIsOneInt8Step) {
   int int8_steps = 0, other_heavy = 0;
   for (const Step& s : c.parsed.steps) {
     int8_steps += s.kind == StepKind::kMatMulInt8;
-    other_heavy += s.kind == StepKind::kMatMul || s.kind == StepKind::kBinary && s.ops[0].dims.size() > 1;
+    other_heavy += s.kind == StepKind::kMatMul || (s.kind == StepKind::kBinary && s.ops[0].dims.size() > 1);
   }
   EXPECT_EQ(int8_steps, 1);
   EXPECT_EQ(other_heavy, 0);  // the Cast, Mul and bias Add were fused

@@ -91,7 +91,7 @@ const StepEntry kSteps[] = {
     {StepKind::kLstm, BuildLstm},           {StepKind::kStridedCopy, BuildStridedCopy},
     {StepKind::kDynamicQuantize, BuildDynamicQuantize}, {StepKind::kDequantize, BuildDequantize},
     {StepKind::kMatMulInt8, BuildMatMulInt8}, {StepKind::kConvInt8, BuildConvInt8},
-    {StepKind::kBilinear, BuildBilinear},
+    {StepKind::kBilinear, BuildBilinear}, {StepKind::kRoundFloat16, BuildRoundFloat16},
 };
 
 }  // namespace

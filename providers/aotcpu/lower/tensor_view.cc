@@ -2,10 +2,15 @@
 // (a deferred strided view, or one reorder), Slice (a sub-view of a blocked value, one reorder from a strided view, or
 // our StridedCopy loop for negative or interleaved steps); BlockedSubView, which Split and Concat use too.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "providers/aotcpu/ir/float16.h"
 #include "providers/aotcpu/ir/slice_params.h"
@@ -224,20 +229,80 @@ bool SupportReshape(const Graph& g, const Node& n, std::string* why) {
 bool RoundsToFloat16(const Node& n) { return n.op == "Cast" && n.domain.empty() && n.Int("to", 0) == kF16; }
 
 CheckResult LowerRoundToFloat16(LowerContext& ctx, const Node& n) {
-  const Operand x = ctx.Use(n.inputs[0]);
-  const Operand half = ctx.NewPlain(kF16, n.outputs.empty() ? x.dims : ctx.graph().v(n.outputs[0]).dims);
-  Step to_half;
-  to_half.kind = StepKind::kReorder;
-  to_half.name = n.name + ":to_float16";
-  to_half.ops = {x, half};
-  ctx.Emit(std::move(to_half));
-  const Operand y = ctx.DefinePlain(n.outputs[0]);
-  Step back;
-  back.kind = StepKind::kReorder;
-  back.ops = {half, y};
-  ctx.Emit(std::move(back));
+  Step st;
+  st.kind = StepKind::kRoundFloat16;
+  st.name = n.name;
+  st.ops.push_back(ctx.UsePlain(n.inputs[0]));
+  st.ops.push_back(ctx.DefinePlain(n.outputs[0]));
+  ctx.Emit(std::move(st));
   return CheckResult::Ok();
 }
+
+// float -> nearest float16 -> float, ties to even (the scalar path; F16C's vcvtps2ph rounds the same way).
+float RoundToHalfScalar(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = x & 0x80000000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return f;                                     // inf, NaN
+  if (ax >= 0x477ff000u) {                                             // rounds beyond 65504: infinity
+    const uint32_t inf = sign | 0x7f800000u;
+    std::memcpy(&f, &inf, 4);
+    return f;
+  }
+  const int e = static_cast<int>(ax >> 23) - 127;
+  const int drop = e < -14 ? 13 + (-14 - e) : 13;                      // mantissa bits below float16's precision
+  if (drop >= 25) return sign ? -0.0f : 0.0f;                          // below half the smallest subnormal
+  const uint64_t m = (ax & 0x7fffffu) | (e >= -126 ? 0x800000u : 0);
+  const uint64_t half = uint64_t{1} << (drop - 1), mask = (uint64_t{1} << drop) - 1;
+  uint64_t r = m & ~mask;
+  const uint64_t rest = m & mask;
+  if (rest > half || (rest == half && ((m >> drop) & 1))) r += uint64_t{1} << drop;
+  const double v = std::ldexp(static_cast<double>(r), e - 23);
+  const float out = static_cast<float>(v);
+  return sign ? -out : out;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) void RoundToHalfF16c(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) y[i] = RoundToHalfScalar(x[i]);
+}
+#endif
+
+class RoundFloat16Exec : public StepExec {
+ public:
+  RoundFloat16Exec(int src, int dst, int64_t n) : src_(src), dst_(dst), n_(n) {}
+  void Run(RunContext& rc) override {
+    const float* x = static_cast<const float*>(rc.ptr(src_));
+    float* y = static_cast<float*>(rc.ptr(dst_));
+    constexpr int64_t kChunk = 1 << 16;
+    const int64_t chunks = (n_ + kChunk - 1) / kChunk;
+#if defined(__x86_64__)
+    static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+#else
+    constexpr bool f16c = false;
+#endif
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t b = c * kChunk, len = std::min(kChunk, n_ - b);
+#if defined(__x86_64__)
+      if (f16c) {
+        RoundToHalfF16c(x + b, y + b, len);
+        continue;
+      }
+#endif
+      for (int64_t i = 0; i < len; ++i) y[b + i] = RoundToHalfScalar(x[b + i]);
+    }
+  }
+
+ private:
+  int src_, dst_;
+  int64_t n_;
+};
 
 CheckResult LowerReshape(LowerContext& ctx, int node) {
   const Node& n = ctx.node(node);
@@ -527,6 +592,25 @@ CheckResult LowerExpand(LowerContext& ctx, int node) {
   s.ints.push_back(0);
   for (size_t i = 0; i < yd.size(); ++i) s.ints.push_back(in[i] == 1 ? 0 : rs[i]);
   ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+
+CheckResult BuildRoundFloat16(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult c = bc.ExpectCounts(2, false, 0, 0);
+  if (!c.ok) return c;
+  const Step& s = bc.step();
+  if (!s.post_ops.empty()) return bc.Fail("takes no post-ops");
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (!src.present() || !dst.present() || src.dtype != kF32 || dst.dtype != kF32)
+    return bc.Fail("src and dst must be float");
+  if (src.dims != dst.dims) return bc.Fail("src and dst dims differ");
+  if (!IsPlain(src) || !IsPlain(dst)) return bc.Fail("src and dst must be dense row-major");
+  const int64_t n = Numel(src.dims);
+  if (n <= 0) return bc.Fail("empty tensor");
+  dnnl::memory::desc ds, dd;
+  if (!(c = bc.Desc(0, &ds)).ok || !(c = bc.Desc(1, &dd)).ok) return c;
+  *out = std::make_unique<RoundFloat16Exec>(bc.Slot(0, ds), bc.Slot(1, dd), n);
   return CheckResult::Ok();
 }
 

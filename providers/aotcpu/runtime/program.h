@@ -120,6 +120,10 @@ enum class StepKind : uint32_t {
                      //   Runtime's order (the CPU EP's misc_resize.cc does the same): per axis the clamped coordinate
                      //   c, taps trunc(c) and min(trunc(c) + 1, len - 1), weights |c - tap|, then d2x*d2y*x11 +
                      //   d1x*d2y*x21 + d2x*d1y*x12 + d1x*d1y*x22 left to right, one rounding per operation.
+  kRoundFloat16 = 26,// (version 6) ops: src, dst; f32, equal dims, one dense layout (plain or a format tag without
+                     //   padding). dst = src rounded to the nearest float16 (ties to even; beyond float16's range:
+                     //   infinity; NaN stays NaN), kept as f32: a Cast to float16 inside a float16 graph computed in
+                     //   float32 (ir/float16.h). Our own loop (F16C conversions where the CPU has them).
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
