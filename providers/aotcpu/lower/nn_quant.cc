@@ -142,7 +142,7 @@ class DynamicQuantizeExec : public StepExec {
 // ---- DequantizeLinear --------------------------------------------------------------------------------------------
 
 template <typename T>
-#if !defined(__SANITIZE_THREAD__)
+#if !defined(__SANITIZE_THREAD__) && !defined(__clang__)  // clang has no target_clones on function templates
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void DequantizeLoop(const T* x, int64_t n, int32_t zp, float scale, float* y) {
