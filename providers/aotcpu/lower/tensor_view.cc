@@ -9,6 +9,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -282,7 +283,10 @@ class RoundFloat16Exec : public StepExec {
     constexpr int64_t kChunk = 1 << 16;
     const int64_t chunks = (n_ + kChunk - 1) / kChunk;
 #if defined(__x86_64__)
-    static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+    static const bool f16c = [] {  // CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports has no "f16c")
+      unsigned a = 0, b = 0, c = 0, d = 0;
+      return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0 && __builtin_cpu_supports("avx2");
+    }();
 #else
     constexpr bool f16c = false;
 #endif
