@@ -9,10 +9,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/float16.h"
 #include "epctx/epctx.h"
 #include "tests/test_util.h"
 
@@ -33,37 +33,8 @@ constexpr const char* kAotLib = EPCTX_BINARY_DIR "/lib/libepctx_aotcpu.so";
 constexpr const char* kAot = "AotCpuExecutionProvider";
 constexpr int kC = 2, kK = 3, kH = 5, kW = 5;
 
-// float -> IEEE binary16 bits, round to nearest even (normal range and overflow to infinity are enough here).
-uint16_t ToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if ((x & 0x7fffffffu) == 0) return static_cast<uint16_t>(sign);
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {  // subnormal half
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rest > half || (rest == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // may carry into the exponent: still right
-  return static_cast<uint16_t>(sign | h);
-}
-
-float FromHalf(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const int exp = (h >> 10) & 0x1f;
-  const uint32_t mant = h & 0x3ffu;
-  float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
-                     : exp == 31 ? INFINITY : std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
-  return sign ? -v : v;
-}
+uint16_t ToHalf(float f) { return FloatToHalfBits(f); }
+float FromHalf(uint16_t h) { return HalfBitsToFloat(h); }
 
 float Pattern(int i, int salt) { return static_cast<float>(((i * 37 + salt * 11) % 23) - 11) / 7.f; }
 

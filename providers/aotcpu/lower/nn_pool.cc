@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "providers/aotcpu/lower/nn_common.h"
+#include "providers/common/bilinear_taps.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -190,30 +191,15 @@ bool ResolveResize(const Graph& g, const Node& n, ResizeSpec* s, std::string* wh
 
 // ---- bilinear (kBilinear) ----------------------------------------------------------------------------------------
 
-// One axis of kBilinear: taps and weights per output position, as ONNX Runtime's UpsampleBilinear sets them up.
-struct BilinearTaps {
-  std::vector<int64_t> c1, c2;
-  std::vector<float> d1, d2;
-};
+using common::BilinearTaps;
 
+// One axis of kBilinear: the coordinate rule of its mode (0 half_pixel, 1 pytorch_half_pixel).
 BilinearTaps PlanBilinearTaps(int64_t in, int64_t out, float scale, int64_t mode) {
-  BilinearTaps t;
-  t.c1.resize(static_cast<size_t>(out));
-  t.c2.resize(t.c1.size());
-  t.d1.resize(t.c1.size());
-  t.d2.resize(t.c1.size());
-  const float last = static_cast<float>(in - 1);
-  for (int64_t j = 0; j < out; ++j) {
-    float c = static_cast<float>(j);
-    if (scale != 1.0f) c = mode == 1 && out == 1 ? 0.0f : (c + 0.5f) / scale - 0.5f;
-    c = std::max(0.0f, std::min(c, last));
-    const int64_t c1 = std::min(static_cast<int64_t>(c), in - 1), c2 = std::min(c1 + 1, in - 1);
-    t.c1[j] = c1;
-    t.c2[j] = c2;
-    t.d1[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c1));
-    t.d2[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c2));
-  }
-  return t;
+  return common::PlanBilinearTaps(in, out, [&](int64_t j) {
+    const float c = static_cast<float>(j);
+    if (scale == 1.0f) return c;
+    return mode == 1 && out == 1 ? 0.0f : (c + 0.5f) / scale - 0.5f;
+  });
 }
 
 // Strides (elements) of a plain strided 4-D descriptor; false for a blocked one.

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "providers/common/bilinear_taps.h"
 #include "providers/cpu/kernel.h"
 
 namespace epctx {
@@ -394,31 +395,14 @@ double PassOrderCost(const std::vector<AxisPlan>& plans, Shape shape, const std:
 // moves by a whole quantization step (ISNet uint8's first Resize feeds a DynamicQuantizeLinear: its masks differed
 // from ONNX Runtime by 0.48 at edges before this path). The file is compiled without floating-point contraction
 // (CMakeLists.txt) so that the products and sums stay separate roundings, as in ONNX Runtime's x86 build.
-struct BilinearAxis {
-  std::vector<int64_t> c1, c2;
-  std::vector<float> d1, d2;
-};
+using BilinearAxis = common::BilinearTaps;
 
 BilinearAxis PlanBilinearAxis(const ResizeConfig& cfg, int64_t in_len, int64_t out_len, float scale,
                               float length_resized) {
-  BilinearAxis a;
-  a.c1.resize(static_cast<size_t>(out_len));
-  a.c2.resize(a.c1.size());
-  a.d1.resize(a.c1.size());
-  a.d2.resize(a.c1.size());
-  const float last = static_cast<float>(in_len - 1);
-  for (int64_t j = 0; j < out_len; ++j) {
+  return common::PlanBilinearTaps(in_len, out_len, [&](int64_t j) {
     const float x = static_cast<float>(j);
-    float c = scale == 1.0f ? x : OriginalCoordinate(cfg, x, scale, in_len, out_len, length_resized, 0.0f, 1.0f);
-    if (std::isnan(c)) c = 0;
-    c = std::max(0.0f, std::min(c, last));
-    const int64_t c1 = std::min(static_cast<int64_t>(c), in_len - 1), c2 = std::min(c1 + 1, in_len - 1);
-    a.c1[j] = c1;
-    a.c2[j] = c2;
-    a.d1[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c1));
-    a.d2[j] = c1 == c2 ? 0.5f : std::fabs(c - static_cast<float>(c2));
-  }
-  return a;
+    return scale == 1.0f ? x : OriginalCoordinate(cfg, x, scale, in_len, out_len, length_resized, 0.0f, 1.0f);
+  });
 }
 
 // x viewed as [planes, H, W] -> y [planes, OH, OW].
