@@ -536,6 +536,21 @@ TEST(NnQuant, PerAxisAndErrors) {
   // Zero point type must match x.
   r = RunOp("DequantizeLinear", 13, {x, MakeTensor<float>({}, {1}), MakeTensor<uint8_t>({}, {0})});
   EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT);
+  // An axis outside [-rank, rank) is refused by name, per-axis and blocked, in both directions.
+  const Tensor fx = MakeTensor<float>({2, 2}, {1, 2, 3, 4});
+  for (int64_t axis : {2, -3, 1000}) {
+    r = RunOp("DequantizeLinear", 13, {x, MakeTensor<float>({2}, {1.f, 10.f}), MakeTensor<int8_t>({2}, {0, 1})},
+              {IntAttr("axis", axis)});
+    EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT) << axis;
+    EXPECT_NE(r.status.message().find("axis"), std::string::npos) << r.status.ToString();
+    r = RunOp("QuantizeLinear", 13, {fx, MakeTensor<float>({2}, {1.f, 10.f}), MakeTensor<int8_t>({2}, {0, 1})},
+              {IntAttr("axis", axis)});
+    EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT) << axis;
+    EXPECT_NE(r.status.message().find("axis"), std::string::npos) << r.status.ToString();
+    r = RunOp("DequantizeLinear", 21, {x, MakeTensor<float>({2, 1}, {1.f, 10.f}), MakeTensor<int8_t>({2, 1}, {0, 1})},
+              {IntAttr("axis", axis), IntAttr("block_size", 2)});
+    EXPECT_EQ(r.status.code(), ErrorCode::INVALID_ARGUMENT) << axis;
+  }
 }
 
 TEST(NnQuant, MatMulIntegerPerRowZeroPoints) {
