@@ -1,5 +1,6 @@
 #include "providers/aotcpu/ir/float16.h"
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -29,6 +30,29 @@ float HalfToFloat(uint16_t h) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
+}
+
+float RoundToFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = x & 0x80000000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return f;                                     // inf, NaN
+  if (ax >= 0x477ff000u) {                                             // rounds beyond 65504: infinity
+    const uint32_t inf = sign | 0x7f800000u;
+    std::memcpy(&f, &inf, 4);
+    return f;
+  }
+  const int e = static_cast<int>(ax >> 23) - 127;
+  const int drop = e < -14 ? 13 + (-14 - e) : 13;                      // mantissa bits below float16's precision
+  if (drop >= 25) return sign ? -0.0f : 0.0f;                          // below half the smallest subnormal
+  const uint64_t m = (ax & 0x7fffffu) | (e >= -126 ? 0x800000u : 0);
+  const uint64_t half = uint64_t{1} << (drop - 1), mask = (uint64_t{1} << drop) - 1;
+  uint64_t r = m & ~mask;
+  const uint64_t rest = m & mask;
+  if (rest > half || (rest == half && ((m >> drop) & 1))) r += uint64_t{1} << drop;
+  const double v = std::ldexp(static_cast<double>(r), e - 23);
+  const float out = static_cast<float>(v);
+  return sign ? -out : out;
 }
 
 namespace {

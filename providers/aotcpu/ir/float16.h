@@ -23,6 +23,10 @@ inline constexpr uint32_t kF16 = 10;
 // IEEE binary16 bits -> float, exact (subnormals, infinities and NaN kept).
 float HalfToFloat(uint16_t h);
 
+// float -> nearest float16 -> float, ties to even, beyond 65504 to infinity: kRoundFloat16's scalar path (F16C's
+// vcvtps2ph rounds the same way).
+float RoundToFloat16(float f);
+
 // Rewrites `g` as above. Nodes whose meaning depends on producing float16 from an attribute (EyeLike, Random*,
 // ConstantOfShape with a float16 value, a CastLike to float16...) keep their float16 outputs' dtype as float16, so
 // no support check takes them.

@@ -239,30 +239,6 @@ CheckResult LowerRoundToFloat16(LowerContext& ctx, const Node& n) {
   return CheckResult::Ok();
 }
 
-// float -> nearest float16 -> float, ties to even (the scalar path; F16C's vcvtps2ph rounds the same way).
-float RoundToHalfScalar(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = x & 0x80000000u, ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return f;                                     // inf, NaN
-  if (ax >= 0x477ff000u) {                                             // rounds beyond 65504: infinity
-    const uint32_t inf = sign | 0x7f800000u;
-    std::memcpy(&f, &inf, 4);
-    return f;
-  }
-  const int e = static_cast<int>(ax >> 23) - 127;
-  const int drop = e < -14 ? 13 + (-14 - e) : 13;                      // mantissa bits below float16's precision
-  if (drop >= 25) return sign ? -0.0f : 0.0f;                          // below half the smallest subnormal
-  const uint64_t m = (ax & 0x7fffffu) | (e >= -126 ? 0x800000u : 0);
-  const uint64_t half = uint64_t{1} << (drop - 1), mask = (uint64_t{1} << drop) - 1;
-  uint64_t r = m & ~mask;
-  const uint64_t rest = m & mask;
-  if (rest > half || (rest == half && ((m >> drop) & 1))) r += uint64_t{1} << drop;
-  const double v = std::ldexp(static_cast<double>(r), e - 23);
-  const float out = static_cast<float>(v);
-  return sign ? -out : out;
-}
-
 #if defined(__x86_64__)
 __attribute__((target("avx2,f16c"))) void RoundToHalfF16c(const float* x, float* y, int64_t n) {
   int64_t i = 0;
@@ -270,7 +246,7 @@ __attribute__((target("avx2,f16c"))) void RoundToHalfF16c(const float* x, float*
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
   }
-  for (; i < n; ++i) y[i] = RoundToHalfScalar(x[i]);
+  for (; i < n; ++i) y[i] = RoundToFloat16(x[i]);
 }
 #endif
 
@@ -299,7 +275,7 @@ class RoundFloat16Exec : public StepExec {
         continue;
       }
 #endif
-      for (int64_t i = 0; i < len; ++i) y[b + i] = RoundToHalfScalar(x[b + i]);
+      for (int64_t i = 0; i < len; ++i) y[b + i] = RoundToFloat16(x[b + i]);
     }
   }
 
