@@ -460,6 +460,79 @@ TEST(HostileModel, LayerNormalizationWithAnAxisOutOfRangeIsRefusedNotACrash) {
   }
 }
 
+// Quantization parameters that lie (issue 26): an axis out of range, a per-axis scale of the wrong length or rank,
+// a zero point of another type than the data or of another shape than the scale. X float[2,4] -> QuantizeLinear
+// (uint8) -> DequantizeLinear -> Y, each node damaged in turn; on the CPU EP and with AotCpu offered the graph, the
+// session or its run is refused naming the node and the reason, never a crash or a made-up result.
+TEST(HostileModel, QuantizationParametersThatLieAreRefusedNamingTheNode) {
+  struct Case {
+    const char* node;  // "q" or "dq": the node that gets the damaged parameters
+    int64_t axis;
+    std::vector<int64_t> scale_dims, zp_dims;
+    int zp_type;
+    const char* reason;
+  };
+  const int kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8;
+  const Case cases[] = {
+      {"dq", 2, {4}, {4}, kU8, "axis"},        {"dq", -3, {4}, {4}, kU8, "axis"},
+      {"q", 9, {4}, {4}, kU8, "axis"},         {"dq", 1, {3}, {3}, kU8, "scale"},
+      {"q", 0, {3}, {3}, kU8, "scale"},        {"dq", 1, {2, 4}, {2, 4}, kU8, "scale"},
+      {"dq", 1, {}, {}, kI8, "zero point"},    {"dq", 1, {4}, {2}, kU8, "zero point"},
+  };
+  Env env;
+  env.RegisterExecutionProviderLibrary("aotcpu", kAotLib);
+  auto add_init = [](onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims, int type) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    int64_t n = 1;
+    for (int64_t d : dims) t->add_dims(d), n *= d;
+    if (type == onnx::TensorProto::FLOAT) {
+      std::vector<float> v(static_cast<size_t>(n), 0.5f);
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    } else {
+      t->set_raw_data(std::string(static_cast<size_t>(n), '\x03'));
+    }
+  };
+  for (const Case& c : cases) {
+    for (bool aot : {false, true}) {
+      onnx::ModelProto m = NewModel("quant", 13);
+      auto* g = m.mutable_graph();
+      AddTensorValueInfo(g->add_input(), "X", {2, 4});
+      AddTensorValueInfo(g->add_output(), "Y", {2, 4});
+      for (const char* node : {"q", "dq"}) {
+        const bool bad = std::string(node) == c.node;
+        const std::string p = node;
+        add_init(g, p + "_scale", bad ? c.scale_dims : std::vector<int64_t>{}, onnx::TensorProto::FLOAT);
+        add_init(g, p + "_zp", bad ? c.zp_dims : std::vector<int64_t>{}, bad ? c.zp_type : kU8);
+        auto* n = AddNode(g, p == "q" ? "QuantizeLinear" : "DequantizeLinear", p,
+                          {p == "q" ? "X" : "Q", p + "_scale", p + "_zp"}, p == "q" ? "Q" : "Y");
+        if (bad) {
+          auto* a = n->add_attribute();
+          a->set_name("axis");
+          a->set_type(onnx::AttributeProto::INT);
+          a->set_i(c.axis);
+        }
+      }
+      const std::string b = Hostile(Serialize(m));
+      const std::string what = std::string(c.node) + " axis " + std::to_string(c.axis) + " reason " + c.reason +
+                               (aot ? " (AotCpu)" : " (CPU EP)");
+      const Exception e = Catch([&] {
+        SessionOptions o;
+        if (aot) o.AppendExecutionProvider_V2(env, DevicesOf(env, kAot, false), KeyValuePairs());
+        Session s(env, b.data(), b.size(), o);
+        std::vector<float> x(testing::kInput);
+        std::vector<Value> feeds;
+        feeds.push_back(testing::InputTensor(&x));
+        s.Run({"X"}, feeds, {"Y"});
+      });
+      EXPECT_NE(e.GetOrtErrorCode(), ErrorCode::OK) << what;
+      EXPECT_TRUE(Contains(e.what(), "'" + std::string(c.node) + "'")) << what << ": " << e.what();
+      EXPECT_TRUE(Contains(e.what(), c.reason)) << what << ": " << e.what();
+    }
+  }
+}
+
 // Regression (model_fuzz, ASan SEGV inside libonnx's convPoolShapeInference): a ConvInteger whose weight has another
 // rank than its input. Convolutions and pools are guarded alike (weight rank, per-axis attribute lengths).
 TEST(HostileModel, ConvolutionsAndPoolsWithMismatchedRanksAreRefusedNotACrash) {
