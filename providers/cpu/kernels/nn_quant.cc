@@ -820,8 +820,10 @@ class IntConvKernel final : public OpKernel {
     if (k->group_ < 1) return info.Error(ErrorCode::INVALID_GRAPH, "attribute 'group' must be >= 1, got ", k->group_);
     const Tensor* w = info.ConstantInput(qlinear ? 3 : 1);
     if (w && w->rank() >= 3 && Is8Bit(w->dtype()) && w->dim(0) > 0 && w->dim(0) % k->group_ == 0 &&
-        w->NumElements() > 0)
+        w->NumElements() > 0) {
       k->runner_.SetConstantWeights(*w, k->group_);
+      k->PrepareDeclaredShape(info, *w);
+    }
     return std::unique_ptr<OpKernel>(std::move(k));
   }
 
@@ -937,6 +939,32 @@ class IntConvKernel final : public OpKernel {
 
  private:
   explicit IntConvKernel(bool qlinear) : qlinear_(qlinear) {}
+
+  // When x's declared shape is static (a model without free dims, or with them pinned), the oneDNN plan for it is
+  // built now, at session creation, instead of at the first run (ppocr_v4_det_qdq: 62 plans). Shapes that do not
+  // fit are left for Compute to report.
+  void PrepareDeclaredShape(const KernelInfo& info, const Tensor& w) const {
+    const ValueType* xt = info.InputType(0);
+    if (!xt || xt->kind != ValueType::Kind::kTensor || !xt->has_shape || xt->dims.size() != w.rank()) return;
+    Shape xs;
+    for (const Dim& d : xt->dims) {
+      if (!d.known()) return;
+      xs.push_back(d.value);
+    }
+    if (xs[1] != w.dim(1) * group_) return;
+    WindowGeom g;
+    if (!ResolveWindow(attrs_, Shape(xs.begin() + 2, xs.end()), Shape(w.shape().begin() + 2, w.shape().end()), false,
+                       &g)
+             .ok())
+      return;
+    Int8ConvProblem p;
+    p.n = xs[0];
+    p.c = xs[1];
+    p.m = w.dim(0);
+    p.group = group_;
+    p.g = g;
+    runner_.Prepare(p, info.num_threads());
+  }
 
   // acc[n, m, out...] = sum over each window of (x - xz) (w - wz[m]) (+ bias[m]): oneDNN's int8 convolution, the
   // plain loops when oneDNN refuses.

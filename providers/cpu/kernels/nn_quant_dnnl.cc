@@ -185,6 +185,13 @@ StatusOr<std::shared_ptr<const Int8ConvRunner::Plan>> Int8ConvRunner::GetPlan(co
   return result;
 }
 
+void Int8ConvRunner::Prepare(const Int8ConvProblem& p, int threads) const {
+  const WindowGeom& g = p.g;
+  if (g.rank() < 1 || g.rank() > 3 || p.c == 0 || p.m == 0 || p.n == 0 || p.group < 1) return;
+  const int64_t macs = p.n * p.m * g.OutSize() * (p.c / p.group) * g.KernelSize() * split_;
+  (void)GetPlan(p, ThreadsForWork(macs, threads));
+}
+
 Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz, const Tensor* w,
                            const std::vector<int32_t>& wz, const int32_t* bias, const Int8Output& out,
                            int threads) const {

@@ -80,6 +80,10 @@ class Int8ConvRunner {
   // out of memory.
   Status Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz, const Tensor* w, const std::vector<int32_t>& wz,
              const int32_t* bias, const Int8Output& out, int threads) const;
+  // Builds (and caches) the plan Run would build for `p` with `threads`, so a session whose shapes are known when
+  // its kernels are created pays for oneDNN's primitive creation then, not at its first run. Failures are not
+  // reported here: Run meets the same cached result and reports or falls back as usual.
+  void Prepare(const Int8ConvProblem& p, int threads) const;
 
  private:
   struct Plan;
