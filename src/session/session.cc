@@ -200,7 +200,7 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   // model is still written from the graph as partitioned (context_source_), as ONNX Runtime writes it before its
   // transformers run.
   CpuFusionStats fs;
-  s->context_source_ = s->partition_.graph;
+  if (generating) s->context_source_ = s->partition_.graph;
   s->partition_.graph = PromoteFloat16Nodes(s->partition_.graph, &fs);
   s->cpu_fusions_ = fs;
   // Level 2 (ONNX Runtime's extended optimizations) on the nodes the CPU EP runs: QDQ groups as one int8 op, then
