@@ -643,7 +643,18 @@ class MatMulIntegerKernel final : public OpKernel {
 
   MatMulIntegerKernel(const KernelInfo& info, bool qlinear) : qlinear_(qlinear) {
     const Tensor* b = info.ConstantInput(qlinear ? 3 : 1);
-    if (b && b->rank() == 2 && Is8Bit(b->dtype()) && b->NumElements() > 0) runner_.SetConstantWeights(*b);
+    if (b && b->rank() == 2 && Is8Bit(b->dtype()) && b->NumElements() > 0) {
+      runner_.SetConstantWeights(*b);
+      // A's declared shape static (free dims pinned): the plan is built now, not at the first run.
+      const ValueType* at = info.InputType(0);
+      if (!at || at->kind != ValueType::Kind::kTensor || !at->has_shape || at->dims.empty()) return;
+      int64_t rows = 1;
+      for (size_t d = 0; d < at->dims.size(); ++d) {
+        if (!at->dims[d].known()) return;
+        if (d + 1 < at->dims.size()) rows *= at->dims[d].value;
+      }
+      if (at->dims.back().value == b->dim(0)) runner_.Prepare(rows, info.num_threads());
+    }
   }
 
   Status Compute(KernelContext& ctx) const override {

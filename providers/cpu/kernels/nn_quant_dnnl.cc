@@ -455,6 +455,11 @@ StatusOr<std::shared_ptr<const Int8MatMulRunner::Plan>> Int8MatMulRunner::GetPla
   return result;
 }
 
+void Int8MatMulRunner::Prepare(int64_t rows, int threads) const {
+  if (!const_w_ || rows <= 0 || const_k_ == 0 || const_n_ == 0) return;
+  (void)GetPlan(rows, const_k_, const_n_, true, ThreadsForWork(rows * const_k_ * const_n_ * split_, threads));
+}
+
 Status Int8MatMulRunner::Run(const void* a, bool a_signed, int64_t rows, int64_t k, int64_t n,
                              const std::vector<int32_t>& az, const void* b_data, bool b_signed,
                              const std::vector<int32_t>& bz, const Int8Output& out, int threads) const {

@@ -106,6 +106,10 @@ class Int8MatMulRunner {
   void SetConstantWeights(const Tensor& b);
   bool has_constant_weights() const { return const_w_ != nullptr; }
 
+  // With constant weights: builds (and caches) the plan Run would build for `rows` rows of A, as
+  // Int8ConvRunner::Prepare does.
+  void Prepare(int64_t rows, int threads) const;
+
   // y[i * N + j] = sum_k (a[i, k] - az[i]) * (b[k, j] - bz[j]) for the row-major `rows` x K matrix at `a` (int8
   // when `a_signed`, else uint8) and the K x N matrix at `b_data` (int8 when `b_signed`; ignored with constant
   // weights). az holds 1 value or one per row, bz 1 or N. Same errors as Int8ConvRunner::Run.
