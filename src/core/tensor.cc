@@ -1,5 +1,8 @@
 #include "core/tensor.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -17,9 +20,22 @@ constexpr uint64_t kMaxAllocationBytes = uint64_t{1} << 40;  // refuse > 1 TiB o
 // which dominated data-movement kernels (64 MiB took ~38 ms). Blocks are bucketed by size rounded up to a power of
 // two; the cache holds at most kMaxCachedBytes and is shared by all sessions of the process. From 64 KiB: glibc
 // maps blocks above its mmap threshold (128 KiB at first) fresh on every malloc, and the CPU EP allocates every
-// output on every run (page faults were a visible share of a small CNN's run, issue 14).
+// output on every run (page faults were a visible share of a small CNN's run, issue 14). The cap is an eighth of
+// the machine's memory, from 256 MiB to 2 GiB: a 1024 x 1024 network's activations are 64-128 MiB each, and with
+// 256 MiB most of them went back to the kernel and were faulted in again on every run (ISNet-fp16 on the CPU EP,
+// issue 26: 12.4 -> 8.4 s per run, peak RSS unchanged, since those blocks are live during a run anyway).
 constexpr size_t kMinCachedBlock = size_t{64} << 10;
-constexpr size_t kMaxCachedBytes = size_t{256} << 20;
+
+size_t MaxCachedBytes() {
+  static const size_t cap = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const size_t lo = size_t{256} << 20, hi = size_t{2048} << 20;
+    if (pages <= 0 || page <= 0) return lo;
+    const size_t eighth = static_cast<size_t>(pages) / 8 * static_cast<size_t>(page);
+    return std::min(hi, std::max(lo, eighth));
+  }();
+  return cap;
+}
 
 class BlockCache {
  public:
@@ -44,7 +60,7 @@ class BlockCache {
   void Give(void* p, size_t bucket) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (cached_ + bucket <= kMaxCachedBytes) {
+      if (cached_ + bucket <= MaxCachedBytes()) {
         free_[bucket].push_back(p);
         cached_ += bucket;
         return;

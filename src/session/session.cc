@@ -19,6 +19,7 @@
 #include "epcontext/shared_group.h"
 #include "providers/cpu/passes/cpu_fusion.h"
 #include "providers/cpu/passes/cpu_layout.h"
+#include "providers/cpu/passes/float16_promotion.h"
 #include "providers/cpu/passes/qdq_fusion.h"
 
 namespace epctx {
@@ -195,10 +196,16 @@ StatusOr<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::shared
   auto tp = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(s->SetUpExecutionProviders());
   s->timings_.partition_ms = MsSince(tp);
+  // Every level (ONNX Runtime's InsertCastTransformer): the CPU EP computes float16 regions in float32. A context
+  // model is still written from the graph as partitioned (context_source_), as ONNX Runtime writes it before its
+  // transformers run.
+  CpuFusionStats fs;
+  if (generating) s->context_source_ = s->partition_.graph;
+  s->partition_.graph = PromoteFloat16Nodes(s->partition_.graph, &fs);
+  s->cpu_fusions_ = fs;
   // Level 2 (ONNX Runtime's extended optimizations) on the nodes the CPU EP runs: QDQ groups as one int8 op, then
-  // Conv + BatchNormalization + activation. Not when writing a context model, which is written from this graph.
+  // Conv + BatchNormalization + activation. Not when writing a context model (this session runs the graph it writes).
   if (config.graph_optimization_level >= 2 && !generating) {
-    CpuFusionStats fs;
     s->partition_.graph = FuseQdqNodes(s->partition_.graph, &fs);
     s->partition_.graph = FuseCpuNodes(s->partition_.graph, &fs);
     s->cpu_fusions_ = fs;
@@ -296,7 +303,7 @@ Status InferenceSession::GenerateContextModel(bool already_compiled) {
   }
   ContextModelSpec spec;
   spec.source = model_.get();
-  spec.partitioned = partition_.graph.get();
+  spec.partitioned = context_source_.get();
   spec.ep_context_nodes = partition_.ep_context_nodes;
   spec.output_path = output_path_;
   spec.external_initializers_file = gen.initializer_location ? std::string() : gen.external_initializers_file;
@@ -522,7 +529,8 @@ std::string InferenceSession::ReportJson() const {
     << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines
     << ",\"activations\":" << cpu_fusions_.activations << ",\"linears\":" << cpu_fusions_.linears
     << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"output_scales\":" << cpu_fusions_.output_scales
-    << ",\"output_biases\":" << cpu_fusions_.output_biases << ",\"qdq_convs\":" << cpu_fusions_.qdq_convs
+    << ",\"output_biases\":" << cpu_fusions_.output_biases << ",\"float16_nodes\":" << cpu_fusions_.float16_nodes
+    << ",\"float16_casts\":" << cpu_fusions_.float16_casts << ",\"qdq_convs\":" << cpu_fusions_.qdq_convs
     << ",\"qdq_matmuls\":" << cpu_fusions_.qdq_matmuls << ",\"layout_convs\":" << cpu_fusions_.layout_convs
     << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
     << "},\"cpu_nodes\":" << cpu_nodes

@@ -132,6 +132,7 @@ class InferenceSession {
   std::vector<std::shared_ptr<EpLibrary>> libraries_;
   std::vector<std::unique_ptr<PluginEp>> plugin_eps_;
   PartitionResult partition_;
+  std::shared_ptr<Graph> context_source_;  // when generating: the partitioned graph before the CPU EP's passes
   CpuFusionStats cpu_fusions_;  // level-2 fusions applied to the CPU EP's nodes
   std::unique_ptr<SessionProfiler> profiler_;
   std::map<std::string, int> compatibility_;

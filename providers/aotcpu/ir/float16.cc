@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "providers/common/float16_rules.h"
+
 namespace epctx {
 namespace aotcpu {
 
@@ -57,17 +59,9 @@ float RoundToFloat16(float f) {
 
 namespace {
 
-// The ops whose float16 output is what they compute in float32 (its dtype follows the inputs'): everything but the
-// few that make a typed value from an attribute, and Cast/CastLike, which are handled apart.
-bool OutputTypeFromAttribute(const Node& n) {
-  if (!n.domain.empty()) return true;
-  static const char* const kOps[] = {"EyeLike", "RandomNormal", "RandomUniform", "RandomNormalLike",
-                                     "RandomUniformLike", "Bernoulli", "Multinomial", "ConstantOfShape", "Constant",
-                                     "CastLike"};
-  for (const char* op : kOps)
-    if (n.op == op) return true;
-  return false;
-}
+// The ops whose float16 output is what they compute in float32 (its dtype follows the inputs'): all but the ones
+// the shared rule lists (providers/common/float16_rules.h). Cast is handled apart.
+bool OutputTypeFromAttribute(const Node& n) { return Float16OutputFromAttribute(n.domain.c_str(), n.op.c_str()); }
 
 }  // namespace
 

@@ -80,6 +80,10 @@ class Int8ConvRunner {
   // out of memory.
   Status Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz, const Tensor* w, const std::vector<int32_t>& wz,
              const int32_t* bias, const Int8Output& out, int threads) const;
+  // Builds (and caches) the plan Run would build for `p` with `threads`, so a session whose shapes are known when
+  // its kernels are created pays for oneDNN's primitive creation then, not at its first run. Failures are not
+  // reported here: Run meets the same cached result and reports or falls back as usual.
+  void Prepare(const Int8ConvProblem& p, int threads) const;
 
  private:
   struct Plan;
@@ -101,6 +105,10 @@ class Int8MatMulRunner {
   // A constant 2-D B [K, N] prepared once.
   void SetConstantWeights(const Tensor& b);
   bool has_constant_weights() const { return const_w_ != nullptr; }
+
+  // With constant weights: builds (and caches) the plan Run would build for `rows` rows of A, as
+  // Int8ConvRunner::Prepare does.
+  void Prepare(int64_t rows, int threads) const;
 
   // y[i * N + j] = sum_k (a[i, k] - az[i]) * (b[k, j] - bz[j]) for the row-major `rows` x K matrix at `a` (int8
   // when `a_signed`, else uint8) and the K x N matrix at `b_data` (int8 when `b_signed`; ignored with constant
