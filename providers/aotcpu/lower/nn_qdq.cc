@@ -185,19 +185,44 @@ Operand ChannelsLastOf(const Operand& base, const std::vector<int64_t>& nchw) {
   return o;
 }
 
-// The int8 convolution's attributes: per-channel output scales, an eltwise round post-op, runtime zero points.
-// oneDNN 2.6 adds the destination zero point to the scaled float before its conversion rounds: a value just above a
-// half (2.5000002) plus 128 is 130.5 and rounds to even, one step below round(2.5000002) + 128. Rounding first (half
-// to even, as ONNX Runtime) leaves an integer to which the zero point adds exactly.
-dnnl::primitive_attr QConvAttr(const std::vector<float>& scales, bool src_zp, bool dst_zp) {
+// The int8 convolution's attributes: per-channel output scales, the post-ops `list` (binary operand i described by
+// mds[i]), runtime zero points.
+dnnl::primitive_attr QConvAttr(const std::vector<float>& scales, const std::vector<PostOp>& list,
+                               const std::vector<Md>& mds, bool src_zp, bool dst_zp) {
   dnnl::primitive_attr attr;
   attr.set_output_scales(1 << 1, scales);
   dnnl::post_ops po;
-  po.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+  for (const PostOp& p : list) {
+    if (p.kind == PostOp::kEltwise)
+      po.append_eltwise(p.scale, static_cast<dnnl::algorithm>(p.alg), p.alpha, p.beta);
+    else
+      po.append_binary(static_cast<dnnl::algorithm>(p.alg), mds[p.operand]);
+  }
   attr.set_post_ops(po);
   if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   if (dst_zp) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   return attr;
+}
+
+// The DequantizeLinear that alone reads the convolution's quantized result with the same scale and zero point (the
+// QDQ format's Q -> DQ pair), or -1.
+int PairedDequantize(LowerContext& ctx, const QdqConv& m) {
+  const Graph& g = ctx.graph();
+  if (IsGraphOutput(g, m.yq) || g.v(m.yq).consumers.size() != 1) return -1;
+  const int c = g.v(m.yq).consumers[0];
+  const Node& d = g.nodes[static_cast<size_t>(c)];
+  std::string why;
+  if (!IsDq(d) || ctx.IsAbsorbed(c) || In(d, 0) != m.yq || !CheckDequantizeParams(g, d, &why)) return -1;
+  float s = 0;
+  std::vector<int32_t> z;
+  if (!ConstScale(g, In(d, 1), &s) || s != m.y_scale || !ConstZeroPoints(g, d, 2, 1, &z) || z[0] != m.y_zp) return -1;
+  const int y = Out(d, 0);
+  if (y < 0 || !StaticF32(g, y) || g.v(y).dims != g.v(m.yq).dims) return -1;
+  for (int reader : g.v(y).consumers) {  // a QDQ convolution reads the quantized values themselves
+    QdqConv next;
+    if (MatchQdqConv(g, g.nodes[static_cast<size_t>(reader)], &next, &why)) return -1;
+  }
+  return c;
 }
 
 Operand Int32Weight(LowerContext& ctx, const std::string& name, int32_t v, CheckResult* r) {
@@ -280,43 +305,90 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
     std::memcpy(&scales[static_cast<size_t>(o) * sizeof(float)], &s, sizeof(float));
   }
   const uint32_t ydt = g.v(m.yq).dtype;
-  const bool plain_dst = IsGraphOutput(g, m.yq) && g.v(m.yq).consumers.empty();
-  const Md dst_md(memory::dims(spec.dst_dims.begin(), spec.dst_dims.end()),
-                  ydt == kU8 ? memory::data_type::u8 : memory::data_type::s8,
-                  plain_dst ? (spec.dst_dims.size() == 3   ? memory::format_tag::abc
-                               : spec.dst_dims.size() == 4 ? memory::format_tag::abcd
-                                                           : memory::format_tag::abcde)
-                            : static_cast<memory::format_tag>(cl));
-  const Md bias_md({oc}, memory::data_type::s32, memory::format_tag::a);
   const bool has_bias = m.bq >= 0;
-
+  const Md bias_md({oc}, memory::data_type::s32, memory::format_tag::a);
   std::vector<float> sv(static_cast<size_t>(oc));
   std::memcpy(sv.data(), scales.data(), scales.size());
-  const dnnl::primitive_attr attr = QConvAttr(sv, m.x_zp != 0, m.y_zp != 0);
-  // The weights layout oneDNN chooses at the first thread count the executor may use, checked at the others (the
-  // builder then finds it again, or binds it explicitly).
-  Md chosen_w;
+  // oneDNN 2.6 adds the destination zero point to the scaled float before its conversion rounds: a value just above
+  // a half (2.5000002) plus 128 is 130.5, which rounds to even, one step below round(2.5000002) + 128. So the scaled
+  // sum is rounded first by a round post-op (half to even, as ONNX Runtime), and the zero point adds to an integer.
+  std::vector<PostOp> list = {EltwisePostOp(dnnl_eltwise_round, 0.f, 0.f)};
+  // A QuantizeLinear -> DequantizeLinear pair after it (the QDQ format's) is computed in the step too: a float dst
+  // float(q - zp) * y_scale = y_scale * clip(round(v), lo - zp, hi - zp), then what a float Conv's result absorbs
+  // (the affine maps and activations between this pair and the next QuantizeLinear).
+  const int dq_y = PairedDequantize(ctx, m);
+  std::vector<FusedOp> chain;
+  std::vector<Md> other_mds;
+  int cur = m.yq;
+  if (dq_y >= 0) {
+    const float lo = ydt == kU8 ? 0.f : -128.f, hi = ydt == kU8 ? 255.f : 127.f;
+    list.push_back(EltwisePostOp(dnnl_eltwise_clip_v2, lo - static_cast<float>(m.y_zp), hi - static_cast<float>(m.y_zp)));
+    list.push_back(EltwisePostOp(dnnl_eltwise_linear, m.y_scale, 0.f));
+    cur = Out(ctx.node(dq_y), 0);
+    chain = CollectPostOps(ctx, cur, list);
+    OtherDescs(ctx, &chain, &other_mds);
+  }
+  auto list_for = [&](size_t k) {
+    std::vector<PostOp> l = list;
+    for (const PostOp& p : ChainPostOps(chain, k)) AppendPostOp(&l, p, true);
+    return l;
+  };
+  auto dst_for = [&](size_t k) {
+    const int v = k == 0 ? cur : chain[k - 1].out;
+    const bool plain = IsGraphOutput(g, v) && g.v(v).consumers.empty();
+    const memory::data_type dt = dq_y >= 0 ? memory::data_type::f32
+                                 : ydt == kU8 ? memory::data_type::u8 : memory::data_type::s8;
+    const memory::format_tag plain_tag = spec.dst_dims.size() == 3   ? memory::format_tag::abc
+                                         : spec.dst_dims.size() == 4 ? memory::format_tag::abcd
+                                                                     : memory::format_tag::abcde;
+    return Md(memory::dims(spec.dst_dims.begin(), spec.dst_dims.end()), dt,
+              plain ? plain_tag : static_cast<memory::format_tag>(cl));
+  };
+  const bool dst_zp = dq_y < 0 && m.y_zp != 0;
+
+  // The longest chain oneDNN runs in a direct kernel; the weights layout it chooses at the first thread count the
+  // executor may use, checked at the others (the builder finds it again, or binds it explicitly).
   const Md src_md = DescOfOperand(src_op);
-  for (int t : ProbeThreadCounts()) {
-    OmpThreadsScope scope(t);
-    try {
-      const Md w_any(wdims, memory::data_type::s8, memory::format_tag::any);
-      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                              src_md, chosen_w.data.ndims == 0 ? w_any : chosen_w,
-                                              has_bias ? bias_md : Md(), dst_md, spec.w.stride, DnnlDilations(spec.w),
-                                              spec.w.pad_begin, spec.w.pad_end_dnnl);
-      dnnl::convolution_forward::primitive_desc pd(d, attr, ProbeEngine());
-      if (chosen_w.data.ndims == 0) chosen_w = pd.weights_desc();
-    } catch (const dnnl::error& e) {
-      return ctx.Fail(node, std::string("oneDNN has no int8 convolution for it: ") + e.what());
+  size_t best_k = 0;
+  int best_score = -1;
+  Md best_w;
+  for (size_t k = chain.size() + 1; k-- > 0 && best_score < 2;) {
+    const dnnl::primitive_attr attr = QConvAttr(sv, list_for(k), other_mds, m.x_zp != 0, dst_zp);
+    const Md dst_md = dst_for(k);
+    Md chosen_w;
+    int score = 2;
+    for (int t : ProbeThreadCounts()) {
+      OmpThreadsScope scope(t);
+      try {
+        const Md w_any(wdims, memory::data_type::s8, memory::format_tag::any);
+        const dnnl::convolution_forward::desc d(
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+            chosen_w.data.ndims == 0 ? w_any : chosen_w, has_bias ? bias_md : Md(), dst_md, spec.w.stride,
+            DnnlDilations(spec.w), spec.w.pad_begin, spec.w.pad_end_dnnl);
+        dnnl::convolution_forward::primitive_desc pd(d, attr, ProbeEngine());
+        if (chosen_w.data.ndims == 0) chosen_w = pd.weights_desc();
+        score = std::min(score, IsRefImpl(pd.impl_info_str()) ? 0 : 2);
+      } catch (const dnnl::error&) {
+        score = -1;
+        break;
+      }
+    }
+    if (score > best_score) {
+      best_score = score;
+      best_k = k;
+      best_w = chosen_w;
     }
   }
+  if (best_score < 0) return ctx.Fail(node, "oneDNN has no int8 convolution for it");
 
   Step st;
   st.kind = StepKind::kQConv;
-  st.name = JoinNames(ctx, node, {m.q});
+  std::vector<int> absorbed = {m.q};
+  if (dq_y >= 0) absorbed.push_back(dq_y);
+  for (size_t i = 0; i < best_k; ++i) absorbed.push_back(chain[i].node);
+  st.name = JoinNames(ctx, node, absorbed);
   Operand w_op, b_op, s_op, szp, dzp;
-  CheckResult r = ctx.PackWeight(WeightName(ctx, node, m.wq, "int8"), wbytes.data(), PlainDesc(wdims, kI8), chosen_w,
+  CheckResult r = ctx.PackWeight(WeightName(ctx, node, m.wq, "int8"), wbytes.data(), PlainDesc(wdims, kI8), best_w,
                                  &w_op);
   if (!r.ok) return r;
   if (has_bias) {
@@ -328,14 +400,17 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   r = ctx.AddWeight(WeightName(ctx, node, m.wq, "requant_scales"), scales, PlainDesc({oc}, kF32), &s_op);
   if (!r.ok) return r;
   if (m.x_zp != 0 && !(szp = Int32Weight(ctx, g.v(m.xq).name + ":zp_int32", m.x_zp, &r), r).ok) return r;
-  if (m.y_zp != 0 && !(dzp = Int32Weight(ctx, g.v(m.yq).name + ":zp_int32", m.y_zp, &r), r).ok) return r;
+  if (dst_zp && !(dzp = Int32Weight(ctx, g.v(m.yq).name + ":zp_int32", m.y_zp, &r), r).ok) return r;
   st.ops = {src_op, w_op, b_op, Operand(), szp, dzp, s_op};
-  st.ops[3] = ctx.Define(m.yq, dst_md);
+  st.post_ops = list;
+  r = AppendPostOps(ctx, node, chain, best_k, other_mds, &st);
+  if (!r.ok) return r;
+  st.ops[3] = ctx.Define(best_k == 0 ? cur : chain[best_k - 1].out, dst_for(best_k));
   st.ints = {groups, static_cast<int64_t>(spec.w.rank())};
   std::vector<int64_t> dil = DnnlDilations(spec.w);
   for (const std::vector<int64_t>* p : {&spec.w.stride, &dil, &spec.w.pad_begin, &spec.w.pad_end_dnnl})
     st.ints.insert(st.ints.end(), p->begin(), p->end());
-  ctx.Absorb(m.q);
+  for (int a : absorbed) ctx.Absorb(a);
   ctx.Emit(std::move(st));
   return CheckResult::Ok();
 }
@@ -433,9 +508,9 @@ CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   if (groups < 1) return bc.Fail("groups " + I2S(groups) + " is below 1");
   if (r64 < 1 || r64 > 3) return bc.Fail("spatial rank " + I2S(r64) + " is outside 1..3");
   const size_t r = static_cast<size_t>(r64);
-  CheckResult c = bc.ExpectCounts(7, false, 2 + 4 * r, 0);
+  CheckResult c = bc.ExpectCounts(7, true, 2 + 4 * r, 0);
   if (!c.ok) return c;
-  if (!s.post_ops.empty()) return bc.Fail("a QDQ convolution has no post-ops");
+  if (!(c = CheckPostOpOperands(bc, 7)).ok) return c;
   if (!InRange(s.ints, 2, r, 1, kMaxWindow)) return bc.Fail("stride out of range");
   if (!InRange(s.ints, 2 + r, r, 0, kMaxWindow)) return bc.Fail("dilation out of range");
   if (!InRange(s.ints, 2 + 2 * r, r, 0, kMaxWindow)) return bc.Fail("pads_begin out of range");
@@ -443,8 +518,9 @@ CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   const Operand &src = s.ops[0], &wts = s.ops[1], &bias = s.ops[2], &dst = s.ops[3], &scales = s.ops[6];
   if (!src.present() || !wts.present() || !dst.present() || !scales.present())
     return bc.Fail("src, weights, dst and scales are required");
-  if (src.dtype != kU8 || wts.dtype != kI8 || (dst.dtype != kU8 && dst.dtype != kI8))
-    return bc.Fail("a QDQ convolution needs a uint8 src, int8 weights and an 8-bit dst");
+  if (src.dtype != kU8 || wts.dtype != kI8 || (dst.dtype != kU8 && dst.dtype != kI8 && dst.dtype != kF32))
+    return bc.Fail("a QDQ convolution needs a uint8 src, int8 weights and an 8-bit or float dst");
+  if (dst.dtype == kF32 && s.ops[5].present()) return bc.Fail("a float dst has no zero point");
   if (wts.buf != Buf::kWeight || scales.buf != Buf::kWeight) return bc.Fail("weights and scales must be weight tensors");
   if (bias.present() && (bias.dtype != kI32 || bias.dims.size() != 1)) return bc.Fail("the bias must be int32 [OC]");
   for (size_t i : {size_t{4}, size_t{5}})
@@ -471,7 +547,20 @@ CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   std::memcpy(sv.data(), sb.data, sv.size() * sizeof(float));
   for (float v : sv)
     if (!(v > 0.f && std::isfinite(v))) return bc.Fail("a requantization scale is not positive and finite");
-  const dnnl::primitive_attr attr = QConvAttr(sv, s.ops[4].present(), s.ops[5].present());
+  for (const PostOp& p : s.post_ops) {  // broadcast operands: each dim the destination's or 1
+    if (p.kind != PostOp::kBinary) continue;
+    const Operand& o = s.ops[p.operand];
+    if (o.dims.size() != dd.size()) return bc.Fail("binary post-op operand " + I2S(p.operand) + " has another rank");
+    for (size_t i = 0; i < dd.size(); ++i)
+      if (o.dims[i] != dd[i] && o.dims[i] != 1)
+        return bc.Fail("binary post-op operand " + I2S(p.operand) + " does not broadcast to the destination");
+  }
+  dnnl::primitive_attr attr;
+  std::vector<std::pair<int, int>> args;
+  if (!(c = bc.PostOps(&attr, &args)).ok) return c;
+  attr.set_output_scales(1 << 1, sv);
+  if (s.ops[4].present()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (s.ops[5].present()) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   const memory::dims strides = Slice(s.ints, 2, r), dil = Slice(s.ints, 2 + r, r), pb = Slice(s.ints, 2 + 2 * r, r),
                      pe = Slice(s.ints, 2 + 3 * r, r);
   // The stored weights layout: the one oneDNN chooses here, else (another thread count chose another kernel) the
@@ -506,7 +595,6 @@ CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   if (bc.WeightBytes(1).length < wc.get_size())
     return bc.Fail("weights hold " + std::to_string(bc.WeightBytes(1).length) + " bytes; the packed layout needs " +
                    std::to_string(wc.get_size()));
-  std::vector<std::pair<int, int>> args;
   args.push_back({DNNL_ARG_SRC, bc.Slot(0, md[0])});
   args.push_back({DNNL_ARG_WEIGHTS, bc.Slot(1, wc)});
   if (bias.present()) args.push_back({DNNL_ARG_BIAS, bc.Slot(2, md[2])});
