@@ -499,6 +499,42 @@ CheckResult LowerConvOrQdq(LowerContext& ctx, int node) {
   return LowerQdqConv(ctx, node, m);
 }
 
+// ---- QuantizeLinear: in the QDQ convolutions' layout -----------------------------------------------------------
+
+bool SupportQuantizeLinear(const Graph& g, const Node& n, std::string* why) { return SupportQuantize(g, n, why); }
+
+CheckResult LowerQuantizeLinear(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const int x = In(n, 0), y = Out(n, 0);
+  const size_t rank = g.v(x).dims.size();
+  bool feeds_qconv = false;  // through the DequantizeLinear the QDQ convolutions skip
+  if (!IsGraphOutput(g, y))
+    for (int c : g.v(y).consumers)
+      feeds_qconv = feeds_qconv || DequantizeReadOnlyByQdqConvs(g, g.nodes[static_cast<size_t>(c)]);
+  if (!feeds_qconv || rank < 3 || rank > 5) return LowerQuantize(ctx, node);
+  // The convolution reads u8 channels-last: quantize from (and into) channels-last, so that one reorder of the float
+  // source at most (none after a step that wrote channels-last) replaces a plain copy and a copy of the result.
+  const uint32_t cl = ChannelsLastTag(rank);
+  Operand src = ctx.UseAs(x, F32Desc(g.v(x).dims, cl));
+  if (!src.present()) return LowerQuantize(ctx, node);
+  Step s;
+  s.kind = StepKind::kQuantize;
+  s.name = NodeName(ctx, node);
+  auto scalar = [&](int v) {
+    if (v < 0) return Operand();
+    Operand o = ctx.UsePlain(v);
+    o.dims = {1};
+    o.strides = {1};
+    return o;
+  };
+  const Md dst_md(memory::dims(g.v(y).dims.begin(), g.v(y).dims.end()),
+                  g.v(y).dtype == kU8 ? memory::data_type::u8 : memory::data_type::s8, static_cast<memory::format_tag>(cl));
+  s.ops = {src, ctx.Define(y, dst_md), scalar(In(n, 1)), scalar(In(n, 2))};
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
 // ---- kQConv ---------------------------------------------------------------------------------------------------------
 
 CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {

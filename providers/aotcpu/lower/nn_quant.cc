@@ -187,13 +187,24 @@ CheckResult CheckElementwise8(BuildContext& bc, uint32_t src_type, uint32_t dst_
   if (!src.present() || !dst.present() || !s.ops[2].present()) return bc.Fail("src, dst and scale are required");
   if (src.dtype != src_type || dst.dtype != dst_type) return bc.Fail("src or dst has the wrong element type");
   if (src.dims != dst.dims) return bc.Fail("src and dst dims differ");
-  if (src.tag != dst.tag || (src.tag == 0 && (!IsPlain(src) || !IsPlain(dst))))
-    return bc.Fail("src and dst must share one dense layout");
-  if (!DenseOperand(src)) return bc.Fail("src has a padded layout");
   d->resize(s.ops.size());
   for (size_t i = 0; i < s.ops.size(); ++i) {
     CheckResult r = bc.Desc(i, &(*d)[i]);  // checks each operand's extent against its buffer
     if (!r.ok) return r;
+  }
+  if (src.tag != dst.tag || (src.tag == 0 && (!IsPlain(src) || !IsPlain(dst)))) {
+    // Also one layout: both strided without blocks, equal strides, dense (a channels-last permutation).
+    const auto &a = (*d)[0].data, &b = (*d)[1].data;
+    const int64_t n = Numel(src.dims);
+    bool same = a.format_kind == dnnl_blocked && b.format_kind == dnnl_blocked &&
+                a.format_desc.blocking.inner_nblks == 0 && b.format_desc.blocking.inner_nblks == 0 &&
+                (*d)[0].get_size() == static_cast<size_t>(n) * (src.dtype == kF32 ? 4 : 1) &&
+                (*d)[1].get_size() == static_cast<size_t>(n) * (dst.dtype == kF32 ? 4 : 1);
+    for (int i = 0; same && i < a.ndims; ++i)
+      same = a.dims[i] == 1 || a.format_desc.blocking.strides[i] == b.format_desc.blocking.strides[i];
+    if (!same) return bc.Fail("src and dst must share one dense layout");
+  } else if (!DenseOperand(src)) {
+    return bc.Fail("src has a padded layout");
   }
   for (size_t i = 2; i < s.ops.size(); ++i)
     if (s.ops[i].present() && (!IsPlain(s.ops[i]) || Numel(s.ops[i].dims) != 1))

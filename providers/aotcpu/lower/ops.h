@@ -85,6 +85,7 @@ EPCTX_AOT_STEP(Quantize)
 // convolutions read (they read its int8 data; no step), else nn_quant.cc's per-tensor step.
 EPCTX_AOT_OP(ConvOrQdq)
 EPCTX_AOT_OP(DequantizeLinear)
+EPCTX_AOT_OP(QuantizeLinear)  // nn_quant.cc's step, channels-last when QDQ convolutions read the result
 EPCTX_AOT_STEP(QConv)
 
 // tensor_view.cc, tensor_concat.cc, tensor_gather.cc, tensor_pad.cc

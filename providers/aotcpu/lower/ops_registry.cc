@@ -70,7 +70,7 @@ const OpEntry kOps[] = {
     {"Expand", SupportExpand, LowerExpand},
     {"DynamicQuantizeLinear", SupportDynamicQuantize, LowerDynamicQuantize},
     {"DequantizeLinear", SupportDequantizeLinear, LowerDequantizeLinear},
-    {"QuantizeLinear", SupportQuantize, LowerQuantize},
+    {"QuantizeLinear", SupportQuantizeLinear, LowerQuantizeLinear},
     {"MatMulInteger", SupportMatMulInteger, LowerMatMulInteger},
     {"ConvInteger", SupportConvInteger, LowerConvInteger},
 };
