@@ -248,6 +248,11 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   int32_t lo, hi, vmin = 0, vmax = 0;
   Int8PartRange(ctx.options(), &lo, &hi);
   for (int64_t i = 0; i < wq.numel(); ++i) vmin = std::min<int32_t>(vmin, w[i]), vmax = std::max<int32_t>(vmax, w[i]);
+  // oneDNN's depthwise int8 kernels widen each product to int32 (no int16 pair sums): whole weights even without VNNI
+  // (OpsQdq.DepthwiseExtremesAreExactWithoutVnni). Split, a depthwise convolution would run as a grouped one of two
+  // input channels per group, on oneDNN's slow path (ppocr_v4_det_qdq at AVX2: 75-150 ms per depthwise layer).
+  const bool depthwise = icg == 1 && oc == groups;
+  if (depthwise) lo = -128, hi = 127;
   int64_t parts = 1;
   if (vmax > hi) parts = std::max<int64_t>(parts, (vmax + hi - 1) / hi);
   if (vmin < lo) parts = std::max<int64_t>(parts, (-vmin + -lo - 1) / -lo);
@@ -333,9 +338,12 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
     for (const PostOp& p : ChainPostOps(chain, k)) AppendPostOp(&l, p, true);
     return l;
   };
+  // A fused output read by nothing else is written plain when oneDNN's direct kernels take that (its int8 kernels
+  // want channels-last; the output then gets a reorder).
+  bool plain_out = true;
   auto dst_for = [&](size_t k) {
     const int v = k == 0 ? cur : chain[k - 1].out;
-    const bool plain = IsGraphOutput(g, v) && g.v(v).consumers.empty();
+    const bool plain = plain_out && IsGraphOutput(g, v) && g.v(v).consumers.empty();
     const memory::data_type dt = dq_y >= 0 ? memory::data_type::f32
                                  : ydt == kU8 ? memory::data_type::u8 : memory::data_type::s8;
     const memory::format_tag plain_tag = spec.dst_dims.size() == 3   ? memory::format_tag::abc
@@ -352,6 +360,9 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   size_t best_k = 0;
   int best_score = -1;
   Md best_w;
+  for (int attempt = 0; attempt < 2 && best_score < 2; ++attempt) {
+  plain_out = attempt == 0;
+  best_score = -1;
   for (size_t k = chain.size() + 1; k-- > 0 && best_score < 2;) {
     const dnnl::primitive_attr attr = QConvAttr(sv, list_for(k), other_mds, m.x_zp != 0, dst_zp);
     const Md dst_md = dst_for(k);
@@ -378,6 +389,7 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
       best_k = k;
       best_w = chosen_w;
     }
+  }
   }
   if (best_score < 0) return ctx.Fail(node, "oneDNN has no int8 convolution for it");
 
