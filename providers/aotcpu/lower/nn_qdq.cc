@@ -249,7 +249,7 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   Int8PartRange(ctx.options(), &lo, &hi);
   for (int64_t i = 0; i < wq.numel(); ++i) vmin = std::min<int32_t>(vmin, w[i]), vmax = std::max<int32_t>(vmax, w[i]);
   // oneDNN's depthwise int8 kernels widen each product to int32 (no int16 pair sums): whole weights even without VNNI
-  // (OpsQdq.DepthwiseExtremesAreExactWithoutVnni). Split, a depthwise convolution would run as a grouped one of two
+  // (OpsQuantQdq.QdqConvExtremesAreExactWithoutVnni). Split, a depthwise convolution would run as a grouped one of two
   // input channels per group, on oneDNN's slow path (ppocr_v4_det_qdq at AVX2: 75-150 ms per depthwise layer).
   const bool depthwise = icg == 1 && oc == groups;
   if (depthwise) lo = -128, hi = 127;
