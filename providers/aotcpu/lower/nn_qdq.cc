@@ -12,13 +12,12 @@
 // Without VNNI oneDNN sums u8 x s8 pairs in int16 with saturation (quant_common.h): each weight is then split into
 // parts in [-64, 64] stacked along the input channels of each group, over a source copied once per part, as
 // nn_quant_conv.cc does for ConvInteger; the int32 sum stays exact.
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <vector>
 
@@ -58,10 +57,17 @@ bool ConstZeroPoints(const Graph& g, const Node& n, size_t i, int64_t count, std
   if (!z.is_const() || z.numel() != count) return false;
   for (int64_t k = 0; k < count; ++k) {
     switch (z.dtype) {
-      case kU8: (*out)[static_cast<size_t>(k)] = static_cast<const uint8_t*>(z.data)[k]; break;
-      case kI8: (*out)[static_cast<size_t>(k)] = static_cast<const int8_t*>(z.data)[k]; break;
-      case kI32: (*out)[static_cast<size_t>(k)] = static_cast<const int32_t*>(z.data)[k]; break;
-      default: return false;
+      case kU8:
+        (*out)[static_cast<size_t>(k)] = static_cast<const uint8_t*>(z.data)[k];
+        break;
+      case kI8:
+        (*out)[static_cast<size_t>(k)] = static_cast<const int8_t*>(z.data)[k];
+        break;
+      case kI32:
+        (*out)[static_cast<size_t>(k)] = static_cast<const int32_t*>(z.data)[k];
+        break;
+      default:
+        return false;
     }
   }
   return true;
@@ -86,7 +92,8 @@ bool MatchQdqConv(const Graph& g, const Node& c, QdqConv* m, std::string* why) {
   m->xq = In(dx, 0);
   m->wq = In(dw, 0);
   const Value &xq = g.v(m->xq), &wq = g.v(m->wq);
-  if (xq.dtype != kU8 || !xq.has_shape) return Reject(why, "only a uint8 quantized source with a static shape is compiled");
+  if (xq.dtype != kU8 || !xq.has_shape)
+    return Reject(why, "only a uint8 quantized source with a static shape is compiled");
   std::vector<int32_t> zp;
   if (!ConstScale(g, In(dx, 1), &m->x_scale) || !ConstZeroPoints(g, dx, 2, 1, &zp))
     return Reject(why, "the source's scale and zero point are not constants of one element");
@@ -99,7 +106,8 @@ bool MatchQdqConv(const Graph& g, const Node& c, QdqConv* m, std::string* why) {
   const int64_t wcount = ws.numel();
   int64_t waxis = dw.Int("axis", 1);
   if (waxis < 0) waxis += static_cast<int64_t>(wq.dims.size());
-  if (wcount != 1 && (waxis != 0 || wcount != oc)) return Reject(why, "the weights are not quantized per tensor or per output channel");
+  if (wcount != 1 && (waxis != 0 || wcount != oc))
+    return Reject(why, "the weights are not quantized per tensor or per output channel");
   m->w_scales.resize(static_cast<size_t>(oc));
   for (int64_t o = 0; o < oc; ++o) {
     const float s = static_cast<const float*>(ws.data)[wcount == 1 ? 0 : o];
@@ -115,14 +123,16 @@ bool MatchQdqConv(const Graph& g, const Node& c, QdqConv* m, std::string* why) {
     const Node& db = g.nodes[static_cast<size_t>(m->dq_b)];
     m->bq = In(db, 0);
     const Value& bq = g.v(m->bq);
-    if (bq.dtype != kI32 || !bq.is_const() || bq.dims != std::vector<int64_t>{oc}) return Reject(why, "the bias is not a constant int32 [M]");
+    if (bq.dtype != kI32 || !bq.is_const() || bq.dims != std::vector<int64_t>{oc})
+      return Reject(why, "the bias is not a constant int32 [M]");
     const Value& bs = g.v(In(db, 1));
     if (bs.dtype != kF32 || !bs.is_const() || (bs.numel() != 1 && bs.numel() != oc))
       return Reject(why, "the bias scale is not a float constant of 1 or M values");
     // The bias is summed into the int32 accumulator, whose unit is x_scale * w_scale[m]: only when its scale is
     // exactly that (ONNX Runtime's quantizer writes it so) is the sum the graph's.
     for (int64_t o = 0; o < oc; ++o)
-      if (static_cast<const float*>(bs.data)[bs.numel() == 1 ? 0 : o] != m->x_scale * m->w_scales[static_cast<size_t>(o)])
+      if (static_cast<const float*>(bs.data)[bs.numel() == 1 ? 0 : o] !=
+          m->x_scale * m->w_scales[static_cast<size_t>(o)])
         return Reject(why, "the bias scale is not the source scale times the weight scale");
     if (!ConstZeroPoints(g, db, 2, bs.numel(), &zp)) return Reject(why, "the bias zero point is not constant");
     for (int32_t z : zp)
@@ -140,7 +150,8 @@ bool MatchQdqConv(const Graph& g, const Node& c, QdqConv* m, std::string* why) {
   if ((yq.dtype != kU8 && yq.dtype != kI8) || !yq.has_shape || yq.dims != g.v(y).dims)
     return Reject(why, "the QuantizeLinear's output is not 8-bit of the convolution's shape");
   if (q.Int("block_size", 0) != 0 || q.Int("saturate", 1) != 1) return Reject(why, "the QuantizeLinear is blocked");
-  if (!ConstScale(g, In(q, 1), &m->y_scale)) return Reject(why, "the output scale is not a positive constant of one element");
+  if (!ConstScale(g, In(q, 1), &m->y_scale))
+    return Reject(why, "the output scale is not a positive constant of one element");
   if (In(q, 2) >= 0 && g.v(In(q, 2)).dtype != yq.dtype) return Reject(why, "the output zero point's type differs");
   if (!ConstZeroPoints(g, q, 2, 1, &zp)) return Reject(why, "the output zero point is not a constant of one element");
   m->y_zp = zp[0];
@@ -266,7 +277,8 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
         for (int64_t p = 0; p < parts; ++p) {  // every part but the last at a bound; `parts` left room
           const int32_t part = p + 1 == parts ? rest : std::min(hi, std::max(lo, rest));
           rest -= part;
-          wbytes[static_cast<size_t>((o * picg + p * icg + c) * ksize + k)] = static_cast<char>(static_cast<int8_t>(part));
+          wbytes[static_cast<size_t>((o * picg + p * icg + c) * ksize + k)] =
+              static_cast<char>(static_cast<int8_t>(part));
         }
       }
   memory::dims wdims = spec.wdims;
@@ -289,7 +301,8 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
       storage.insert(storage.end(), spec.src_dims.begin() + 2, spec.src_dims.end());
       storage.push_back(groups * picg);
       const Operand base = ctx.NewPlain(kU8, storage);
-      const Operand from = GroupedChannelsLast(ChannelsLastOf(src_op, spec.src_dims), spec.src_dims, groups, icg, icg, 0);
+      const Operand from =
+          GroupedChannelsLast(ChannelsLastOf(src_op, spec.src_dims), spec.src_dims, groups, icg, icg, 0);
       for (int64_t p = 0; p < parts; ++p) {
         Step s;
         s.kind = StepKind::kReorder;
@@ -327,7 +340,8 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   int cur = m.yq;
   if (dq_y >= 0) {
     const float lo = ydt == kU8 ? 0.f : -128.f, hi = ydt == kU8 ? 255.f : 127.f;
-    list.push_back(EltwisePostOp(dnnl_eltwise_clip_v2, lo - static_cast<float>(m.y_zp), hi - static_cast<float>(m.y_zp)));
+    list.push_back(
+        EltwisePostOp(dnnl_eltwise_clip_v2, lo - static_cast<float>(m.y_zp), hi - static_cast<float>(m.y_zp)));
     list.push_back(EltwisePostOp(dnnl_eltwise_linear, m.y_scale, 0.f));
     cur = Out(ctx.node(dq_y), 0);
     chain = CollectPostOps(ctx, cur, list);
@@ -344,8 +358,9 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   auto dst_for = [&](size_t k) {
     const int v = k == 0 ? cur : chain[k - 1].out;
     const bool plain = plain_out && IsGraphOutput(g, v) && g.v(v).consumers.empty();
-    const memory::data_type dt = dq_y >= 0 ? memory::data_type::f32
-                                 : ydt == kU8 ? memory::data_type::u8 : memory::data_type::s8;
+    const memory::data_type dt = dq_y >= 0    ? memory::data_type::f32
+                                 : ydt == kU8 ? memory::data_type::u8
+                                              : memory::data_type::s8;
     const memory::format_tag plain_tag = spec.dst_dims.size() == 3   ? memory::format_tag::abc
                                          : spec.dst_dims.size() == 4 ? memory::format_tag::abcd
                                                                      : memory::format_tag::abcde;
@@ -361,35 +376,35 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   int best_score = -1;
   Md best_w;
   for (int attempt = 0; attempt < 2 && best_score < 2; ++attempt) {
-  plain_out = attempt == 0;
-  best_score = -1;
-  for (size_t k = chain.size() + 1; k-- > 0 && best_score < 2;) {
-    const dnnl::primitive_attr attr = QConvAttr(sv, list_for(k), other_mds, m.x_zp != 0, dst_zp);
-    const Md dst_md = dst_for(k);
-    Md chosen_w;
-    int score = 2;
-    for (int t : ProbeThreadCounts()) {
-      OmpThreadsScope scope(t);
-      try {
-        const Md w_any(wdims, memory::data_type::s8, memory::format_tag::any);
-        const dnnl::convolution_forward::desc d(
-            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-            chosen_w.data.ndims == 0 ? w_any : chosen_w, has_bias ? bias_md : Md(), dst_md, spec.w.stride,
-            DnnlDilations(spec.w), spec.w.pad_begin, spec.w.pad_end_dnnl);
-        dnnl::convolution_forward::primitive_desc pd(d, attr, ProbeEngine());
-        if (chosen_w.data.ndims == 0) chosen_w = pd.weights_desc();
-        score = std::min(score, IsRefImpl(pd.impl_info_str()) ? 0 : 2);
-      } catch (const dnnl::error&) {
-        score = -1;
-        break;
+    plain_out = attempt == 0;
+    best_score = -1;
+    for (size_t k = chain.size() + 1; k-- > 0 && best_score < 2;) {
+      const dnnl::primitive_attr attr = QConvAttr(sv, list_for(k), other_mds, m.x_zp != 0, dst_zp);
+      const Md dst_md = dst_for(k);
+      Md chosen_w;
+      int score = 2;
+      for (int t : ProbeThreadCounts()) {
+        OmpThreadsScope scope(t);
+        try {
+          const Md w_any(wdims, memory::data_type::s8, memory::format_tag::any);
+          const dnnl::convolution_forward::desc d(
+              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
+              chosen_w.data.ndims == 0 ? w_any : chosen_w, has_bias ? bias_md : Md(), dst_md, spec.w.stride,
+              DnnlDilations(spec.w), spec.w.pad_begin, spec.w.pad_end_dnnl);
+          dnnl::convolution_forward::primitive_desc pd(d, attr, ProbeEngine());
+          if (chosen_w.data.ndims == 0) chosen_w = pd.weights_desc();
+          score = std::min(score, IsRefImpl(pd.impl_info_str()) ? 0 : 2);
+        } catch (const dnnl::error&) {
+          score = -1;
+          break;
+        }
+      }
+      if (score > best_score) {
+        best_score = score;
+        best_k = k;
+        best_w = chosen_w;
       }
     }
-    if (score > best_score) {
-      best_score = score;
-      best_k = k;
-      best_w = chosen_w;
-    }
-  }
   }
   if (best_score < 0) return ctx.Fail(node, "oneDNN has no int8 convolution for it");
 
@@ -400,8 +415,8 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   for (size_t i = 0; i < best_k; ++i) absorbed.push_back(chain[i].node);
   st.name = JoinNames(ctx, node, absorbed);
   Operand w_op, b_op, s_op, szp, dzp;
-  CheckResult r = ctx.PackWeight(WeightName(ctx, node, m.wq, "int8"), wbytes.data(), PlainDesc(wdims, kI8), best_w,
-                                 &w_op);
+  CheckResult r =
+      ctx.PackWeight(WeightName(ctx, node, m.wq, "int8"), wbytes.data(), PlainDesc(wdims, kI8), best_w, &w_op);
   if (!r.ok) return r;
   if (has_bias) {
     const Value& b = g.v(m.bq);
@@ -541,7 +556,8 @@ CheckResult LowerQuantizeLinear(LowerContext& ctx, int node) {
     return o;
   };
   const Md dst_md(memory::dims(g.v(y).dims.begin(), g.v(y).dims.end()),
-                  g.v(y).dtype == kU8 ? memory::data_type::u8 : memory::data_type::s8, static_cast<memory::format_tag>(cl));
+                  g.v(y).dtype == kU8 ? memory::data_type::u8 : memory::data_type::s8,
+                  static_cast<memory::format_tag>(cl));
   s.ops = {src, ctx.Define(y, dst_md), scalar(In(n, 1)), scalar(In(n, 2))};
   ctx.Emit(std::move(s));
   return CheckResult::Ok();
@@ -569,11 +585,12 @@ CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   if (src.dtype != kU8 || wts.dtype != kI8 || (dst.dtype != kU8 && dst.dtype != kI8 && dst.dtype != kF32))
     return bc.Fail("a QDQ convolution needs a uint8 src, int8 weights and an 8-bit or float dst");
   if (dst.dtype == kF32 && s.ops[5].present()) return bc.Fail("a float dst has no zero point");
-  if (wts.buf != Buf::kWeight || scales.buf != Buf::kWeight) return bc.Fail("weights and scales must be weight tensors");
+  if (wts.buf != Buf::kWeight || scales.buf != Buf::kWeight)
+    return bc.Fail("weights and scales must be weight tensors");
   if (bias.present() && (bias.dtype != kI32 || bias.dims.size() != 1)) return bc.Fail("the bias must be int32 [OC]");
   for (size_t i : {size_t{4}, size_t{5}})
-    if (s.ops[i].present() && (s.ops[i].dtype != kI32 || s.ops[i].dims != std::vector<int64_t>{1} ||
-                               !IsPlain(s.ops[i])))
+    if (s.ops[i].present() &&
+        (s.ops[i].dtype != kI32 || s.ops[i].dims != std::vector<int64_t>{1} || !IsPlain(s.ops[i])))
       return bc.Fail("zero point operand " + I2S(static_cast<int64_t>(i)) + " must be one plain int32");
   std::vector<Md> md(7);
   for (size_t i = 0; i < 7; ++i)
@@ -615,8 +632,8 @@ CheckResult BuildQConv(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   // stored layout with the compensation oneDNN asks for, bound explicitly.
   auto make_pd = [&](const Md& w) {
     return dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                        md[0], w, md[2], md[3], strides, dil, pb, pe),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, md[0],
+                                        w, md[2], md[3], strides, dil, pb, pe),
         attr, bc.engine());
   };
   dnnl::convolution_forward::primitive_desc pd;

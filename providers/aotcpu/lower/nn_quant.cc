@@ -1,8 +1,9 @@
-// 8-bit ops (issue 26): DynamicQuantizeLinear and per-tensor DequantizeLinear (steps kDynamicQuantize and
-// kDequantize, our own loops), and MatMulInteger -> Cast(float) -> Mul(scale) as one oneDNN int8 matmul (kMatMulInt8):
-// u8/s8 source with a zero point read at run time, s8 weights packed at compile time (the binary holds them as int8),
-// the scale as a binary-mul post-op, then the post-ops a float MatMul absorbs (bias Add, activations). oneDNN converts
-// the int32 sum to float and multiplies by the scale, as ONNX Runtime's Cast then Mul do: bit-identical.
+// 8-bit ops (issue 26): DynamicQuantizeLinear, per-tensor DequantizeLinear and QuantizeLinear (steps
+// kDynamicQuantize, kDequantize and kQuantize, our own loops), and MatMulInteger -> Cast(float) -> Mul(scale) as one
+// oneDNN int8 matmul (kMatMulInt8): u8/s8 source with a zero point read at run time, s8 weights packed at compile
+// time (the binary holds them as int8), the scale as a binary-mul post-op, then the post-ops a float MatMul absorbs
+// (bias Add, activations). oneDNN converts the int32 sum to float and multiplies by the scale, as ONNX Runtime's Cast
+// then Mul do: bit-identical.
 //
 // oneDNN 2.6 facts this relies on (checked on its x64 CPU engine): a runtime output scale (DNNL_RUNTIME_F32_VAL) makes
 // matmul fall back from brgemm to gemm and int8 convolution refuse altogether, while a binary-mul post-op by a [1, 1]
@@ -716,7 +717,8 @@ bool SupportQuantize(const Graph& g, const Node& n, std::string* why) {
   if (y.dims != x.dims) return Reject(why, "output shape differs from the input's");
   if (x.numel() <= 0) return Reject(why, "empty tensor");
   const Value& sv = g.v(scale);
-  if (const float* s = sv.is_const() ? static_cast<const float*>(sv.data) : nullptr; s && !(*s > 0.f && std::isfinite(*s)))
+  const float* s = sv.is_const() ? static_cast<const float*>(sv.data) : nullptr;
+  if (s && !(*s > 0.f && std::isfinite(*s)))
     return Reject(why, "scale '" + g.v(scale).name + "' is not a positive finite number");
   return true;
 }

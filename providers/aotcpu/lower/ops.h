@@ -11,8 +11,9 @@
 //   tensor_concat.cc Concat, Split                           (tensor_common.h: what the tensor files share)
 //   tensor_gather.cc Gather
 //   tensor_pad.cc  Pad
-//   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, MatMulInteger (8-bit steps)
+//   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, QuantizeLinear, MatMulInteger (8-bit steps)
 //   nn_quant_conv.cc ConvInteger (int8 convolution step)
+//   nn_qdq.cc      QDQ: DequantizeLinear -> Conv -> QuantizeLinear (int8 convolution with requantization)
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_

@@ -432,7 +432,8 @@ void CheckQdqConv(const QdqConvCase& t) {
   const int64_t OH = (H + 2 * t.pad - t.k) / t.stride + 1, OW = (W + 2 * t.pad - t.k) / t.stride + 1;
   std::vector<int8_t> w(static_cast<size_t>(t.oc * icg * t.k * t.k));
   for (size_t i = 0; i < w.size(); ++i)  // extreme: every product at its largest, so int16 pair sums would saturate
-    w[i] = t.extreme ? static_cast<int8_t>(i % 3 == 0 ? -128 : 127) : static_cast<int8_t>(static_cast<int>((i * 53) % 255) - 127);
+    w[i] = t.extreme ? static_cast<int8_t>(i % 3 == 0 ? -128 : 127)
+                     : static_cast<int8_t>(static_cast<int>((i * 53) % 255) - 127);
   std::vector<float> ws(static_cast<size_t>(t.oc)), bs(static_cast<size_t>(t.oc));
   std::vector<int32_t> bq(static_cast<size_t>(t.oc)), bz(static_cast<size_t>(t.oc), 0);
   std::vector<int8_t> wz(static_cast<size_t>(t.oc), 0);

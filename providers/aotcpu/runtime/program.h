@@ -128,11 +128,14 @@ enum class StepKind : uint32_t {
                      //   [1] of dst's type|none. dst = saturate(round_half_even(src / scale) + zero point) (ONNX
                      //   QuantizeLinear, per tensor; NaN gives the minimum).
   kQConv = 28,       // (version 6) ops: src u8, weights i8 (oneDNN's packed layout, plus its compensation when a
-                     //   source zero point is given), bias i32 [OC]|none, dst u8|i8, src zero point i32 [1]|none, dst
-                     //   zero point i32 [1]|none, output scales f32 [OC] (a weight). ints as kConv (groups, rank,
-                     //   strides, dilations, pads). A QDQ convolution (DequantizeLinear -> Conv -> QuantizeLinear):
-                     //   dst = saturate(round_half_even(float(sum (src - src zp) * weights + bias) * scale[oc]) + dst
-                     //   zp), as ONNX Runtime's QLinearConv; the padding reads as the source zero point.
+                     //   source zero point is given), bias i32 [OC]|none, dst u8|i8|f32, src zero point i32 [1]|none,
+                     //   dst zero point i32 [1]|none (8-bit dst only), output scales f32 [OC] (a weight), post-op
+                     //   srcs... ints as kConv (groups, rank, strides, dilations, pads). A QDQ convolution
+                     //   (DequantizeLinear -> Conv -> QuantizeLinear): v = float(sum (src - src zp) * weights + bias)
+                     //   * scale[oc], then the post-ops (the first a round half to even), then + dst zp, saturated:
+                     //   ONNX Runtime's QLinearConv. A float dst carries the QuantizeLinear -> DequantizeLinear pair
+                     //   after it as post-ops (round, clip, linear by the scale) and what follows. The padding reads
+                     //   as the source zero point.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
