@@ -539,7 +539,15 @@ CheckResult LowerQuantizeLinear(LowerContext& ctx, int node) {
   if (!IsGraphOutput(g, y))
     for (int c : g.v(y).consumers)
       feeds_qconv = feeds_qconv || DequantizeReadOnlyByQdqConvs(g, g.nodes[static_cast<size_t>(c)]);
-  if (!feeds_qconv || rank < 3 || rank > 5) return LowerQuantize(ctx, node);
+  // A padded blocked source (a deconvolution's nChw16c with C not a multiple of 16) would be copied to plain nchw for
+  // the elementwise step: channels-last costs the same copy and keeps what follows (a BatchNormalization, the next
+  // deconvolution) on oneDNN's channels-last kernels (ppocr_v4_det_qdq's head: a plain BatchNormalization 2.5 ms).
+  bool padded = false;
+  if (const Operand* cur = ctx.Peek(x); cur && !IsPlain(*cur)) {
+    const Md d = DescOfOperand(*cur);
+    for (int i = 0; i < d.data.ndims; ++i) padded = padded || d.data.padded_dims[i] != d.data.dims[i];
+  }
+  if ((!feeds_qconv && !padded) || rank < 3 || rank > 5) return LowerQuantize(ctx, node);
   // The convolution reads u8 channels-last: quantize from (and into) channels-last, so that one reorder of the float
   // source at most (none after a step that wrote channels-last) replaces a plain copy and a copy of the result.
   const uint32_t cl = ChannelsLastTag(rank);

@@ -38,12 +38,14 @@ bool OneElement(const Graph& g, int v) { return v >= 0 && g.v(v).has_shape && g.
 // Dense layouts an elementwise 8-bit step keeps: plain row-major, or a format tag without padding.
 bool DenseOperand(const Operand& op) {
   if (IsPlain(op)) return true;
-  if (op.tag == 0) return false;
   memory::desc d;
   if (!OperandDesc(op, &d).ok) return false;
   for (int i = 0; i < d.data.ndims; ++i)
     if (d.data.padded_dims[i] != d.data.dims[i]) return false;
-  return true;
+  if (op.tag != 0) return true;
+  // Strided: dense when the strides leave no gap (a permutation such as channels-last).
+  return d.data.format_kind == dnnl_blocked && d.data.format_desc.blocking.inner_nblks == 0 &&
+         d.get_size() == static_cast<size_t>(Numel(op.dims)) * memory::data_type_size(d.data_type());
 }
 
 // The operand of `value` for an elementwise step: its current layout when dense, else plain.
