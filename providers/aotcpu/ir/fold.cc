@@ -854,11 +854,46 @@ R FoldExpand(Fold& f) {
   return R::kDone;
 }
 
+// DequantizeLinear of constants (per tensor or per axis): y = float(x - zp) * scale, as the CPU EP and ONNX Runtime.
+// Left alone when only QDQ convolutions read it (they keep the 8-bit data: lower/nn_qdq.cc) and when its parameters
+// are not valid (the support check then names the reason).
+R FoldDequantize(Fold& f) {
+  std::string why;
+  if (!CheckDequantizeParams(f.g, f.n, &why) || DequantizeReadOnlyByQdqConvs(f.g, f.n)) return R::kSkip;
+  const View& x = f.in[0];
+  if (x.dtype != 2 && x.dtype != 3 && x.dtype != 6) return R::kSkip;  // u8, i8, i32
+  if (!f.Has(1) || f.in[1].p == nullptr || (f.Has(2) && f.in[2].p == nullptr)) return R::kSkip;
+  const View& s = f.in[1];
+  const bool per_axis = s.numel != 1;
+  int64_t axis = f.n.Int("axis", 1);
+  if (axis < 0) axis += static_cast<int64_t>(x.dims.size());
+  char* p = nullptr;
+  const R r = f.Alloc(1, x.dims, &p);
+  if (r != R::kDone) return r;
+  int64_t inner = 1;
+  if (per_axis)
+    for (size_t i = static_cast<size_t>(axis) + 1; i < x.dims.size(); ++i) inner *= x.dims[i];
+  auto elem = [](const View& v, int64_t i) -> int64_t {
+    switch (v.dtype) {
+      case 2: return v.as<uint8_t>()[i];
+      case 3: return v.as<int8_t>()[i];
+      default: return v.as<int32_t>()[i];
+    }
+  };
+  float* y = reinterpret_cast<float*>(p);
+  for (int64_t i = 0; i < x.numel; ++i) {
+    const int64_t c = per_axis ? (i / inner) % s.numel : 0;
+    const int64_t zp = f.Has(2) ? elem(f.in[2], c) : 0;
+    y[i] = static_cast<float>(static_cast<int32_t>(elem(x, i) - zp)) * s.as<float>()[c];
+  }
+  return R::kDone;
+}
+
 bool Known(const std::string& op) {
   static const char* const kOps[] = {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "Cast", "Add", "Sub",
                                      "Mul", "Div", "Equal", "Less", "Greater", "Where", "Not", "Neg", "Min", "Max",
                                      "Squeeze", "Unsqueeze", "Reshape", "Flatten", "Identity", "Concat", "Gather",
-                                     "Slice", "Transpose", "Expand"};
+                                     "Slice", "Transpose", "Expand", "DequantizeLinear"};
   for (const char* k : kOps)
     if (op == k) return true;
   return false;
@@ -887,6 +922,7 @@ R Evaluate(Fold& f) {
   if (op == "Slice") return FoldSlice(f);
   if (op == "Transpose") return FoldTranspose(f);
   if (op == "Expand") return FoldExpand(f);
+  if (op == "DequantizeLinear") return FoldDequantize(f);
   return R::kSkip;
 }
 

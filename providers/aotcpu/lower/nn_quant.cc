@@ -1,8 +1,9 @@
-// 8-bit ops (issue 26): DynamicQuantizeLinear and per-tensor DequantizeLinear (steps kDynamicQuantize and
-// kDequantize, our own loops), and MatMulInteger -> Cast(float) -> Mul(scale) as one oneDNN int8 matmul (kMatMulInt8):
-// u8/s8 source with a zero point read at run time, s8 weights packed at compile time (the binary holds them as int8),
-// the scale as a binary-mul post-op, then the post-ops a float MatMul absorbs (bias Add, activations). oneDNN converts
-// the int32 sum to float and multiplies by the scale, as ONNX Runtime's Cast then Mul do: bit-identical.
+// 8-bit ops (issue 26): DynamicQuantizeLinear, per-tensor DequantizeLinear and QuantizeLinear (steps
+// kDynamicQuantize, kDequantize and kQuantize, our own loops), and MatMulInteger -> Cast(float) -> Mul(scale) as one
+// oneDNN int8 matmul (kMatMulInt8): u8/s8 source with a zero point read at run time, s8 weights packed at compile
+// time (the binary holds them as int8), the scale as a binary-mul post-op, then the post-ops a float MatMul absorbs
+// (bias Add, activations). oneDNN converts the int32 sum to float and multiplies by the scale, as ONNX Runtime's Cast
+// then Mul do: bit-identical.
 //
 // oneDNN 2.6 facts this relies on (checked on its x64 CPU engine): a runtime output scale (DNNL_RUNTIME_F32_VAL) makes
 // matmul fall back from brgemm to gemm and int8 convolution refuse altogether, while a binary-mul post-op by a [1, 1]
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "providers/aotcpu/binary/isa.h"
@@ -36,12 +38,14 @@ bool OneElement(const Graph& g, int v) { return v >= 0 && g.v(v).has_shape && g.
 // Dense layouts an elementwise 8-bit step keeps: plain row-major, or a format tag without padding.
 bool DenseOperand(const Operand& op) {
   if (IsPlain(op)) return true;
-  if (op.tag == 0) return false;
   memory::desc d;
   if (!OperandDesc(op, &d).ok) return false;
   for (int i = 0; i < d.data.ndims; ++i)
     if (d.data.padded_dims[i] != d.data.dims[i]) return false;
-  return true;
+  if (op.tag != 0) return true;
+  // Strided: dense when the strides leave no gap (a permutation such as channels-last).
+  return d.data.format_kind == dnnl_blocked && d.data.format_desc.blocking.inner_nblks == 0 &&
+         d.get_size() == static_cast<size_t>(Numel(op.dims)) * memory::data_type_size(d.data_type());
 }
 
 // The operand of `value` for an elementwise step: its current layout when dense, else plain.
@@ -186,13 +190,24 @@ CheckResult CheckElementwise8(BuildContext& bc, uint32_t src_type, uint32_t dst_
   if (!src.present() || !dst.present() || !s.ops[2].present()) return bc.Fail("src, dst and scale are required");
   if (src.dtype != src_type || dst.dtype != dst_type) return bc.Fail("src or dst has the wrong element type");
   if (src.dims != dst.dims) return bc.Fail("src and dst dims differ");
-  if (src.tag != dst.tag || (src.tag == 0 && (!IsPlain(src) || !IsPlain(dst))))
-    return bc.Fail("src and dst must share one dense layout");
-  if (!DenseOperand(src)) return bc.Fail("src has a padded layout");
   d->resize(s.ops.size());
   for (size_t i = 0; i < s.ops.size(); ++i) {
     CheckResult r = bc.Desc(i, &(*d)[i]);  // checks each operand's extent against its buffer
     if (!r.ok) return r;
+  }
+  if (src.tag != dst.tag || (src.tag == 0 && (!IsPlain(src) || !IsPlain(dst)))) {
+    // Also one layout: both strided without blocks, equal strides, dense (a channels-last permutation).
+    const auto &a = (*d)[0].data, &b = (*d)[1].data;
+    const int64_t n = Numel(src.dims);
+    bool same = a.format_kind == dnnl_blocked && b.format_kind == dnnl_blocked &&
+                a.format_desc.blocking.inner_nblks == 0 && b.format_desc.blocking.inner_nblks == 0 &&
+                (*d)[0].get_size() == static_cast<size_t>(n) * (src.dtype == kF32 ? 4 : 1) &&
+                (*d)[1].get_size() == static_cast<size_t>(n) * (dst.dtype == kF32 ? 4 : 1);
+    for (int i = 0; same && i < a.ndims; ++i)
+      same = a.dims[i] == 1 || a.format_desc.blocking.strides[i] == b.format_desc.blocking.strides[i];
+    if (!same) return bc.Fail("src and dst must share one dense layout");
+  } else if (!DenseOperand(src)) {
+    return bc.Fail("src has a padded layout");
   }
   for (size_t i = 2; i < s.ops.size(); ++i)
     if (s.ops[i].present() && (!IsPlain(s.ops[i]) || Numel(s.ops[i].dims) != 1))
@@ -631,6 +646,114 @@ CheckResult BuildMatMulInt8(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   } catch (const dnnl::error& e) {
     return bc.Fail(std::string("int8 matmul: ") + e.what());
   }
+  return CheckResult::Ok();
+}
+
+// ---- QuantizeLinear (per tensor) ----------------------------------------------------------------------------------
+
+namespace {
+
+// y = saturate(round_half_even(x / scale) + zp), as ONNX Runtime's MLAS (a quotient, not a product by 1 / scale).
+// Clamping the quotient to [lo - zp, hi - zp] first is the same (zp is an integer); NaN gives the minimum, as the CPU
+// EP's QuantizeLinear.
+template <typename T>
+#if !defined(__SANITIZE_THREAD__) && !defined(__clang__)  // clang has no target_clones on function templates
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void QuantizeLinearLoop(const float* x, int64_t n, float scale, int32_t zp, T* y) {
+  constexpr float kLo = std::is_signed<T>::value ? -128.f : 0.f, kHi = std::is_signed<T>::value ? 127.f : 255.f;
+  const float lo = kLo - static_cast<float>(zp), hi = kHi - static_cast<float>(zp);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    float q = x[i] / scale;
+    q = q >= lo ? q : lo;
+    q = q <= hi ? q : hi;
+    y[i] = static_cast<T>(static_cast<int32_t>(RoundHalfEven(q)) + zp);
+  }
+}
+
+class QuantizeExec : public StepExec {
+ public:
+  QuantizeExec(int src, int dst, int scale, int zp, int64_t n, bool is_signed)
+      : src_(src), dst_(dst), scale_(scale), zp_(zp), n_(n), signed_(is_signed) {}
+  void Run(RunContext& rc) override {
+    const float scale = *static_cast<const float*>(rc.ptr(scale_));
+    int32_t zp = 0;
+    if (zp_ >= 0)
+      zp = signed_ ? *static_cast<const int8_t*>(rc.ptr(zp_)) : *static_cast<const uint8_t*>(rc.ptr(zp_));
+    const float* x = static_cast<const float*>(rc.ptr(src_));
+    void* y = rc.ptr(dst_);
+    const int64_t chunks = (n_ + kQuantChunk - 1) / kQuantChunk;
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t b = c * kQuantChunk, len = std::min(kQuantChunk, n_ - b);
+      if (signed_)
+        QuantizeLinearLoop(x + b, len, scale, zp, static_cast<int8_t*>(y) + b);
+      else
+        QuantizeLinearLoop(x + b, len, scale, zp, static_cast<uint8_t*>(y) + b);
+    }
+  }
+
+ private:
+  int src_, dst_, scale_, zp_;
+  int64_t n_;
+  bool signed_;
+};
+
+}  // namespace
+
+bool SupportQuantize(const Graph& g, const Node& n, std::string* why) {
+  if (!StaticIo(g, n, 2, why)) return false;
+  const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  const int scale = n.inputs[1], zp = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  if (x.dtype != kF32) return Reject(why, "input must be float");
+  if (!Is8Bit(y.dtype)) return Reject(why, "output must be int8 or uint8");
+  if (g.v(scale).dtype != kF32) return Reject(why, "scale must be float");
+  if (!OneElement(g, scale) || (zp >= 0 && !OneElement(g, zp)))
+    return Reject(why, "only a per-tensor scale and zero point are compiled");
+  if (zp >= 0 && g.v(zp).dtype != y.dtype)
+    return Reject(why, "zero point '" + g.v(zp).name + "' has element type " + std::to_string(g.v(zp).dtype) +
+                           ", the output " + std::to_string(y.dtype));
+  if (n.Int("block_size", 0) != 0) return Reject(why, "blocked quantization is not compiled");
+  if (n.Int("saturate", 1) != 1) return Reject(why, "saturate=0 applies to float8 only");
+  if (y.dims != x.dims) return Reject(why, "output shape differs from the input's");
+  if (x.numel() <= 0) return Reject(why, "empty tensor");
+  const Value& sv = g.v(scale);
+  const float* s = sv.is_const() ? static_cast<const float*>(sv.data) : nullptr;
+  if (s && !(*s > 0.f && std::isfinite(*s)))
+    return Reject(why, "scale '" + g.v(scale).name + "' is not a positive finite number");
+  return true;
+}
+
+CheckResult LowerQuantize(LowerContext& ctx, int node) {
+  const Node& n = ctx.node(node);
+  Step s;
+  s.kind = StepKind::kQuantize;
+  s.name = StepName(ctx.graph(), n);
+  const Operand src = UseDense(ctx, n.inputs[0]);
+  s.ops.push_back(src);
+  s.ops.push_back(DefineLike(ctx, n.outputs[0], src));
+  s.ops.push_back(UseScalar(ctx, n.inputs[1]));
+  s.ops.push_back(n.inputs.size() > 2 && n.inputs[2] >= 0 ? UseScalar(ctx, n.inputs[2]) : Operand());
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildQuantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(4, false, 0, 0);
+  if (!r.ok) return r;
+  const Step& s = bc.step();
+  const uint32_t t = s.ops[1].dtype;
+  if (!Is8Bit(t)) return bc.Fail("dst must be int8 or uint8");
+  std::vector<memory::desc> d;
+  if (!(r = CheckElementwise8(bc, kF32, t, &d)).ok) return r;
+  if (s.ops[2].dtype != kF32) return bc.Fail("scale must be float");
+  if (s.ops[3].present() && s.ops[3].dtype != t) return bc.Fail("zero point type differs from dst's");
+  const int64_t n = Numel(s.ops[0].dims);
+  if (n <= 0) return bc.Fail("empty tensor");
+  const int a = bc.Slot(0, d[0]), b = bc.Slot(1, d[1]), c = bc.Slot(2, d[2]);
+  const int z = s.ops[3].present() ? bc.Slot(3, d[3]) : -1;
+  *out = std::make_unique<QuantizeExec>(a, b, c, z, n, t == kI8);
   return CheckResult::Ok();
 }
 

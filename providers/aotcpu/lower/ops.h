@@ -11,8 +11,9 @@
 //   tensor_concat.cc Concat, Split                           (tensor_common.h: what the tensor files share)
 //   tensor_gather.cc Gather
 //   tensor_pad.cc  Pad
-//   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, MatMulInteger (8-bit steps)
+//   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, QuantizeLinear, MatMulInteger (8-bit steps)
 //   nn_quant_conv.cc ConvInteger (int8 convolution step)
+//   nn_qdq.cc      QDQ: DequantizeLinear -> Conv -> QuantizeLinear (int8 convolution with requantization)
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
@@ -77,6 +78,16 @@ EPCTX_AOT_OP(ConvInteger)  // ConvInteger -> Cast to float -> Mul by a scale [->
 EPCTX_AOT_STEP(ConvInt8)
 EPCTX_AOT_STEP(Bilinear)       // Resize linear over H and W in ONNX Runtime's order (nn_pool.cc)
 EPCTX_AOT_STEP(RoundFloat16)   // a Cast to float16 in a float16 graph computed in float32 (tensor_view.cc)
+// nn_quant.cc: QuantizeLinear (per tensor)
+EPCTX_AOT_OP(Quantize)
+EPCTX_AOT_STEP(Quantize)
+// nn_qdq.cc: QDQ graphs. Conv dispatches: DequantizeLinear -> Conv -> QuantizeLinear as one int8 convolution with
+// requantization (kQConv), any other Conv to nn_conv.cc. DequantizeLinear: per-axis of a constant that only QDQ
+// convolutions read (they read its int8 data; no step), else nn_quant.cc's per-tensor step.
+EPCTX_AOT_OP(ConvOrQdq)
+EPCTX_AOT_OP(DequantizeLinear)
+EPCTX_AOT_OP(QuantizeLinear)  // nn_quant.cc's step, channels-last when QDQ convolutions read the result
+EPCTX_AOT_STEP(QConv)
 
 // tensor_view.cc, tensor_concat.cc, tensor_gather.cc, tensor_pad.cc
 EPCTX_AOT_OP(Reshape)  // Reshape, Squeeze, Unsqueeze, Flatten, Identity, Cast (same type)
@@ -170,6 +181,16 @@ int FoldAddIntoBatchNorm(Graph* g, std::vector<bool>* folded);
 // shape, and every value computed from it, loses its static shape (has_shape = false), so that no node is claimed
 // for a shape the value will not have at run time.
 void DistrustContradictedShapes(Graph* g);
+
+// nn_qdq.cc: whether DequantizeLinear node `dq` is read only by QDQ convolutions that kQConv computes from its 8-bit
+// (or int32 bias) data: constant folding leaves it alone (any other constant DequantizeLinear is folded to float), and
+// its lowering emits nothing when its input is constant.
+bool DequantizeReadOnlyByQdqConvs(const Graph& g, const Node& dq);
+
+// nn_qdq.cc: the parameters of DequantizeLinear node `n` (scale, zero point, axis, block_size against its input),
+// checked as ONNX requires: false with why naming the tensor and the reason (a per-axis scale of the wrong length, an
+// axis out of range, a zero point of another element type or shape).
+bool CheckDequantizeParams(const Graph& g, const Node& n, std::string* why);
 
 // ir/fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "providers/aotcpu/capability/capability.h"
@@ -375,6 +376,262 @@ TEST(OpsQuant, Int8StepsAreVersion6) {
     std::unique_ptr<Executor> e;
     EXPECT_FALSE(Executor::Create(d, {}, 1, &e).ok) << damage;
   }
+}
+
+// ---- QDQ (nn_qdq.cc): QuantizeLinear, DequantizeLinear -> Conv -> QuantizeLinear ---------------------------------
+
+// ONNX Runtime's QuantizeLinear: round(x / scale) half to even, plus the zero point, saturated; NaN gives the minimum.
+template <typename T>
+T RefQuantize(float x, float scale, int32_t zp) {
+  const float lo = std::is_signed<T>::value ? -128.f : 0.f, hi = std::is_signed<T>::value ? 127.f : 255.f;
+  if (std::isnan(x)) return static_cast<T>(lo);
+  return static_cast<T>(std::min(hi, std::max(lo, std::nearbyint(x / scale) + static_cast<float>(zp))));
+}
+
+TEST(OpsQuantQdq, QuantizeLinearMatchesOnnxRuntime) {
+  const float scale = 0.25f;
+  std::vector<float> x = UniformFloats(16384 * 5 + 7, 11, -40.f, 40.f);
+  const float special[] = {0.125f, 0.375f, -0.125f, -0.375f, 1e9f, -1e9f, std::nanf(""), 0.f};  // ties, saturation, NaN
+  std::copy(std::begin(special), std::end(special), x.begin());
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (uint32_t dt : {kU8, kI8}) {
+    const uint8_t zu = 130;
+    const int8_t zs = -3;
+    GraphBuilder b;
+    b.Input("x", {n});
+    Const(b, "s", kF32, {}, &scale);
+    Const(b, "z", dt, {}, dt == kU8 ? static_cast<const void*>(&zu) : static_cast<const void*>(&zs));
+    b.Out("q", {n});
+    b.g.v(b.g.Find("q")).dtype = dt;
+    b.N("QuantizeLinear", {"x", "s", "z"}, {"q"}, 13);
+    b.Output("q");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c));
+    ASSERT_EQ(c.parsed.steps.size(), 1u);
+    EXPECT_EQ(c.parsed.steps[0].kind, StepKind::kQuantize);
+    std::vector<uint8_t> q(x.size());
+    ASSERT_TRUE(c.exec->Run({x.data()}, {q.data()}).ok);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint8_t want = dt == kU8 ? RefQuantize<uint8_t>(x[i], scale, zu)
+                                     : static_cast<uint8_t>(RefQuantize<int8_t>(x[i], scale, zs));
+      ASSERT_EQ(q[i], want) << dt << " element " << i << " x " << x[i];
+    }
+  }
+}
+
+struct QdqConvCase {
+  int64_t c, oc, k, group, stride, pad;
+  bool bias, per_channel, extreme, float_out;  // float_out: a DequantizeLinear after the QuantizeLinear (QDQ pair)
+  uint8_t xz, yz;
+};
+
+// Q(x) -> DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Q [-> DQ]: one kQConv step, no dequantized weights in
+// the program, and the result equal to the exact int32 sum requantized once (QLinearConv's arithmetic).
+void CheckQdqConv(const QdqConvCase& t) {
+  const int64_t H = 12, W = 11, icg = t.c / t.group;
+  const int64_t OH = (H + 2 * t.pad - t.k) / t.stride + 1, OW = (W + 2 * t.pad - t.k) / t.stride + 1;
+  std::vector<int8_t> w(static_cast<size_t>(t.oc * icg * t.k * t.k));
+  for (size_t i = 0; i < w.size(); ++i)  // extreme: every product at its largest, so int16 pair sums would saturate
+    w[i] = t.extreme ? static_cast<int8_t>(i % 3 == 0 ? -128 : 127)
+                     : static_cast<int8_t>(static_cast<int>((i * 53) % 255) - 127);
+  std::vector<float> ws(static_cast<size_t>(t.oc)), bs(static_cast<size_t>(t.oc));
+  std::vector<int32_t> bq(static_cast<size_t>(t.oc)), bz(static_cast<size_t>(t.oc), 0);
+  std::vector<int8_t> wz(static_cast<size_t>(t.oc), 0);
+  const float xs = 0.02f, ys = t.extreme ? 0.02f * 0.001f * 2500.f : 0.35f;
+  for (int64_t o = 0; o < t.oc; ++o) {
+    ws[static_cast<size_t>(o)] = t.per_channel ? 0.001f + 0.0005f * static_cast<float>(o % 7) : 0.001f;
+    bs[static_cast<size_t>(o)] = xs * ws[static_cast<size_t>(o)];
+    bq[static_cast<size_t>(o)] = static_cast<int32_t>((o * 7919) % 20001) - 10000;
+  }
+  const int64_t nws = t.per_channel ? t.oc : 1;
+  GraphBuilder b;
+  b.Input("x", {1, t.c, H, W});
+  Const(b, "xs", kF32, {}, &xs);
+  Const(b, "xz", kU8, {}, &t.xz);
+  Const(b, "wq", kI8, {t.oc, icg, t.k, t.k}, w.data());
+  Const(b, "ws", kF32, {nws}, ws.data());
+  Const(b, "wz", kI8, {nws}, wz.data());
+  Const(b, "bq", kI32, {t.oc}, bq.data());
+  Const(b, "bs", kF32, {t.oc}, bs.data());
+  Const(b, "bz", kI32, {t.oc}, bz.data());
+  Const(b, "ys", kF32, {}, &ys);
+  Const(b, "yz", kU8, {}, &t.yz);
+  b.Out("xq", {1, t.c, H, W});
+  b.g.v(b.g.Find("xq")).dtype = kU8;
+  b.Out("xd", {1, t.c, H, W});
+  b.Out("wd", {t.oc, icg, t.k, t.k});
+  b.Out("bd", {t.oc});
+  b.Out("y", {1, t.oc, OH, OW});
+  b.Out("yq", {1, t.oc, OH, OW});
+  b.g.v(b.g.Find("yq")).dtype = kU8;
+  b.Out("out", {1, t.oc, OH, OW});
+  b.N("QuantizeLinear", {"x", "xs", "xz"}, {"xq"}, 13);
+  b.N("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}, 13);
+  b.N("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, 13).attrs["axis"] = IntA(0);
+  if (t.bias) b.N("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, 13).attrs["axis"] = IntA(0);
+  Node& conv = b.N("Conv", {"xd", "wd", t.bias ? "bd" : ""}, {"y"}, 11);
+  if (!t.bias) conv.inputs.pop_back();
+  conv.attrs["group"] = IntA(t.group);
+  conv.attrs["strides"] = IntsA({t.stride, t.stride});
+  conv.attrs["pads"] = IntsA({t.pad, t.pad, t.pad, t.pad});
+  b.N("QuantizeLinear", {"y", "ys", "yz"}, {"yq"}, 13);
+  if (t.float_out) {
+    b.N("DequantizeLinear", {"yq", "ys", "yz"}, {"out"}, 13);
+    b.Output("out");
+  } else {
+    b.Output("yq");
+  }
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  int qconv = 0;
+  for (const Step& s : c.parsed.steps) {
+    qconv += s.kind == StepKind::kQConv;
+    EXPECT_NE(s.kind, StepKind::kDequantize) << "step " << s.name;
+    EXPECT_NE(s.kind, StepKind::kConv) << "step " << s.name;
+  }
+  EXPECT_EQ(qconv, 1);
+  for (const TensorInput& wt : c.cg.weights)  // the weights stay int8: no float copy of them in the binary
+    EXPECT_LT(wt.bytes.size(), w.size() * 4 + 4096u);
+  std::vector<float> x = UniformFloats(t.c * H * W, 23, -1.f, 5.f);
+  if (t.extreme) std::fill(x.begin(), x.end(), 100.f);
+  std::vector<float> out(static_cast<size_t>(t.oc * OH * OW));
+  std::vector<uint8_t> outq(out.size());
+  ASSERT_TRUE(c.exec->Run({x.data()}, {t.float_out ? static_cast<void*>(out.data()) : outq.data()}).ok);
+  std::vector<int32_t> xq(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xq[i] = RefQuantize<uint8_t>(x[i], xs, t.xz);
+  const int64_t ocg = t.oc / t.group;
+  for (int64_t o = 0; o < t.oc; ++o)
+    for (int64_t i = 0; i < OH; ++i)
+      for (int64_t j = 0; j < OW; ++j) {
+        int64_t acc = t.bias ? bq[static_cast<size_t>(o)] : 0;
+        const int64_t g0 = o / ocg * icg;
+        for (int64_t ci = 0; ci < icg; ++ci)
+          for (int64_t ki = 0; ki < t.k; ++ki)
+            for (int64_t kj = 0; kj < t.k; ++kj) {
+              const int64_t ii = i * t.stride - t.pad + ki, jj = j * t.stride - t.pad + kj;
+              if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;  // the padding reads as the zero point
+              acc += (xq[static_cast<size_t>(((g0 + ci) * H + ii) * W + jj)] - t.xz) *
+                     int64_t{w[static_cast<size_t>(((o * icg + ci) * t.k + ki) * t.k + kj)]};
+            }
+        const float scale = xs * ws[static_cast<size_t>(o)] / ys;
+        const float q = std::min(255.f, std::max(0.f, std::nearbyint(static_cast<float>(acc) * scale) + t.yz));
+        const size_t at = static_cast<size_t>((o * OH + i) * OW + j);
+        if (t.float_out)
+          ASSERT_EQ(out[at], (q - t.yz) * ys) << o << "," << i << "," << j << " acc " << acc;
+        else
+          ASSERT_EQ(outq[at], static_cast<uint8_t>(q)) << o << "," << i << "," << j << " acc " << acc;
+      }
+}
+
+TEST(OpsQuantQdq, QdqConvIsOneInt8StepEqualToTheInt32Reference) {
+  // c, oc, k, group, stride, pad, bias, per_channel, extreme, float_out, xz, yz
+  CheckQdqConv({8, 16, 3, 1, 1, 1, true, true, false, true, 111, 128});    // 3x3, the QDQ pair written as float
+  CheckQdqConv({8, 16, 3, 1, 1, 1, true, true, false, false, 111, 128});   // u8 result
+  CheckQdqConv({16, 16, 3, 16, 2, 1, true, true, false, true, 97, 3});     // depthwise, stride 2
+  CheckQdqConv({24, 40, 1, 1, 1, 0, false, false, false, true, 0, 0});     // 1x1, no bias, per tensor, no zero points
+  CheckQdqConv({12, 12, 3, 3, 1, 1, true, true, false, false, 5, 200});    // grouped
+}
+
+// Products of 255 and -128/127 in every tap: oneDNN without VNNI (CTest aotcpu_int8_avx2 runs this at AVX2) sums
+// pairs in int16 and would saturate; the split weights (and the depthwise kernels' widening) keep it exact.
+TEST(OpsQuantQdq, QdqConvExtremesAreExactWithoutVnni) {
+  CheckQdqConv({32, 16, 3, 1, 1, 1, false, false, true, true, 0, 128});
+  CheckQdqConv({32, 32, 3, 32, 1, 1, false, false, true, true, 0, 128});  // depthwise, whole weights
+}
+
+// DequantizeLinear parameters that ONNX does not allow are refused with the tensor and the reason, and not folded.
+TEST(OpsQuantQdq, BadDequantizeParametersAreRefusedWithAReason) {
+  const int8_t wq[6] = {1, 2, 3, 4, 5, 6};
+  const float scales[3] = {0.5f, 0.25f, 0.125f};
+  const uint8_t uz[3] = {0, 0, 0};
+  struct Bad {
+    Dims scale_dims;
+    int64_t axis;
+    bool u8_zero_point;
+    const char* expect;
+  };
+  const Bad cases[] = {
+      {{3}, 0, false, "scale 's' has 3 values; axis 0 of input 'w' has 2"},
+      {{3}, 2, false, "axis 2 is out of range for input 'w' of rank 2"},
+      {{3}, -3, false, "axis -3 is out of range"},
+      {{3}, 1, true, "zero point 'z' has element type 2, input 'w' 3"},
+  };
+  for (const Bad& bad : cases) {
+    GraphBuilder b;
+    Const(b, "w", kI8, {2, 3}, wq);
+    Const(b, "s", kF32, bad.scale_dims, scales);
+    Const(b, "z", bad.u8_zero_point ? kU8 : kI8, bad.scale_dims, uz);
+    b.Out("y", {2, 3});
+    b.N("DequantizeLinear", {"w", "s", "z"}, {"y"}, 13).attrs["axis"] = IntA(bad.axis);
+    b.Output("y");
+    std::string why;
+    EXPECT_FALSE(IsNodeSupported(b.g, b.g.nodes[0], &why)) << bad.expect;
+    EXPECT_NE(why.find(bad.expect), std::string::npos) << why;
+    Graph g = b.g;
+    std::vector<bool> folded;
+    ASSERT_TRUE(FoldConstants(&g, &folded).ok);
+    EXPECT_FALSE(folded[0]) << bad.expect;
+  }
+  // The valid per-axis one is folded to float (y = (w - 0) * scale[axis 1]).
+  GraphBuilder b;
+  Const(b, "w", kI8, {2, 3}, wq);
+  Const(b, "s", kF32, {3}, scales);
+  b.Out("y", {2, 3});
+  b.N("DequantizeLinear", {"w", "s"}, {"y"}, 13).attrs["axis"] = IntA(1);
+  b.Output("y");
+  std::vector<bool> folded;
+  ASSERT_TRUE(FoldConstants(&b.g, &folded).ok);
+  ASSERT_TRUE(folded[0]);
+  const float* y = static_cast<const float*>(b.g.v(b.g.Find("y")).data);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], static_cast<float>(wq[i]) * scales[i % 3]) << i;
+}
+
+// A damaged kQConv step (scales of the wrong length) is refused at load with a message, not run.
+TEST(OpsQuantQdq, DamagedQConvStepIsRefused) {
+  GraphBuilder unused;
+  (void)unused;
+  const float xs = 0.02f, ys = 0.5f, ws = 0.001f;
+  const uint8_t xz = 3, yz = 7;
+  const int8_t w[4 * 2] = {1, -2, 3, -4, 5, -6, 7, -8}, wz = 0;
+  GraphBuilder b;
+  b.Input("x", {1, 2, 5, 5});
+  Const(b, "xs", kF32, {}, &xs);
+  Const(b, "xz", kU8, {}, &xz);
+  Const(b, "wq", kI8, {4, 2, 1, 1}, w);
+  Const(b, "ws", kF32, {}, &ws);
+  Const(b, "wz", kI8, {}, &wz);
+  Const(b, "ys", kF32, {}, &ys);
+  Const(b, "yz", kU8, {}, &yz);
+  b.Out("xq", {1, 2, 5, 5});
+  b.g.v(b.g.Find("xq")).dtype = kU8;
+  b.Out("xd", {1, 2, 5, 5});
+  b.Out("wd", {4, 2, 1, 1});
+  b.Out("y", {1, 4, 5, 5});
+  b.Out("yq", {1, 4, 5, 5});
+  b.g.v(b.g.Find("yq")).dtype = kU8;
+  b.N("QuantizeLinear", {"x", "xs", "xz"}, {"xq"}, 13);
+  b.N("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}, 13);
+  b.N("DequantizeLinear", {"wq", "ws", "wz"}, {"wd"}, 13);
+  b.N("Conv", {"xd", "wd"}, {"y"}, 11);
+  b.N("QuantizeLinear", {"y", "ys", "yz"}, {"yq"}, 13);
+  b.Output("yq");
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  Program p = c.parsed;
+  bool found = false;
+  for (Step& s : p.steps)
+    if (s.kind == StepKind::kQConv) {
+      found = true;
+      s.ops[6].dims = {3};
+      s.ops[6].strides = {1};
+    }
+  ASSERT_TRUE(found);
+  std::vector<WeightRef> wr;
+  for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
+  std::unique_ptr<Executor> exec;
+  const CheckResult r = Executor::Create(p, std::move(wr), 1, &exec);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("scales must be plain float [OC]"), std::string::npos) << r.reason;
 }
 
 }  // namespace

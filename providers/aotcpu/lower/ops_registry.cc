@@ -8,7 +8,7 @@ namespace aotcpu {
 namespace {
 
 const OpEntry kOps[] = {
-    {"Conv", SupportConv, LowerConv},
+    {"Conv", SupportConvOrQdq, LowerConvOrQdq},
     {"ConvTranspose", SupportConvTranspose, LowerConvTranspose},
     {"BatchNormalization", SupportBatchNorm, LowerBatchNorm},
     {"MaxPool", SupportPool, LowerPool},
@@ -69,7 +69,8 @@ const OpEntry kOps[] = {
     {"Pad", SupportPad, LowerPad},
     {"Expand", SupportExpand, LowerExpand},
     {"DynamicQuantizeLinear", SupportDynamicQuantize, LowerDynamicQuantize},
-    {"DequantizeLinear", SupportDequantize, LowerDequantize},
+    {"DequantizeLinear", SupportDequantizeLinear, LowerDequantizeLinear},
+    {"QuantizeLinear", SupportQuantizeLinear, LowerQuantizeLinear},
     {"MatMulInteger", SupportMatMulInteger, LowerMatMulInteger},
     {"ConvInteger", SupportConvInteger, LowerConvInteger},
 };
@@ -92,6 +93,7 @@ const StepEntry kSteps[] = {
     {StepKind::kDynamicQuantize, BuildDynamicQuantize}, {StepKind::kDequantize, BuildDequantize},
     {StepKind::kMatMulInt8, BuildMatMulInt8}, {StepKind::kConvInt8, BuildConvInt8},
     {StepKind::kBilinear, BuildBilinear}, {StepKind::kRoundFloat16, BuildRoundFloat16},
+    {StepKind::kQuantize, BuildQuantize}, {StepKind::kQConv, BuildQConv},
 };
 
 }  // namespace

@@ -434,12 +434,12 @@ int DstOperand(const Step& s) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
     case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf: case StepKind::kPad:
     case StepKind::kStridedCopy: case StepKind::kDynamicQuantize: case StepKind::kDequantize:
-    case StepKind::kBilinear: case StepKind::kRoundFloat16:
+    case StepKind::kBilinear: case StepKind::kRoundFloat16: case StepKind::kQuantize:
       return 1;
     case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax: case StepKind::kMatMulInt8:
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
-    case StepKind::kLayerNorm: case StepKind::kConvInt8:
+    case StepKind::kLayerNorm: case StepKind::kConvInt8: case StepKind::kQConv:
       return 3;
     case StepKind::kBatchNorm:
       return 5;

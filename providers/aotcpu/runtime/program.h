@@ -23,7 +23,7 @@ namespace aotcpu {
 // Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
 // algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU); 5 adds the mish
 // algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19); 6 adds the 8-bit steps
-// kDynamicQuantize, kDequantize and kMatMulInt8 and float16 (dtype 10) operands and fused inputs/outputs (a float16
+// kDynamicQuantize, kDequantize, kMatMulInt8, kQuantize and kQConv and float16 (dtype 10) operands and fused inputs/outputs (a float16
 // graph computed in float32 converts at its edges and where it casts to float16) (issue 26). The writer stamps the
 // lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
 // builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
@@ -124,6 +124,18 @@ enum class StepKind : uint32_t {
                      //   padding). dst = src rounded to the nearest float16 (ties to even; beyond float16's range:
                      //   infinity; NaN stays NaN), kept as f32: a Cast to float16 inside a float16 graph computed in
                      //   float32 (ir/float16.h). Our own loop (F16C conversions where the CPU has them).
+  kQuantize = 27,    // (version 6) ops: src f32, dst u8|i8 (src's dims and dense layout), scale f32 [1], zero point
+                     //   [1] of dst's type|none. dst = saturate(round_half_even(src / scale) + zero point) (ONNX
+                     //   QuantizeLinear, per tensor; NaN gives the minimum).
+  kQConv = 28,       // (version 6) ops: src u8, weights i8 (oneDNN's packed layout, plus its compensation when a
+                     //   source zero point is given), bias i32 [OC]|none, dst u8|i8|f32, src zero point i32 [1]|none,
+                     //   dst zero point i32 [1]|none (8-bit dst only), output scales f32 [OC] (a weight), post-op
+                     //   srcs... ints as kConv (groups, rank, strides, dilations, pads). A QDQ convolution
+                     //   (DequantizeLinear -> Conv -> QuantizeLinear): v = float(sum (src - src zp) * weights + bias)
+                     //   * scale[oc], then the post-ops (the first a round half to even), then + dst zp, saturated:
+                     //   ONNX Runtime's QLinearConv. A float dst carries the QuantizeLinear -> DequantizeLinear pair
+                     //   after it as post-ops (round, clip, linear by the scale) and what follows. The padding reads
+                     //   as the source zero point.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

@@ -153,6 +153,7 @@ StepWork EstimateStepWork(const Step& s) {
   switch (s.kind) {
     case StepKind::kConv:
     case StepKind::kConvInt8:
+    case StepKind::kQConv:
     case StepKind::kDeconv: {  // every output (deconv: input) element takes weights / out-channels products
       const auto& wd = dims(1);
       const auto& big = s.kind == StepKind::kConv ? dims(3) : dims(0);
