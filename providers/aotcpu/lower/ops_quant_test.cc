@@ -474,6 +474,24 @@ TEST(OpsQuant, ConvIntegerExtremeWeightsAreExact) {
   }
 }
 
+// A grouped ConvInteger is left to the CPU EP (its exact int8 kernels) with the reason.
+TEST(OpsQuant, GroupedConvIntegerIsLeftToTheCpuEp) {
+  const std::vector<uint8_t> w(4 * 2 * 9, 255);
+  const uint8_t wz = 0;
+  GraphBuilder b;
+  b.Input("x", {1, 4, 5, 5});
+  b.g.v(b.g.Find("x")).dtype = kU8;
+  Const(b, "w", kU8, {4, 2, 3, 3}, w.data());
+  Const(b, "wz", kU8, {}, &wz);
+  b.Out("acc", {1, 4, 3, 3});
+  b.g.v(b.g.Find("acc")).dtype = kI32;
+  Node& n = b.N("ConvInteger", {"x", "w", "", "wz"}, {"acc"}, 10);
+  n.attrs["group"] = IntA(2);
+  std::string why;
+  EXPECT_FALSE(IsNodeSupported(b.g, n, &why));
+  EXPECT_NE(why.find("only group 1"), std::string::npos) << why;
+}
+
 // Weights whose values minus their zero point leave int8, and an int32 result read by anything but one Cast to float,
 // are left to the CPU EP with the reason.
 TEST(OpsQuant, MatMulIntegerRefusals) {
