@@ -408,9 +408,7 @@ class ShiftedConvInt8Exec : public StepExec {
                       WindowGeometry geom, int32_t d, int src, int dst, int zp, std::vector<EpilogueOp> ops,
                       std::vector<int> op_slots)
       : prim_(pd), args_(std::move(args)), scratch_md_(pd.scratchpad_desc()), impl_(pd.impl_info_str()),
-        geom_(geom), d_(d), src_(src), dst_(dst), zp_(zp), ops_(std::move(ops)), op_slots_(std::move(op_slots)) {
-    sums_at_ = (scratch_md_.get_size() + 63) / 64 * 64;
-  }
+        geom_(geom), d_(d), src_(src), dst_(dst), zp_(zp), ops_(std::move(ops)), op_slots_(std::move(op_slots)) {}
   void Run(RunContext& rc) override {
     std::unordered_map<int, dnnl::memory>& args = rc.step_args();
     if (args.empty()) {
@@ -424,10 +422,9 @@ class ShiftedConvInt8Exec : public StepExec {
     for (size_t i = 0; i < ops.size(); ++i)
       if (op_slots_[i] >= 0) ops[i].data = static_cast<const float*>(rc.ptr(op_slots_[i]));
     const int32_t xz = zp_ >= 0 ? *static_cast<const int32_t*>(rc.ptr(zp_)) : 0;
-    int32_t* sums = reinterpret_cast<int32_t*>(static_cast<unsigned char*>(rc.scratchpad()) + sums_at_);
-    ConvInt8WindowEpilogue(geom_, static_cast<const uint8_t*>(rc.ptr(src_)), xz, d_, rc.ptr(dst_), sums, ops);
+    ConvInt8WindowEpilogue(geom_, static_cast<const uint8_t*>(rc.ptr(src_)), xz, d_, rc.ptr(dst_), ops);
   }
-  size_t ScratchpadBytes() const override { return sums_at_ + WindowSumScratchBytes(geom_); }
+  size_t ScratchpadBytes() const override { return scratch_md_.get_size(); }
   std::string Impl() const override { return impl_ + "+window_sums"; }
 
  private:
@@ -435,7 +432,6 @@ class ShiftedConvInt8Exec : public StepExec {
   std::vector<std::pair<int, int>> args_;
   dnnl::memory::desc scratch_md_;
   std::string impl_;
-  size_t sums_at_ = 0;
   WindowGeometry geom_;
   int32_t d_;
   int src_, dst_, zp_;

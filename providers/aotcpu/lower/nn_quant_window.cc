@@ -52,8 +52,10 @@ void ChannelSums(const uint8_t* x, int64_t pixels, int64_t c, uint32_t base, int
   ChannelSumsPlain(x, pixels, c, base, out);
 }
 
-// `win`[ow] = sum over the window of output pixel (n, od, oh, ow) of the channel sums (taps inside the input only).
-void RowWindowSums(const WindowGeometry& g, const int32_t* sums, int64_t n, int64_t od, int64_t oh, uint32_t* win) {
+// `win`[ow] = sum over the window of output pixel (n, od, oh, ow) of the channel sums (taps inside the input only);
+// `row(key)` gives the channel sums of source row key = (n * D + id) * H + ih.
+template <typename RowFn>
+void RowWindowSums(const WindowGeometry& g, RowFn&& row, int64_t n, int64_t od, int64_t oh, uint32_t* win) {
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2], OW = g.out[2];
   std::fill(win, win + OW, 0u);
   for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
@@ -62,7 +64,7 @@ void RowWindowSums(const WindowGeometry& g, const int32_t* sums, int64_t n, int6
     for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
       const int64_t ih = oh * g.stride[1] - g.pad_begin[1] + kh * g.dilation[1];
       if (ih < 0 || ih >= H) continue;
-      const int32_t* srow = sums + ((n * D + id) * H + ih) * W;
+      const int32_t* srow = row((n * D + id) * H + ih);
       for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
         // The ow with 0 <= ow * stride + off < W.
         const int64_t off = kw * g.dilation[2] - g.pad_begin[2], sw = g.stride[2];
@@ -131,36 +133,48 @@ void Apply(const EpilogueOp& op, float* y, int64_t np, int64_t oc, const float* 
   }
 }
 
-constexpr int64_t kChunk = 2048;  // elements finished at a time (8 KB of int32 and 8 KB of float: L1)
-constexpr int64_t kSumBlock = 4096;  // pixels per channel-sum task
+constexpr int64_t kChunk = 2048;     // elements finished at a time (8 KB of int32 and 8 KB of float: L1)
+constexpr int64_t kMaxCachedRows = 64;  // channel-sum rows a thread keeps
 
 }  // namespace
 
 void ConvInt8WindowEpilogue(const WindowGeometry& g, const uint8_t* src, int32_t xz, int32_t d, void* acc_dst,
-                            int32_t* sums, const std::vector<EpilogueOp>& ops) {
-  const int64_t C = g.c, OC = g.oc, OD = g.out[0], OH = g.out[1], OW = g.out[2];
-  // 1. Per source pixel: sum over the channels of (x - xz).
-  const int64_t pixels = g.in_pixels(), blocks = (pixels + kSumBlock - 1) / kSumBlock;
-  const uint32_t base = 0u - static_cast<uint32_t>(C) * static_cast<uint32_t>(xz);
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t p0 = b * kSumBlock;
-    ChannelSums(src + p0 * C, std::min(kSumBlock, pixels - p0), C, base, sums + p0);
-  }
-  // 2. Per output row: the window sums times d, then the accumulators corrected, converted and finished.
+                            const std::vector<EpilogueOp>& ops) {
+  const int64_t C = g.c, OC = g.oc, D = g.in[0], H = g.in[1], W = g.in[2], OD = g.out[0], OH = g.out[1],
+                OW = g.out[2];
   const int64_t rows = g.n * OD * OH;
   const int64_t per_chunk = std::max<int64_t>(1, kChunk / OC);
-  const uint32_t ud = static_cast<uint32_t>(d);
+  const uint32_t ud = static_cast<uint32_t>(d), base = 0u - static_cast<uint32_t>(C) * static_cast<uint32_t>(xz);
+  // Each thread takes a contiguous range of output rows and computes the channel sums of the source rows their
+  // windows read as it goes, keeping the rows a window span covers: one parallel region and no barrier inside (the
+  // rows at a range's edge are summed by both neighbours).
+  const int64_t span = std::min(D, (g.kernel[0] - 1) * g.dilation[0] + 1) *
+                       std::min(H, (g.kernel[1] - 1) * g.dilation[1] + 1);
+  const int64_t cap = std::max<int64_t>(1, std::min(span, kMaxCachedRows));
   unsigned char* base_ptr = static_cast<unsigned char*>(acc_dst);
 #pragma omp parallel if (rows > 1)
   {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
     std::vector<uint32_t> win(static_cast<size_t>(OW));
     std::vector<int32_t> ibuf(static_cast<size_t>(per_chunk * OC));
     std::vector<float> fbuf(static_cast<size_t>(per_chunk * OC));
-#pragma omp for schedule(static)
-    for (int64_t row = 0; row < rows; ++row) {
+    std::vector<int32_t> cache(static_cast<size_t>(cap * W));
+    std::vector<int64_t> keys(static_cast<size_t>(cap), -1);
+    int64_t next = 0;
+    auto source_row = [&](int64_t key) -> const int32_t* {
+      for (int64_t i = 0; i < cap; ++i)
+        if (keys[static_cast<size_t>(i)] == key) return cache.data() + i * W;
+      const int64_t slot = next;  // oldest first: the rows come in increasing order
+      next = (next + 1) % cap;
+      keys[static_cast<size_t>(slot)] = key;
+      int32_t* out = cache.data() + slot * W;
+      ChannelSums(src + key * W * C, W, C, base, out);
+      return out;
+    };
+    for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / (OD * OH), od = row / OH % OD, oh = row % OH;
-      RowWindowSums(g, sums, n, od, oh, win.data());
+      RowWindowSums(g, source_row, n, od, oh, win.data());
       for (int64_t ow = 0; ow < OW; ++ow) win[static_cast<size_t>(ow)] *= ud;
       unsigned char* rowp = base_ptr + static_cast<size_t>(row * OW * OC) * sizeof(int32_t);
       for (int64_t ow0 = 0; ow0 < OW; ow0 += per_chunk) {

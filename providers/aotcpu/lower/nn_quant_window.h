@@ -7,7 +7,7 @@
 // multiply-add except where oneDNN's own eltwise uses one (linear). Our loops; internal to lower/.
 //
 // Thread safety: ConvInt8WindowEpilogue only reads `geom` and the epilogue list; it runs on the calling thread's
-// OpenMP team and writes only `dst` and `sums`.
+// OpenMP team and writes only `acc_dst`.
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_NN_QUANT_WINDOW_H_
 #define EPCTX_PROVIDERS_AOTCPU_LOWER_NN_QUANT_WINDOW_H_
 
@@ -25,7 +25,6 @@ struct WindowGeometry {
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1},
           dilation[3] = {1, 1, 1}, pad_begin[3] = {0, 0, 0};
 
-  int64_t in_pixels() const { return n * in[0] * in[1] * in[2]; }
 };
 
 // One operation of the float epilogue, applied to every element y of the convolution's result in order.
@@ -49,17 +48,12 @@ struct EpilogueOp {
   const float* data = nullptr;  // kScalar / kChannel / kFull: set per run
 };
 
-// Bytes of int32 scratch ConvInt8WindowEpilogue needs for `geom` (the per-pixel channel sums of the source).
-inline size_t WindowSumScratchBytes(const WindowGeometry& geom) {
-  return static_cast<size_t>(geom.in_pixels()) * sizeof(int32_t);
-}
-
 // src: the convolution's source, u8 channels-last [N, D, H, W, C] dense. acc_dst: the convolution's int32 sums
 // sum (x - xz) * s in channels-last [N, OD, OH, OW, OC] dense, replaced in place by the float results. xz: the
-// source zero point. d: the weights' correction factor. sums: WindowSumScratchBytes of scratch (any alignment of 4).
-// Every sum wraps modulo 2^32, as oneDNN's int32 accumulators do.
+// source zero point. d: the weights' correction factor. Every sum wraps modulo 2^32, as oneDNN's int32 accumulators
+// do. Allocates a few rows of per-thread buffers.
 void ConvInt8WindowEpilogue(const WindowGeometry& geom, const uint8_t* src, int32_t xz, int32_t d, void* acc_dst,
-                            int32_t* sums, const std::vector<EpilogueOp>& ops);
+                            const std::vector<EpilogueOp>& ops);
 
 }  // namespace aotcpu
 }  // namespace epctx
