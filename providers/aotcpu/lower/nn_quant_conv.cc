@@ -6,19 +6,27 @@
 //
 // oneDNN has no weight zero point, and uint8 weights minus theirs do not always fit int8 (ONNX Runtime's dynamic
 // quantizer: 114 of isnet_quint8's 119 convolutions). A correction (wz' - wz) * sum over the window of (x - xz) as a
-// [N, 1, OH, OW] binary post-op runs oneDNN's reference kernel (measured), so instead each weight v = w - wz is split
-// into P parts that each fit the kernels' range (quant_common.h: Int8PartRange) and the parts are stacked along the
-// input channels over a source copied P times side by side: one convolution of P * C input channels sums exactly
-// sum (x - xz) * v in int32. P is 1 when the weights fit (signed, or a zero point in their middle), 2 for most uint8
-// weights with VNNI, and up to 4 without VNNI (parts in [-64, 64] keep oneDNN's int16 pair sums from saturating).
+// [N, 1, OH, OW] binary post-op runs oneDNN's reference kernel (measured), and its float add would round twice. So:
+// - where the target's int8 products are exact (VNNI), the weights are stored once, shifted into int8 (s = w - shift),
+//   oneDNN sums (x - xz) * s into int32 in the destination's bytes, and our loops (nn_quant_window.h) add
+//   (shift - wz) * the window sums in int32 and run the float epilogue (the step's post-ops) in place: the binary
+//   holds each weight once, the result is bit for bit the exact one (the trailing ints entry d = shift - wz marks it);
+// - without VNNI (the kernels add pairs of products in int16 and saturate) each weight v = w - wz is split into P
+//   parts that each fit the kernels' range (quant_common.h: Int8PartRange) and the parts are stacked along the
+//   input channels over a source copied P times side by side: one convolution of P * C input channels sums exactly
+//   sum (x - xz) * v in int32. P is 1 when the weights fit (signed, or a zero point in their middle), and up to 4
+//   without VNNI (parts in [-64, 64] keep oneDNN's int16 pair sums from saturating).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "providers/aotcpu/lower/nn_common.h"
+#include "providers/aotcpu/lower/nn_quant_window.h"
 #include "providers/aotcpu/lower/quant_common.h"
 
 namespace epctx {
@@ -96,6 +104,143 @@ bool SupportConvInteger(const Graph& g, const Node& n, std::string* why) {
   return MatchInt8Tail(g, y, &t, why);
 }
 
+namespace {
+
+// The per-channel bias Add reading the scaled value `cur` alone: its node (and *bias its oc values), or -1.
+int BiasAdd(LowerContext& ctx, int cur, const ConvSpec& spec, const float** bias) {
+  const Graph& g = ctx.graph();
+  *bias = nullptr;
+  const int a = ctx.SoleConsumer(cur);
+  if (a < 0 || ctx.IsAbsorbed(a)) return -1;
+  const Node& an = ctx.node(a);
+  const int other = an.num_inputs() == 2 ? (In(an, 0) == cur ? In(an, 1) : In(an, 0)) : -1;
+  if (!IsOnnx(an) || an.op != "Add" || other < 0 || other == cur || !StaticF32(g, Out(an, 0)) ||
+      g.v(Out(an, 0)).dims != spec.dst_dims)
+    return -1;
+  *bias = ChannelBias(g, other, spec.oc, spec.dst_dims.size());
+  return *bias ? a : -1;
+}
+
+// What the two forms of the step share once the source, weights, post-ops and layouts are chosen.
+struct ConvInt8Parts {
+  Operand src, zp;
+  std::string wbytes;          // plain [OC, C', k...] int8
+  memory::dims wdims;
+  Md packed_w, dst;            // the layouts the primitive chose
+  std::vector<PostOp> first;   // the scale (and the bias)
+  int bias_node = -1;
+  const float* bias = nullptr;
+  std::vector<FusedOp> chain;
+  std::vector<Md> other_mds;
+  size_t k = 0;                // chain entries taken
+  int cur = -1;                // the value after the scale and bias
+  int64_t correction = 0;      // d = shift - wz for stored-shifted weights, else 0 (no trailing int)
+};
+
+CheckResult EmitConvInt8(LowerContext& ctx, int node, const ConvSpec& spec, const Int8Tail& tail, ConvInt8Parts& p) {
+  const Node& n = ctx.node(node);
+  const size_t rank = spec.dst_dims.size();
+  std::vector<int64_t> ones(rank, 1), per_channel(rank, 1);
+  per_channel[1] = spec.oc;
+  Step st;
+  st.kind = StepKind::kConvInt8;
+  std::vector<int> absorbed = {tail.cast, tail.mul};
+  if (p.bias_node >= 0) absorbed.push_back(p.bias_node);
+  for (size_t i = 0; i < p.k; ++i) absorbed.push_back(p.chain[i].node);
+  st.name = JoinNames(ctx, node, absorbed);
+  Operand w_op;
+  CheckResult r = ctx.PackWeight(WeightName(ctx, node, In(n, 1), "int8"), p.wbytes.data(), PlainDesc(p.wdims, kI8),
+                                 p.packed_w, &w_op);
+  if (!r.ok) return r;
+  Operand scale_op = ctx.UsePlain(tail.scale);
+  scale_op.dims = ones;
+  scale_op.strides = ones;
+  st.ops = {p.src, w_op, Operand(), Operand(), p.zp, scale_op};
+  st.post_ops = {p.first[0]};
+  if (p.bias) {
+    std::string bytes(reinterpret_cast<const char*>(p.bias), static_cast<size_t>(spec.oc) * sizeof(float));
+    Operand bop;
+    r = ctx.AddWeight(WeightName(ctx, node, In(n, 1), "bias"), std::move(bytes), PlainDesc(per_channel, kF32), &bop);
+    if (!r.ok) return r;
+    st.ops.push_back(bop);
+    st.post_ops.push_back(p.first[1]);
+  }
+  r = AppendPostOps(ctx, node, p.chain, p.k, p.other_mds, &st);
+  if (!r.ok) return r;
+  const int final_value = p.k == 0 ? p.cur : p.chain[p.k - 1].out;
+  st.ops[3] = ctx.Define(final_value, p.dst);
+  st.ints = {1, static_cast<int64_t>(spec.w.rank())};
+  const std::vector<int64_t> dil = DnnlDilations(spec.w);
+  for (const std::vector<int64_t>* v : {&spec.w.stride, &dil, &spec.w.pad_begin, &spec.w.pad_end_dnnl})
+    st.ints.insert(st.ints.end(), v->begin(), v->end());
+  if (p.correction != 0) st.ints.push_back(p.correction);
+  for (int a : absorbed) ctx.Absorb(a);
+  ctx.Emit(std::move(st));
+  return CheckResult::Ok();
+}
+
+// The post-op the shifted form's epilogue runs (nn_quant_window.h), as the step carries it.
+bool EpilogueRuns(const PostOp& p) {
+  if (p.kind == PostOp::kBinary) return p.alg == dnnl_binary_add || p.alg == dnnl_binary_mul;
+  return p.kind == PostOp::kEltwise && p.scale == 1.f &&
+         (p.alg == dnnl_eltwise_relu || p.alg == dnnl_eltwise_clip_v2 || p.alg == dnnl_eltwise_linear);
+}
+
+// The shifted form: weights stored once as s = w - shift in int8, the int32 rest added by the window-sum epilogue.
+// False (nothing emitted) when oneDNN has no direct int8 kernel for it here: the caller splits the weights instead.
+bool ShiftedConvInt8(const ConvSpec& spec, const Value& wv, int32_t wz, ConvInt8Parts* p) {
+  const int64_t numel = wv.numel();
+  auto raw = [&](int64_t i) {
+    return wv.dtype == kU8 ? int32_t{static_cast<const uint8_t*>(wv.data)[i]}
+                           : int32_t{static_cast<const int8_t*>(wv.data)[i]};
+  };
+  int32_t rmin = 255, rmax = -128;
+  for (int64_t i = 0; i < numel; ++i) rmin = std::min(rmin, raw(i)), rmax = std::max(rmax, raw(i));
+  // The shift nearest wz that brings every weight into [-128, 127] (8-bit weights span at most 255).
+  const int32_t shift = std::min(std::max(wz, rmax - 127), rmin + 128);
+  if (shift == wz || rmax - shift > 127 || rmin - shift < -128) return false;
+  p->wbytes.assign(static_cast<size_t>(numel), '\0');
+  for (int64_t i = 0; i < numel; ++i) p->wbytes[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(raw(i) - shift));
+  p->wdims = spec.wdims;
+
+  // The epilogue's post-ops: the chain up to the first one it does not run, or whose operand is not in the
+  // destination's layout (it reads residuals at the destination's positions).
+  const uint32_t cl = ChannelsLastTag(spec.dst_dims.size());
+  p->dst = F32Desc(spec.dst_dims, cl);
+  for (p->k = 0; p->k < p->chain.size(); ++p->k) {
+    const FusedOp& f = p->chain[p->k];
+    bool runs = f.other < 0 || SameLayout(p->other_mds[p->k], p->dst);
+    for (const PostOp& q : f.pos) runs = runs && EpilogueRuns(q);
+    if (!runs) break;
+  }
+  // oneDNN's convolution into int32 in the destination's layout, with no post-ops.
+  Md acc = p->dst;
+  acc.data.data_type = dnnl_s32;
+  const Md src_md = DescOfOperand(p->src);
+  const Md w_any(p->wdims, memory::data_type::s8, memory::format_tag::any);
+  dnnl::primitive_attr attr;
+  if (p->zp.present()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  Md chosen;
+  for (int t : ProbeThreadCounts()) {
+    OmpThreadsScope scope(t);
+    try {
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                              src_md, chosen.data.ndims == 0 ? w_any : chosen, acc, spec.w.stride,
+                                              DnnlDilations(spec.w), spec.w.pad_begin, spec.w.pad_end_dnnl);
+      dnnl::convolution_forward::primitive_desc pd(d, attr, ProbeEngine());
+      if (IsRefImpl(pd.impl_info_str())) return false;
+      if (chosen.data.ndims == 0) chosen = pd.weights_desc();
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }
+  p->packed_w = chosen;
+  p->correction = shift - wz;
+  return true;
+}
+
+}  // namespace
+
 CheckResult LowerConvInteger(LowerContext& ctx, int node) {
   const Graph& g = ctx.graph();
   const Node& n = ctx.node(node);
@@ -107,7 +252,6 @@ CheckResult LowerConvInteger(LowerContext& ctx, int node) {
   if (ctx.IsAbsorbed(tail.cast) || ctx.IsAbsorbed(tail.mul)) return ctx.Fail(node, "its Cast or Mul was fused elsewhere");
   if (CheckResult rs = LowerScaleEarly(ctx, node, tail); !rs.ok) return rs;
 
-  // Weights v = w - wz in P parts along the input channels: [OC, P * C, k...].
   const Value& wv = g.v(In(n, 1));
   int32_t wz = 0;
   ConstZeroPoint(g, n, 3, &wz);
@@ -121,102 +265,100 @@ CheckResult LowerConvInteger(LowerContext& ctx, int node) {
   }
   int32_t lo, hi;
   Int8PartRange(ctx.options(), &lo, &hi);
-  const int64_t parts = PartsFor(vmin, vmax, lo, hi);
-  if (parts > kMaxParts) return ctx.Fail(node, "weights minus their zero point need more than 4 int8 parts");
-  const int64_t pc = parts * c;
-  std::string wbytes(static_cast<size_t>(oc * pc * ksize), '\0');
-  for (int64_t o = 0; o < oc; ++o)
-    for (int64_t ci = 0; ci < c; ++ci)
-      for (int64_t k = 0; k < ksize; ++k) {
-        int32_t rest = v[static_cast<size_t>((o * c + ci) * ksize + k)];
-        for (int64_t p = 0; p < parts; ++p) {  // greedy: every part but the last at a bound; PartsFor left room
-          const int32_t part = p + 1 == parts ? rest : std::min(hi, std::max(lo, rest));
-          rest -= part;
-          wbytes[static_cast<size_t>((o * pc + p * c + ci) * ksize + k)] = static_cast<char>(static_cast<int8_t>(part));
-        }
-      }
-  memory::dims wdims = spec.wdims;
-  wdims[1] = pc;
+  int64_t parts = PartsFor(vmin, vmax, lo, hi);
 
-  // The source, channels-last u8 (oneDNN's int8 kernels' layout), copied `parts` times side by side.
+  // The source, channels-last u8 (oneDNN's int8 kernels' layout), and its zero point.
   const int x = In(n, 0);
   const uint32_t cl = ChannelsLastTag(spec.src_dims.size());
   memory::desc cl_src(memory::dims(spec.src_dims.begin(), spec.src_dims.end()), memory::data_type::u8,
                       static_cast<memory::format_tag>(cl));
-  Operand src_op = ctx.UseAs(x, cl_src);
-  if (!src_op.present()) return ctx.Fail(node, "its source has no channels-last form");
+  ConvInt8Parts p;
+  p.src = ctx.UseAs(x, cl_src);
+  if (!p.src.present()) return ctx.Fail(node, "its source has no channels-last form");
+  if (CheckResult rz = SourceZeroPoint32(ctx, n, 2, &p.zp); !rz.ok) return rz;
+
+  // Post-ops: the scale, the per-channel bias, then what a float Conv absorbs.
+  const size_t rank = spec.dst_dims.size();
+  PostOp mul;
+  mul.kind = PostOp::kBinary;
+  mul.alg = dnnl_binary_mul;
+  mul.operand = 5;
+  p.first.push_back(mul);
+  p.cur = Out(ctx.node(tail.mul), 0);
+  p.bias_node = BiasAdd(ctx, p.cur, spec, &p.bias);
+  if (p.bias_node >= 0) {
+    PostOp add;
+    add.kind = PostOp::kBinary;
+    add.alg = dnnl_binary_add;
+    add.operand = 6;
+    p.first.push_back(add);
+    p.cur = Out(ctx.node(p.bias_node), 0);
+  }
+  p.chain = CollectPostOps(ctx, p.cur, p.first);
+  OtherDescs(ctx, &p.chain, &p.other_mds);
+
+  if (parts > 1 && Int8ProductsExact(ctx.options()) && ShiftedConvInt8(spec, wv, wz, &p))
+    return EmitConvInt8(ctx, node, spec, tail, p);
+
+  // Weights v = w - wz in P parts along the input channels: [OC, P * C, k...].
+  if (parts > kMaxParts) return ctx.Fail(node, "weights minus their zero point need more than 4 int8 parts");
+  const int64_t pc = parts * c;
+  p.wbytes.assign(static_cast<size_t>(oc * pc * ksize), '\0');
+  for (int64_t o = 0; o < oc; ++o)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t k = 0; k < ksize; ++k) {
+        int32_t rest = v[static_cast<size_t>((o * c + ci) * ksize + k)];
+        for (int64_t q = 0; q < parts; ++q) {  // greedy: every part but the last at a bound; PartsFor left room
+          const int32_t part = q + 1 == parts ? rest : std::min(hi, std::max(lo, rest));
+          rest -= part;
+          p.wbytes[static_cast<size_t>((o * pc + q * c + ci) * ksize + k)] = static_cast<char>(static_cast<int8_t>(part));
+        }
+      }
+  p.wdims = spec.wdims;
+  p.wdims[1] = pc;
+
+  // The source copied `parts` times side by side.
   std::vector<int64_t> src_dims = spec.src_dims;
   src_dims[1] = pc;
   if (parts > 1) {
     const std::string key = "parts" + std::to_string(parts) + ":" + g.v(x).name;
     if (const Operand* d = ctx.FindDerived(key)) {
-      src_op = *d;
+      p.src = *d;
     } else {
       std::vector<int64_t> storage = {spec.src_dims[0]};
       storage.insert(storage.end(), spec.src_dims.begin() + 2, spec.src_dims.end());
       storage.push_back(pc);
       const Operand base = ctx.NewPlain(kU8, storage);
-      for (int64_t p = 0; p < parts; ++p) {
+      for (int64_t q = 0; q < parts; ++q) {
         Step s;
         s.kind = StepKind::kReorder;
-        s.name = g.v(x).name + ":part" + std::to_string(p);
-        s.ops = {src_op, ChannelsLastView(base, spec.src_dims, pc, p * c)};
+        s.name = g.v(x).name + ":part" + std::to_string(q);
+        s.ops = {p.src, ChannelsLastView(base, spec.src_dims, pc, q * c)};
         ctx.Emit(std::move(s));
       }
-      src_op = ChannelsLastView(base, src_dims, pc, 0);
-      ctx.SetDerived(key, src_op);
+      p.src = ChannelsLastView(base, src_dims, pc, 0);
+      ctx.SetDerived(key, p.src);
     }
   }
-  Operand zp_op;
-  if (CheckResult rz = SourceZeroPoint32(ctx, n, 2, &zp_op); !rz.ok) return rz;
 
-  // Post-ops: the scale, the per-channel bias, then what a float Conv absorbs.
-  const size_t rank = spec.dst_dims.size();
-  std::vector<PostOp> first;
-  PostOp mul;
-  mul.kind = PostOp::kBinary;
-  mul.alg = dnnl_binary_mul;
-  mul.operand = 5;
-  first.push_back(mul);
-  int cur = Out(ctx.node(tail.mul), 0);
-  int bias_node = -1;
-  const float* bias = nullptr;
-  if (const int a = ctx.SoleConsumer(cur); a >= 0 && !ctx.IsAbsorbed(a)) {
-    const Node& an = ctx.node(a);
-    const int other = an.num_inputs() == 2 ? (In(an, 0) == cur ? In(an, 1) : In(an, 0)) : -1;
-    if (IsOnnx(an) && an.op == "Add" && other >= 0 && other != cur && StaticF32(g, Out(an, 0)) &&
-        g.v(Out(an, 0)).dims == spec.dst_dims && (bias = ChannelBias(g, other, oc, rank)) != nullptr) {
-      bias_node = a;
-      PostOp add;
-      add.kind = PostOp::kBinary;
-      add.alg = dnnl_binary_add;
-      add.operand = 6;
-      first.push_back(add);
-      cur = Out(an, 0);
-    }
-  }
-  std::vector<FusedOp> chain = CollectPostOps(ctx, cur, first);
-  std::vector<Md> other_mds;
-  OtherDescs(ctx, &chain, &other_mds);
   std::vector<int64_t> ones(rank, 1), per_channel(rank, 1);
   per_channel[1] = oc;
   const Md scale_md = PlainDesc(ones, kF32), bias_md = PlainDesc(per_channel, kF32);
-
-  const Md src_md = DescOfOperand(src_op);
-  const Md w_any(wdims, memory::data_type::s8, memory::format_tag::any);
+  const Md src_md = DescOfOperand(p.src);
+  const Md w_any(p.wdims, memory::data_type::s8, memory::format_tag::any);
   auto attr_for = [&](size_t k) {
     dnnl::post_ops po;
     po.append_binary(dnnl::algorithm::binary_mul, scale_md);
-    if (bias) po.append_binary(dnnl::algorithm::binary_add, bias_md);
-    for (const PostOp& p : ChainPostOps(chain, k)) {
-      if (p.kind == PostOp::kEltwise)
-        po.append_eltwise(p.scale, static_cast<dnnl::algorithm>(p.alg), p.alpha, p.beta);
+    if (p.bias) po.append_binary(dnnl::algorithm::binary_add, bias_md);
+    for (const PostOp& q : ChainPostOps(p.chain, k)) {
+      if (q.kind == PostOp::kEltwise)
+        po.append_eltwise(q.scale, static_cast<dnnl::algorithm>(q.alg), q.alpha, q.beta);
       else
-        po.append_binary(static_cast<dnnl::algorithm>(p.alg), other_mds[p.operand]);
+        po.append_binary(static_cast<dnnl::algorithm>(q.alg), p.other_mds[q.operand]);
     }
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
-    if (zp_op.present()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    if (p.zp.present()) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     return attr;
   };
   auto make_pd = [&](const Md& wd, const Md& dst, const dnnl::primitive_attr& attr) {
@@ -226,11 +368,9 @@ CheckResult LowerConvInteger(LowerContext& ctx, int node) {
     return dnnl::convolution_forward::primitive_desc(d, attr, ProbeEngine());
   };
   // The longest chain on a direct kernel at every thread count the executor may use, else the longest that works.
-  size_t best_k = 0;
   int best_score = -1;
-  Md best_w, best_dst;
-  for (size_t k = chain.size() + 1; k-- > 0 && best_score < 2;) {
-    const int final_value = k == 0 ? cur : chain[k - 1].out;
+  for (size_t k = p.chain.size() + 1; k-- > 0 && best_score < 2;) {
+    const int final_value = k == 0 ? p.cur : p.chain[k - 1].out;
     const bool plain_dst = IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty();
     const Md dst = plain_dst ? PlainDesc(spec.dst_dims, kF32) : F32Desc(spec.dst_dims, cl);
     const dnnl::primitive_attr attr = attr_for(k);
@@ -249,48 +389,154 @@ CheckResult LowerConvInteger(LowerContext& ctx, int node) {
     }
     if (score > best_score) {
       best_score = score;
-      best_k = k;
-      best_w = chosen_w;
-      best_dst = dst;
+      p.k = k;
+      p.packed_w = chosen_w;
+      p.dst = dst;
     }
   }
   if (best_score < 0) return ctx.Fail(node, "oneDNN has no int8 convolution for this geometry");
+  return EmitConvInt8(ctx, node, spec, tail, p);
+}
 
-  Step st;
-  st.kind = StepKind::kConvInt8;
-  std::vector<int> absorbed = {tail.cast, tail.mul};
-  if (bias_node >= 0) absorbed.push_back(bias_node);
-  for (size_t i = 0; i < best_k; ++i) absorbed.push_back(chain[i].node);
-  st.name = JoinNames(ctx, node, absorbed);
-  Operand w_op;
-  CheckResult r = ctx.PackWeight(WeightName(ctx, node, In(n, 1), "int8"), wbytes.data(), PlainDesc(wdims, kI8),
-                                 best_w, &w_op);
-  if (!r.ok) return r;
-  Operand scale_op = ctx.UsePlain(tail.scale);
-  scale_op.dims = ones;
-  scale_op.strides = ones;
-  st.ops = {src_op, w_op, Operand(), Operand(), zp_op, scale_op};
-  st.post_ops = {first[0]};
-  if (bias) {
-    std::string bytes(reinterpret_cast<const char*>(bias), static_cast<size_t>(oc) * sizeof(float));
-    Operand bop;
-    r = ctx.AddWeight(WeightName(ctx, node, In(n, 1), "bias"), std::move(bytes), bias_md, &bop);
-    if (!r.ok) return r;
-    st.ops.push_back(bop);
-    st.post_ops.push_back(first[1]);
+namespace {
+
+// The shifted form at run time: oneDNN's convolution into int32 in the destination's bytes, then the window-sum
+// correction and the float epilogue in place (nn_quant_window.h).
+class ShiftedConvInt8Exec : public StepExec {
+ public:
+  ShiftedConvInt8Exec(dnnl::convolution_forward::primitive_desc pd, std::vector<std::pair<int, int>> args,
+                      WindowGeometry geom, int32_t d, int src, int dst, int zp, std::vector<EpilogueOp> ops,
+                      std::vector<int> op_slots)
+      : prim_(pd), args_(std::move(args)), scratch_md_(pd.scratchpad_desc()), impl_(pd.impl_info_str()),
+        geom_(geom), d_(d), src_(src), dst_(dst), zp_(zp), ops_(std::move(ops)), op_slots_(std::move(op_slots)) {}
+  void Run(RunContext& rc) override {
+    std::unordered_map<int, dnnl::memory>& args = rc.step_args();
+    if (args.empty()) {
+      for (const auto& a : args_) args.emplace(a.first, rc.mem(a.second));
+      if (scratch_md_.get_size() > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch_md_, rc.stream().get_engine(), rc.scratchpad()));
+    }
+    prim_.execute(rc.stream(), args);
+    rc.stream().wait();
+    std::vector<EpilogueOp> ops = ops_;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (op_slots_[i] >= 0) ops[i].data = static_cast<const float*>(rc.ptr(op_slots_[i]));
+    const int32_t xz = zp_ >= 0 ? *static_cast<const int32_t*>(rc.ptr(zp_)) : 0;
+    ConvInt8WindowEpilogue(geom_, static_cast<const uint8_t*>(rc.ptr(src_)), xz, d_, rc.ptr(dst_), ops);
   }
-  r = AppendPostOps(ctx, node, chain, best_k, other_mds, &st);
-  if (!r.ok) return r;
-  const int final_value = best_k == 0 ? cur : chain[best_k - 1].out;
-  st.ops[3] = ctx.Define(final_value, best_dst);
-  st.ints = {1, static_cast<int64_t>(spec.w.rank())};
-  std::vector<int64_t> dil = DnnlDilations(spec.w);
-  for (const std::vector<int64_t>* p : {&spec.w.stride, &dil, &spec.w.pad_begin, &spec.w.pad_end_dnnl})
-    st.ints.insert(st.ints.end(), p->begin(), p->end());
-  for (int a : absorbed) ctx.Absorb(a);
-  ctx.Emit(std::move(st));
+  size_t ScratchpadBytes() const override { return scratch_md_.get_size(); }
+  std::string Impl() const override { return impl_ + "+window_sums"; }
+
+ private:
+  dnnl::convolution_forward prim_;
+  std::vector<std::pair<int, int>> args_;
+  dnnl::memory::desc scratch_md_;
+  std::string impl_;
+  WindowGeometry geom_;
+  int32_t d_;
+  int src_, dst_, zp_;
+  std::vector<EpilogueOp> ops_;
+  std::vector<int> op_slots_;  // per epilogue op: its operand's slot, or -1
+};
+
+// Builds the shifted form (the trailing ints entry d): operands checked as the plain form's by BuildConvInt8; here
+// the layouts the loops read, and the post-ops they run.
+CheckResult BuildShiftedConvInt8(BuildContext& bc, const std::vector<Md>& md, size_t r, int32_t d,
+                                 std::unique_ptr<StepExec>* out) {
+  const Step& s = bc.step();
+  const memory::dims sd = md[0].dims(), wd = md[1].dims(), dd = md[3].dims();
+  const auto cl = static_cast<memory::format_tag>(ChannelsLastTag(r + 2));
+  if (!SameLayout(md[0], Md(sd, memory::data_type::u8, cl)))
+    return bc.Fail("a shifted int8 convolution needs a dense channels-last source");
+  if (!SameLayout(md[3], Md(dd, memory::data_type::f32, cl)))
+    return bc.Fail("a shifted int8 convolution needs a dense channels-last destination");
+  std::vector<EpilogueOp> ops;
+  std::vector<int> op_slots;
+  for (const PostOp& p : s.post_ops) {
+    EpilogueOp e;
+    int slot = -1;
+    if (p.kind == PostOp::kEltwise) {
+      if (p.scale != 1.f) return bc.Fail("an eltwise post-op with a scale is not run by the window-sum epilogue");
+      if (p.alg == dnnl_eltwise_relu) e.kind = EpilogueOp::kRelu;
+      else if (p.alg == dnnl_eltwise_clip_v2) e.kind = EpilogueOp::kClip;
+      else if (p.alg == dnnl_eltwise_linear) e.kind = EpilogueOp::kLinear;
+      else return bc.Fail("eltwise algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
+      e.alpha = p.alpha;
+      e.beta = p.beta;
+    } else {  // kBinary (CheckPostOpOperands refused the other kinds)
+      if (p.alg == dnnl_binary_add) e.kind = EpilogueOp::kAdd;
+      else if (p.alg == dnnl_binary_mul) e.kind = EpilogueOp::kMul;
+      else return bc.Fail("binary algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
+      const Operand& o = s.ops[p.operand];
+      Md od;
+      CheckResult c = bc.Desc(p.operand, &od);
+      if (!c.ok) return c;
+      if (o.dtype != kF32) return bc.Fail("binary post-op operand " + I2S(p.operand) + " is not float");
+      std::vector<int64_t> per_channel(dd.size(), 1);
+      per_channel[1] = dd[1];
+      if (o.dims == std::vector<int64_t>(dd.size(), 1)) e.operand = EpilogueOp::kScalar;
+      else if (o.dims == per_channel && IsPlain(o)) e.operand = EpilogueOp::kChannel;
+      else if (o.dims == std::vector<int64_t>(dd.begin(), dd.end()) && SameLayout(od, md[3])) e.operand = EpilogueOp::kFull;
+      else return bc.Fail("binary post-op operand " + I2S(p.operand) + " is neither one value, one per channel, nor "
+                          "in the destination's layout");
+      slot = bc.Slot(p.operand, od);
+    }
+    ops.push_back(e);
+    op_slots.push_back(slot);
+  }
+  WindowGeometry g;
+  g.n = sd[0];
+  g.c = sd[1];
+  g.oc = dd[1];
+  const size_t lead = 3 - r;
+  for (size_t i = 0; i < r; ++i) {
+    g.in[lead + i] = sd[2 + i];
+    g.out[lead + i] = dd[2 + i];
+    g.kernel[lead + i] = wd[2 + i];
+    g.stride[lead + i] = s.ints[2 + i];
+    g.dilation[lead + i] = s.ints[2 + r + i] + 1;  // oneDNN's dilations count the gaps
+    g.pad_begin[lead + i] = s.ints[2 + 2 * r + i];
+  }
+  dnnl::primitive_attr attr = UserScratchpad();
+  if (md[4].data.ndims != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  Md acc = md[3];
+  acc.data.data_type = dnnl_s32;
+  dnnl::convolution_forward::primitive_desc pd;
+  try {
+    const Md w_any(wd, memory::data_type::s8, memory::format_tag::any);
+    pd = dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                        md[0], w_any, acc, Slice(s.ints, 2, r), Slice(s.ints, 2 + r, r),
+                                        Slice(s.ints, 2 + 2 * r, r), Slice(s.ints, 2 + 3 * r, r)),
+        attr, bc.engine());
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("int8 convolution: ") + e.what());
+  }
+  if (!(pd.src_desc() == md[0]) || !(pd.dst_desc() == acc))
+    return bc.Fail("the int8 convolution chose other src or dst layouts than the step's operands");
+  const Md wc = pd.weights_desc();
+  Md plain_part = wc;
+  plain_part.data.extra = dnnl_memory_extra_desc_t();
+  if (!(plain_part == md[1])) return bc.Fail("the int8 convolution chose another weights layout than the step's");
+  if (bc.WeightBytes(1).length < wc.get_size())
+    return bc.Fail("weights hold " + std::to_string(bc.WeightBytes(1).length) + " bytes; the packed layout needs " +
+                   std::to_string(wc.get_size()));
+  std::vector<std::pair<int, int>> args;
+  const int src = bc.Slot(0, md[0]), dst = bc.Slot(3, acc);
+  const int zp = md[4].data.ndims != 0 ? bc.Slot(4, md[4]) : -1;
+  args.push_back({DNNL_ARG_SRC, src});
+  args.push_back({DNNL_ARG_WEIGHTS, bc.Slot(1, wc)});
+  args.push_back({DNNL_ARG_DST, dst});
+  if (zp >= 0) args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp});
+  try {
+    out->reset(new ShiftedConvInt8Exec(pd, std::move(args), g, d, src, dst, zp, std::move(ops), std::move(op_slots)));
+  } catch (const dnnl::error& e) {
+    return bc.Fail(std::string("int8 convolution: ") + e.what());
+  }
   return CheckResult::Ok();
 }
+
+}  // namespace
 
 CheckResult BuildConvInt8(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   const Step& s = bc.step();
@@ -299,8 +545,12 @@ CheckResult BuildConvInt8(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   const int64_t r64 = s.ints[1];
   if (r64 < 1 || r64 > 3) return bc.Fail("spatial rank " + I2S(r64) + " is outside 1..3");
   const size_t r = static_cast<size_t>(r64);
-  CheckResult c = bc.ExpectCounts(5, true, 2 + 4 * r, 0);
+  // 2 + 4r ints; one more (d, the weights' correction) for the shifted form.
+  const bool shifted = s.ints.size() == 2 + 4 * r + 1;
+  CheckResult c = bc.ExpectCounts(5, true, 2 + 4 * r + (shifted ? 1 : 0), 0);
   if (!c.ok) return c;
+  if (shifted && (s.ints.back() == 0 || s.ints.back() < -255 || s.ints.back() > 255))
+    return bc.Fail("weight correction " + I2S(s.ints.back()) + " is 0 or outside -255..255");
   if (!(c = CheckPostOpOperands(bc, 5)).ok) return c;
   if (!InRange(s.ints, 2, r, 1, kMaxWindow)) return bc.Fail("stride out of range");
   if (!InRange(s.ints, 2 + r, r, 0, kMaxWindow)) return bc.Fail("dilation out of range");
@@ -332,6 +582,7 @@ CheckResult BuildConvInt8(BuildContext& bc, std::unique_ptr<StepExec>* out) {
       if (o.dims[i] != dd[i] && o.dims[i] != 1)
         return bc.Fail("binary post-op operand " + I2S(p.operand) + " does not broadcast to the destination");
   }
+  if (shifted) return BuildShiftedConvInt8(bc, md, r, static_cast<int32_t>(s.ints.back()), out);
   dnnl::primitive_attr attr;
   std::vector<std::pair<int, int>> args;
   if (!(c = bc.PostOps(&attr, &args)).ok) return c;

@@ -14,6 +14,7 @@
 #include "providers/aotcpu/capability/capability.h"
 #include "providers/aotcpu/ir/test_graph.h"
 #include "providers/aotcpu/lower/ops.h"
+#include "providers/aotcpu/lower/quant_common.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -250,8 +251,9 @@ TEST(OpsQuant, MatMulIntegerExtremesAreExact) {
 }
 
 // x [1, C, H, W] float -> DynamicQuantizeLinear -> ConvInteger(q, W uint8 with zero point 143, zq; 3x3, padding,
-// dilation) -> Cast -> Mul(s * ws) -> Add(bias [C, 1, 1]) -> Relu: one int8 convolution step (weights in parts along
-// the input channels, since w - 143 leaves int8), equal to the int32 reference bit for bit, padding adding 0.
+// dilation) -> Cast -> Mul(s * ws) -> Add(bias [C, 1, 1]) -> Relu: one int8 convolution step (w - 143 leaves int8:
+// shifted weights and window sums with VNNI, else weights in parts along the input channels), equal to the int32
+// reference bit for bit, padding adding 0.
 TEST(OpsQuant, ConvIntegerIsOneExactInt8Step) {
   const int64_t C = 5, OC = 7, H = 9, W = 8;
   for (int64_t dil : {int64_t{1}, int64_t{3}}) {
@@ -313,6 +315,182 @@ TEST(OpsQuant, ConvIntegerIsOneExactInt8Step) {
           EXPECT_EQ(y[(o * H + i) * W + j], std::max(0.f, static_cast<float>(biased))) << dil << ":" << o << "," << i << "," << j;
         }
   }
+}
+
+// ConvInteger's uint8 (or int8) weights with zero points 0, 128 and 255 (and an int8 one), weights at 0 and 255,
+// a constant or dynamic source zero point, padding, strides, dilations and spatial ranks 1 to 3: one int8
+// convolution step equal to the exact int32 reference after Cast, Mul, bias Add and Relu, bit for bit. With VNNI
+// the weights that leave int8 minus their zero point are stored once, shifted (the step's trailing correction
+// int), and the window sums add the rest; without it (CTest's aotcpu_int8_avx2) they are split into parts.
+PostOp EltwisePostOpForTest(uint32_t alg) {
+  PostOp p;
+  p.kind = PostOp::kEltwise;
+  p.alg = alg;
+  return p;
+}
+
+struct ConvCase {
+  int64_t rank, c, oc, size, stride, dil, pad_lo, pad_hi;
+  bool u8w;
+  int32_t wz;
+  int xz_kind;  // 0 dynamic (DynamicQuantizeLinear), 1 constant 0 (absent), 2 constant 200
+};
+
+TEST(OpsQuant, ConvIntegerExtremeWeightsAreExact) {
+  const std::vector<ConvCase> cases = {
+      {2, 5, 7, 9, 1, 1, 1, 1, true, 0, 0},    {2, 5, 7, 9, 1, 2, 2, 2, true, 255, 0},
+      {2, 6, 9, 11, 2, 1, 1, 0, true, 128, 0}, {2, 19, 17, 10, 2, 3, 3, 2, true, 0, 2},
+      {1, 4, 6, 13, 1, 2, 2, 1, true, 255, 1}, {3, 3, 5, 6, 1, 1, 1, 1, true, 7, 0},
+      {2, 70, 33, 7, 1, 1, 1, 1, true, 0, 0},  {2, 8, 5, 8, 1, 1, 0, 0, false, -100, 2},
+  };
+  const bool vnni = Int8ProductsExact(CompileOptions());
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const ConvCase& k = cases[ci];
+    const int64_t r = k.rank, C = k.c, OC = k.oc, S = k.size, K = 3;
+    Dims xd = {1, C}, wdims = {OC, C}, yd = {1, OC};
+    int64_t in_n = 1, out_n = 1, ks = 1;
+    const int64_t o = (S + k.pad_lo + k.pad_hi - k.dil * (K - 1) - 1) / k.stride + 1;
+    for (int64_t i = 0; i < r; ++i) {
+      xd.push_back(S), wdims.push_back(K), yd.push_back(o);
+      in_n *= S, out_n *= o, ks *= K;
+    }
+    std::vector<uint8_t> w(static_cast<size_t>(OC * C * ks));
+    for (size_t i = 0; i < w.size(); ++i)  // 0 and 255 (-128 and 127 signed) at every fifth, the rest spread
+      w[i] = i % 5 == 0 ? 0 : i % 5 == 1 ? 255 : static_cast<uint8_t>(i * 37 + ci);
+    if (!k.u8w)
+      for (uint8_t& v : w) v = static_cast<uint8_t>(v ^ 0x80);  // as int8: 0 -> -128, 255 -> 127
+    const uint8_t wz_byte = static_cast<uint8_t>(k.wz);
+    const float ws = 0.0173f, one = 1.f;
+    const uint8_t xz_const = k.xz_kind == 2 ? 200 : 0;
+    const std::vector<float> bias = UniformFloats(OC, 5 + static_cast<uint32_t>(ci), -30.f, 30.f);
+    GraphBuilder b;
+    b.Input("x", xd);
+    if (k.xz_kind == 0) {
+      b.Out("q", xd);
+      b.Out("s", {});
+      b.Out("z", {});
+      b.g.v(b.g.Find("q")).dtype = kU8;
+      b.g.v(b.g.Find("z")).dtype = kU8;
+    } else {
+      b.g.v(b.g.Find("x")).dtype = kU8;
+      Const(b, "z", kU8, {}, &xz_const);
+      Const(b, "s", kF32, {}, &one);
+    }
+    Const(b, "w", k.u8w ? kU8 : kI8, wdims, w.data());
+    Const(b, "wz", k.u8w ? kU8 : kI8, {}, &wz_byte);
+    Const(b, "ws", kF32, {}, &ws);
+    Dims bd = {OC};
+    for (int64_t i = 0; i < r; ++i) bd.push_back(1);
+    b.F32("bias", bd, bias);
+    for (const char* v : {"acc", "accf", "scaled", "biased", "y"}) b.Out(v, yd);
+    b.g.v(b.g.Find("acc")).dtype = kI32;
+    b.Out("scale", {});
+    if (k.xz_kind == 0) b.N("DynamicQuantizeLinear", {"x"}, {"q", "s", "z"}, 11);
+    Node& conv = b.N("ConvInteger", {k.xz_kind == 0 ? "q" : "x", "w", k.xz_kind == 1 ? "" : "z", "wz"}, {"acc"}, 10);
+    Dims pads(static_cast<size_t>(r), k.pad_lo);
+    pads.insert(pads.end(), static_cast<size_t>(r), k.pad_hi);
+    conv.attrs["pads"] = IntsA(pads);
+    conv.attrs["strides"] = IntsA(Dims(static_cast<size_t>(r), k.stride));
+    conv.attrs["dilations"] = IntsA(Dims(static_cast<size_t>(r), k.dil));
+    b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
+    b.N("Mul", {"s", "ws"}, {"scale"}, 14);
+    b.N("Mul", {"accf", "scale"}, {"scaled"}, 14);
+    b.N("Add", {"scaled", "bias"}, {"biased"}, 14);
+    b.N("Relu", {"biased"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c)) << ci;
+    int int8_steps = 0, shifted = 0;
+    for (const Step& s : c.parsed.steps) {
+      int8_steps += s.kind == StepKind::kConvInt8;
+      shifted += s.kind == StepKind::kConvInt8 && s.ints.size() == static_cast<size_t>(3 + 4 * r);
+    }
+    EXPECT_EQ(int8_steps, 1) << ci;
+    // Shifted exactly when the target has exact products and w - wz leaves int8 (here: all but zero point 128).
+    const bool leaves = k.u8w ? k.wz != 128 : true;
+    EXPECT_EQ(shifted, vnni && leaves ? 1 : 0) << ci;
+
+    // The quantized source and its zero point, as the graph computes them.
+    std::vector<float> xf = UniformFloats(C * in_n, 17 + static_cast<uint32_t>(ci), -1.f, 4.f);
+    std::vector<uint8_t> q(static_cast<size_t>(C * in_n));
+    float s = 1.f;
+    uint8_t z = xz_const;
+    if (k.xz_kind == 0) {
+      RefDynamicQuantize(xf, &q, &s, &z);
+    } else {
+      for (size_t i = 0; i < q.size(); ++i) q[i] = i % 7 == 0 ? 255 : i % 7 == 1 ? 0 : static_cast<uint8_t>(i * 53);
+    }
+    std::vector<float> y(static_cast<size_t>(OC * out_n));
+    const void* in = k.xz_kind == 0 ? static_cast<const void*>(xf.data()) : static_cast<const void*>(q.data());
+    ASSERT_TRUE(c.exec->Run({in}, {y.data()}).ok) << ci;
+    const float scale = s * ws;
+    const int64_t D = r == 3 ? S : 1, H = r >= 2 ? S : 1, W = S, OD = r == 3 ? o : 1, OH = r >= 2 ? o : 1;
+    const int64_t KD = r == 3 ? K : 1, KH = r >= 2 ? K : 1;
+    size_t wrong = 0;
+    for (int64_t oc = 0; oc < OC; ++oc)
+      for (int64_t od = 0; od < OD; ++od)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < o; ++ow) {
+            int32_t acc = 0;
+            for (int64_t ic = 0; ic < C; ++ic)
+              for (int64_t kd = 0; kd < KD; ++kd)
+                for (int64_t kh = 0; kh < KH; ++kh)
+                  for (int64_t kw = 0; kw < K; ++kw) {
+                    const int64_t id = od * k.stride - (r == 3 ? k.pad_lo : 0) + kd * k.dil;
+                    const int64_t ih = oh * k.stride - (r >= 2 ? k.pad_lo : 0) + kh * k.dil;
+                    const int64_t iw = ow * k.stride - k.pad_lo + kw * k.dil;
+                    if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W) continue;  // adds (xz - xz) * w
+                    const uint8_t wb = w[static_cast<size_t>((((oc * C + ic) * KD + kd) * KH + kh) * K + kw)];
+                    const int32_t wv = k.u8w ? int32_t{wb} : int32_t{static_cast<int8_t>(wb)};
+                    acc += (int32_t{q[static_cast<size_t>(((ic * D + id) * H + ih) * W + iw)]} - z) * (wv - k.wz);
+                  }
+            volatile float scaled = static_cast<float>(acc) * scale;
+            volatile float biased = scaled + bias[static_cast<size_t>(oc)];
+            const float want = std::max(0.f, static_cast<float>(biased));
+            const float got = y[static_cast<size_t>(((oc * OD + od) * OH + oh) * o + ow)];
+            if (got != want && wrong++ < 5)
+              ADD_FAILURE() << "case " << ci << " at " << oc << "," << od << "," << oh << "," << ow << ": " << got
+                            << " want " << want;
+          }
+    EXPECT_EQ(wrong, 0u) << "case " << ci;
+
+    // A damaged shifted step is refused by its builder with the reason, never run.
+    if (shifted == 0) continue;
+    for (int damage = 0; damage < 3; ++damage) {
+      Program p = c.parsed;
+      std::vector<WeightRef> wr;
+      for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
+      for (Step& st : p.steps) {
+        if (st.kind != StepKind::kConvInt8) continue;
+        if (damage == 0) st.ints.back() = 0;
+        if (damage == 1) st.ints.back() = 300;
+        if (damage == 2) st.post_ops.push_back(EltwisePostOpForTest(dnnl_eltwise_logistic));
+      }
+      std::unique_ptr<Executor> e;
+      CheckResult rr = Executor::Create(p, wr, 1, &e);
+      EXPECT_FALSE(rr.ok) << damage;
+      EXPECT_NE(rr.reason.find(damage < 2 ? "weight correction" : "not run by the window-sum epilogue"),
+                std::string::npos) << rr.reason;
+    }
+  }
+}
+
+// A grouped ConvInteger is left to the CPU EP (its exact int8 kernels) with the reason.
+TEST(OpsQuant, GroupedConvIntegerIsLeftToTheCpuEp) {
+  const std::vector<uint8_t> w(4 * 2 * 9, 255);
+  const uint8_t wz = 0;
+  GraphBuilder b;
+  b.Input("x", {1, 4, 5, 5});
+  b.g.v(b.g.Find("x")).dtype = kU8;
+  Const(b, "w", kU8, {4, 2, 3, 3}, w.data());
+  Const(b, "wz", kU8, {}, &wz);
+  b.Out("acc", {1, 4, 3, 3});
+  b.g.v(b.g.Find("acc")).dtype = kI32;
+  Node& n = b.N("ConvInteger", {"x", "w", "", "wz"}, {"acc"}, 10);
+  n.attrs["group"] = IntA(2);
+  std::string why;
+  EXPECT_FALSE(IsNodeSupported(b.g, n, &why));
+  EXPECT_NE(why.find("only group 1"), std::string::npos) << why;
 }
 
 // Weights whose values minus their zero point leave int8, and an int32 result read by anything but one Cast to float,

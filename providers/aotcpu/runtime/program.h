@@ -114,6 +114,9 @@ enum class StepKind : uint32_t {
                      //   given), none (no bias), dst f32, src zero point i32 [1]|none, post-op srcs (each dim dst's
                      //   or 1: the scale [1, 1, 1, 1], a bias [1, OC, 1, 1])... ints as kConv with groups 1.
                      //   dst = post-ops(float(sum (src - zp) * weights)); the padding reads as the zero point.
+                     //   One more int d (-255..255, not 0): weights stored shifted, the true weights are weights + d;
+                     //   the step adds d * sum over each window of (src - zp) in int32 and runs the post-ops in our
+                     //   loops (src and dst dense channels-last; lower/nn_quant_window.h lists the post-ops).
   kBilinear = 25,    // (version 6) ops: src, dst; f32 [N, C, H, W], plain strided (nchw, nhwc or another order of the
                      //   same dims, no blocking), N and C equal. ints: mode (0 half_pixel, 1 pytorch_half_pixel).
                      //   floats: scale_h, scale_w (> 0, finite). ONNX Resize linear over H and W, summed in ONNX
