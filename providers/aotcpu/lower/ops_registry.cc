@@ -92,6 +92,7 @@ const StepEntry kSteps[] = {
     {StepKind::kDynamicQuantize, BuildDynamicQuantize}, {StepKind::kDequantize, BuildDequantize},
     {StepKind::kMatMulInt8, BuildMatMulInt8}, {StepKind::kConvInt8, BuildConvInt8},
     {StepKind::kBilinear, BuildBilinear}, {StepKind::kRoundFloat16, BuildRoundFloat16},
+    {StepKind::kMatMulInt8Avx2, BuildMatMulInt8Avx2},
 };
 
 }  // namespace
