@@ -389,6 +389,33 @@ class MatMulInt8Avx2Exec : public StepExec {
   int64_t m_, k_, n_;
 };
 
+// When the product's only reader is a Gather of one row (a constant scalar index on the row axis, every axis before
+// it of size 1: a language model's head read at the last position), that row's index in the [M, K] source; else -1.
+int64_t GatheredRow(LowerContext& ctx, int y, const Dims& a_dims) {
+  const Graph& g = ctx.graph();
+  const int gn = ctx.SoleConsumer(y);
+  if (gn < 0 || ctx.IsAbsorbed(gn) || a_dims.size() < 2) return -1;
+  const Node& gather = ctx.node(gn);
+  if (gather.op != "Gather" || !gather.domain.empty() || gather.inputs.size() != 2 || gather.inputs[0] != y ||
+      gather.outputs.size() != 1 || gather.outputs[0] < 0)
+    return -1;
+  const int64_t rank = static_cast<int64_t>(a_dims.size());
+  int64_t axis = gather.Int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis != rank - 2) return -1;
+  for (int64_t i = 0; i < axis; ++i)
+    if (a_dims[static_cast<size_t>(i)] != 1) return -1;
+  const Value& idx = g.v(gather.inputs[1]);
+  if (!idx.is_const() || !idx.has_shape || !idx.dims.empty() || !idx.data) return -1;
+  int64_t r;
+  if (idx.dtype == kI64) r = *static_cast<const int64_t*>(idx.data);
+  else if (idx.dtype == kI32) r = *static_cast<const int32_t*>(idx.data);
+  else return -1;
+  const int64_t rows = a_dims[static_cast<size_t>(axis)];
+  if (r < 0) r += rows;
+  return r >= 0 && r < rows ? r : -1;
+}
+
 // At no VNNI with AVX2 (OwnInt8Gemm): one kMatMulInt8Avx2 step, weights packed here in the kernel's panels. The
 // bias Add and activations after the Mul stay separate steps.
 CheckResult LowerMatMulIntegerAvx2(LowerContext& ctx, int node, const Int8Tail& tail, const std::string& wbytes,
@@ -411,11 +438,23 @@ CheckResult LowerMatMulIntegerAvx2(LowerContext& ctx, int node, const Int8Tail& 
   Step step;
   step.kind = StepKind::kMatMulInt8Avx2;
   step.name = n.name + "+" + ctx.node(tail.cast).name + "+" + ctx.node(tail.mul).name;
-  step.ops = {Reshaped(ctx.UsePlain(n.inputs[0]), {M, K}), w_op, Operand(), zp_op, UseScalar(ctx, tail.scale),
-              sums_op};
+  Operand src = Reshaped(ctx.UsePlain(n.inputs[0]), {M, K});
+  int y = Out0(ctx.node(tail.mul));
+  int64_t rows = M;
+  const int64_t row = GatheredRow(ctx, y, g.v(n.inputs[0]).dims);
+  if (row >= 0) {  // only one row of the product is read: compute that row alone
+    const int gather = ctx.SoleConsumer(y);
+    src.offset += static_cast<uint64_t>(row * K);  // 1-byte elements
+    src.dims = {1, K};
+    rows = 1;
+    step.name += "+" + ctx.node(gather).name;
+    ctx.Absorb(gather);
+    y = Out0(ctx.node(gather));
+  }
+  step.ops = {src, w_op, Operand(), zp_op, UseScalar(ctx, tail.scale), sums_op};
   ctx.Absorb(tail.cast);
   ctx.Absorb(tail.mul);
-  step.ops[2] = DefineAs(ctx, Out0(ctx.node(tail.mul)), {M, N});
+  step.ops[2] = DefineAs(ctx, y, {rows, N});
   ctx.Emit(std::move(step));
   return CheckResult::Ok();
 }
