@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     int64_t m, k, n;
     bool s;
   } shapes[] = {{"turn_detector q/k/v", 24, 576, 576, false},   {"turn_detector mlp up", 24, 576, 768, false},
-                {"turn_detector mlp down", 24, 768, 576, false}, {"turn_detector lm head (1 row)", 1, 576, 49155, false},
+                {"turn_detector mlp down", 24, 768, 576, false}, {"turn_detector lm head (1 row)", 1, 576, 49155, true},
+                {"turn_detector lm head (24 rows)", 24, 576, 49155, true},
                 {"isnet conv 3x3 64->64 at 128^2", 16384, 576, 64, false},
                 {"isnet conv 3x3 16->16 at 512^2", 262144, 144, 16, false},
                 {"square 512", 512, 512, 512, true}};
