@@ -359,8 +359,8 @@ bool OwnInt8Gemm(const CompileOptions& options) {
 // kMatMulInt8Avx2: y = float(sum (a - zp) * w) * scale, the sum as the kernel's raw product minus zp * sum_k w.
 class MatMulInt8Avx2Exec : public StepExec {
  public:
-  MatMulInt8Avx2Exec(int src, int w, int dst, int zp, int scale, int sums, int64_t m, int64_t k, int64_t n)
-      : src_(src), w_(w), dst_(dst), zp_(zp), scale_(scale), sums_(sums), m_(m), k_(k), n_(n) {}
+  MatMulInt8Avx2Exec(int src, int w, int dst, int zp, int scale, int sums, int bias, int64_t m, int64_t k, int64_t n)
+      : src_(src), w_(w), dst_(dst), zp_(zp), scale_(scale), sums_(sums), bias_(bias), m_(m), k_(k), n_(n) {}
   size_t ScratchpadBytes() const override { return static_cast<size_t>(m_ * n_) * 4; }
   std::string Impl() const override { return "own:avx2"; }
   void Run(RunContext& rc) override {
@@ -373,7 +373,9 @@ class MatMulInt8Avx2Exec : public StepExec {
     int8gemm::Gemm(a, k_, m_, k_, n_, packed, true, acc, n_, threads);
     const uint32_t zp = zp_ >= 0 ? static_cast<uint32_t>(*static_cast<const int32_t*>(rc.ptr(zp_))) : 0;
     const float scale = *static_cast<const float*>(rc.ptr(scale_));
+    const float* bias = bias_ >= 0 ? static_cast<const float*>(rc.ptr(bias_)) : nullptr;
     const int64_t m = m_, n = n_;
+    // One rounding after the Mul and one after the Add, as the separate ops (this file has no FMA contraction).
 #pragma omp parallel for schedule(static) if (threads > 1 && m * n > 16384)
     for (int64_t i = 0; i < m; ++i) {
       const int32_t* __restrict ar = acc + i * n;
@@ -381,11 +383,13 @@ class MatMulInt8Avx2Exec : public StepExec {
       for (int64_t j = 0; j < n; ++j)
         yr[j] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(ar[j]) -
                                                         zp * static_cast<uint32_t>(sums[j]))) * scale;
+      if (bias)
+        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + bias[j];
     }
   }
 
  private:
-  int src_, w_, dst_, zp_, scale_, sums_;
+  int src_, w_, dst_, zp_, scale_, sums_, bias_;
   int64_t m_, k_, n_;
 };
 
@@ -451,7 +455,27 @@ CheckResult LowerMatMulIntegerAvx2(LowerContext& ctx, int node, const Int8Tail& 
     ctx.Absorb(gather);
     y = Out0(ctx.node(gather));
   }
-  step.ops = {src, w_op, Operand(), zp_op, UseScalar(ctx, tail.scale), sums_op};
+  // Then a constant bias per column ([N] or [1, ..., 1, N]) added to the (possibly gathered) product.
+  Operand bias_op;
+  const int add = ctx.SoleConsumer(y);
+  if (add >= 0 && !ctx.IsAbsorbed(add)) {
+    const Node& an = ctx.node(add);
+    const int other = an.inputs.size() == 2 ? (an.inputs[0] == y ? an.inputs[1] : an.inputs[1] == y ? an.inputs[0] : -1)
+                                            : -1;
+    if (an.op == "Add" && an.domain.empty() && an.outputs.size() == 1 && an.outputs[0] >= 0 && other >= 0 &&
+        g.v(other).is_const() && g.v(other).data && g.v(other).dtype == kF32 && g.v(other).has_shape &&
+        g.v(other).numel() == N && !g.v(other).dims.empty() && g.v(other).dims.back() == N &&
+        g.v(other).dims.size() <= g.v(y).dims.size() && g.v(an.outputs[0]).dims == g.v(y).dims) {
+      std::string bytes(static_cast<size_t>(N) * 4, '\0');
+      std::memcpy(&bytes[0], g.v(other).data, bytes.size());
+      if (!(rc = ctx.AddWeight(g.v(other).name + ":bias", std::move(bytes), PlainDesc({N}, kF32), &bias_op)).ok)
+        return rc;
+      step.name += "+" + an.name;
+      ctx.Absorb(add);
+      y = an.outputs[0];
+    }
+  }
+  step.ops = {src, w_op, Operand(), zp_op, UseScalar(ctx, tail.scale), sums_op, bias_op};
   ctx.Absorb(tail.cast);
   ctx.Absorb(tail.mul);
   step.ops[2] = DefineAs(ctx, y, {rows, N});
@@ -750,14 +774,15 @@ CheckResult BuildMatMulInt8(BuildContext& bc, std::unique_ptr<StepExec>* out) {
 }
 
 CheckResult BuildMatMulInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out) {
-  CheckResult r = bc.ExpectCounts(6, false, 0, 0);
+  CheckResult r = bc.ExpectCounts(7, false, 0, 0);
   if (!r.ok) return r;
   if (!int8gemm::Available()) return bc.Fail("this step runs on AVX2, which this CPU does not have; recompile the model");
   const Step& s = bc.step();
-  std::vector<memory::desc> d(6);
-  for (size_t i = 0; i < 6; ++i)
+  std::vector<memory::desc> d(7);
+  for (size_t i = 0; i < 7; ++i)
     if (!(r = bc.Desc(i, &d[i])).ok) return r;
-  const Operand &src = s.ops[0], &w = s.ops[1], &dst = s.ops[2], &zp = s.ops[3], &scale = s.ops[4], &sums = s.ops[5];
+  const Operand &src = s.ops[0], &w = s.ops[1], &dst = s.ops[2], &zp = s.ops[3], &scale = s.ops[4], &sums = s.ops[5],
+                &bias = s.ops[6];
   if (!src.present() || !w.present() || !dst.present() || !scale.present() || !sums.present())
     return bc.Fail("src, weights, dst, scale and column sums are required");
   if (!s.post_ops.empty()) return bc.Fail("this step takes no post-ops");
@@ -778,10 +803,13 @@ CheckResult BuildMatMulInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out
   if (Numel(scale.dims) != 1) return bc.Fail("the scale must be one element");
   if (zp.present() && (zp.dtype != kI32 || !IsPlain(zp) || Numel(zp.dims) != 1))
     return bc.Fail("the zero point must be one plain int32");
+  if (bias.present() && (bias.dtype != kF32 || !IsPlain(bias) || bias.dims != std::vector<int64_t>{n}))
+    return bc.Fail("the bias must be a plain float [" + std::to_string(n) + "]");
   const int a = bc.Slot(0, d[0]), wi = bc.Slot(1, d[1]), y = bc.Slot(2, d[2]);
   const int z = zp.present() ? bc.Slot(3, d[3]) : -1;
   const int sc = bc.Slot(4, d[4]), su = bc.Slot(5, d[5]);
-  *out = std::make_unique<MatMulInt8Avx2Exec>(a, wi, y, z, sc, su, m, k, n);
+  const int bi = bias.present() ? bc.Slot(6, d[6]) : -1;
+  *out = std::make_unique<MatMulInt8Avx2Exec>(a, wi, y, z, sc, su, bi, m, k, n);
   return CheckResult::Ok();
 }
 

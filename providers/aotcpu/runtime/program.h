@@ -126,8 +126,9 @@ enum class StepKind : uint32_t {
                      //   float32 (ir/float16.h). Our own loop (F16C conversions where the CPU has them).
   kMatMulInt8Avx2 = 27,  // (version 6) ops: src u8 [M, K] plain, weights u8 [bytes] (providers/int8gemm panels of
                          //   K x N int8 values w - w_zero_point: int8gemm::PackedBSize(K, N) bytes), dst f32 [M, N]
-                         //   plain, src zero point i32 [1]|none, scale f32 [1], weight column sums i32 [N] (a weight).
-                         //   dst = float(sum_k (src - zp) * w) * scale: MatMulInteger -> Cast -> Mul on our own exact
+                         //   plain, src zero point i32 [1]|none, scale f32 [1], weight column sums i32 [N] (a weight),
+                         //   bias f32 [N]|none. dst = float(sum_k (src - zp) * w) * scale (+ bias[n]), one rounding
+                         //   per op: MatMulInteger -> Cast -> Mul (-> Add) on our own exact
                          //   AVX2 kernel, chosen where oneDNN's int8 products are not exact (no VNNI). Needs AVX2.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
