@@ -478,7 +478,8 @@ StatusOr<std::shared_ptr<const Int8MatMulRunner::Plan>> Int8MatMulRunner::GetPla
 }
 
 void Int8MatMulRunner::Prepare(int64_t rows, int threads) const {
-  if (!const_w_ || rows <= 0 || const_k_ == 0 || const_n_ == 0) return;
+  // Our own kernel (own_) has no plan: its weights were packed by SetConstantWeights.
+  if (own_ || !const_w_ || rows <= 0 || const_k_ == 0 || const_n_ == 0) return;
   (void)GetPlan(rows, const_k_, const_n_, true, ThreadsForWork(rows * const_k_ * const_n_ * split_, threads));
 }
 
