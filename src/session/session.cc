@@ -529,8 +529,9 @@ std::string InferenceSession::ReportJson() const {
     << "},\"cpu_fusions\":{\"batch_norms\":" << cpu_fusions_.batch_norms << ",\"affines\":" << cpu_fusions_.affines
     << ",\"activations\":" << cpu_fusions_.activations << ",\"linears\":" << cpu_fusions_.linears
     << ",\"matmul_biases\":" << cpu_fusions_.matmul_biases << ",\"output_scales\":" << cpu_fusions_.output_scales
-    << ",\"output_biases\":" << cpu_fusions_.output_biases << ",\"float16_nodes\":" << cpu_fusions_.float16_nodes
-    << ",\"float16_casts\":" << cpu_fusions_.float16_casts << ",\"qdq_convs\":" << cpu_fusions_.qdq_convs
+    << ",\"output_biases\":" << cpu_fusions_.output_biases << ",\"gathered_rows\":" << cpu_fusions_.gathered_rows
+    << ",\"float16_nodes\":" << cpu_fusions_.float16_nodes << ",\"float16_casts\":" << cpu_fusions_.float16_casts
+    << ",\"qdq_convs\":" << cpu_fusions_.qdq_convs
     << ",\"qdq_matmuls\":" << cpu_fusions_.qdq_matmuls << ",\"layout_convs\":" << cpu_fusions_.layout_convs
     << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
     << "},\"cpu_nodes\":" << cpu_nodes

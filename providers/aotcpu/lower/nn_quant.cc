@@ -11,6 +11,7 @@
 // desc extra flags) that a format tag does not describe, so the builder takes the weights layout oneDNN chooses, checks
 // it against the stored tag and the stored length, and binds that.
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "providers/aotcpu/lower/math_common.h"
 #include "providers/aotcpu/lower/quant_common.h"
 #include "providers/aotcpu/lower/tensor_common.h"
+#include "providers/int8gemm/int8_gemm.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -360,6 +362,142 @@ Operand SplitSource(LowerContext& ctx, const Operand& src, const std::string& na
   return both;
 }
 
+// Whether MatMulInteger runs on our own exact AVX2 kernel (providers/int8gemm, step kMatMulInt8Avx2): where the
+// target's oneDNN int8 products are not exact (no VNNI) and the target has AVX2 (a compile for this machine: its CPU).
+bool OwnInt8Gemm(const CompileOptions& options) {
+  if (Int8ProductsExact(options)) return false;
+  Isa isa;
+  if (ParseIsa(options.isa, &isa)) return isa >= Isa::kAvx2;
+  return int8gemm::Available();
+}
+
+// kMatMulInt8Avx2: y = float(sum (a - zp) * w) * scale, the sum as the kernel's raw product minus zp * sum_k w.
+class MatMulInt8Avx2Exec : public StepExec {
+ public:
+  MatMulInt8Avx2Exec(int src, int w, int dst, int zp, int scale, int sums, int bias, int64_t m, int64_t k, int64_t n)
+      : src_(src), w_(w), dst_(dst), zp_(zp), scale_(scale), sums_(sums), bias_(bias), m_(m), k_(k), n_(n) {}
+  size_t ScratchpadBytes() const override { return static_cast<size_t>(m_ * n_) * 4; }
+  std::string Impl() const override { return "own:avx2"; }
+  void Run(RunContext& rc) override {
+    const uint8_t* a = static_cast<const uint8_t*>(rc.ptr(src_));
+    const uint8_t* packed = static_cast<const uint8_t*>(rc.ptr(w_));
+    float* y = static_cast<float*>(rc.ptr(dst_));
+    const int32_t* sums = static_cast<const int32_t*>(rc.ptr(sums_));
+    int32_t* acc = static_cast<int32_t*>(rc.scratchpad());
+    const int threads = omp_get_max_threads();
+    int8gemm::Gemm(a, k_, m_, k_, n_, packed, true, acc, n_, threads);
+    const uint32_t zp = zp_ >= 0 ? static_cast<uint32_t>(*static_cast<const int32_t*>(rc.ptr(zp_))) : 0;
+    const float scale = *static_cast<const float*>(rc.ptr(scale_));
+    const float* bias = bias_ >= 0 ? static_cast<const float*>(rc.ptr(bias_)) : nullptr;
+    const int64_t m = m_, n = n_;
+    // One rounding after the Mul and one after the Add, as the separate ops (this file has no FMA contraction).
+#pragma omp parallel for schedule(static) if (threads > 1 && m * n > 16384)
+    for (int64_t i = 0; i < m; ++i) {
+      const int32_t* __restrict ar = acc + i * n;
+      float* __restrict yr = y + i * n;
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(ar[j]) -
+                                                        zp * static_cast<uint32_t>(sums[j]))) * scale;
+      if (bias)
+        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] + bias[j];
+    }
+  }
+
+ private:
+  int src_, w_, dst_, zp_, scale_, sums_, bias_;
+  int64_t m_, k_, n_;
+};
+
+// When the product's only reader is a Gather of one row (a constant scalar index on the row axis, every axis before
+// it of size 1: a language model's head read at the last position), that row's index in the [M, K] source; else -1.
+int64_t GatheredRow(LowerContext& ctx, int y, const Dims& a_dims) {
+  const Graph& g = ctx.graph();
+  const int gn = ctx.SoleConsumer(y);
+  if (gn < 0 || ctx.IsAbsorbed(gn) || a_dims.size() < 2) return -1;
+  const Node& gather = ctx.node(gn);
+  if (gather.op != "Gather" || !gather.domain.empty() || gather.inputs.size() != 2 || gather.inputs[0] != y ||
+      gather.outputs.size() != 1 || gather.outputs[0] < 0)
+    return -1;
+  const int64_t rank = static_cast<int64_t>(a_dims.size());
+  int64_t axis = gather.Int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis != rank - 2) return -1;
+  for (int64_t i = 0; i < axis; ++i)
+    if (a_dims[static_cast<size_t>(i)] != 1) return -1;
+  const Value& idx = g.v(gather.inputs[1]);
+  if (!idx.is_const() || !idx.has_shape || !idx.dims.empty() || !idx.data) return -1;
+  int64_t r;
+  if (idx.dtype == kI64) r = *static_cast<const int64_t*>(idx.data);
+  else if (idx.dtype == kI32) r = *static_cast<const int32_t*>(idx.data);
+  else return -1;
+  const int64_t rows = a_dims[static_cast<size_t>(axis)];
+  if (r < 0) r += rows;
+  return r >= 0 && r < rows ? r : -1;
+}
+
+// At no VNNI with AVX2 (OwnInt8Gemm): one kMatMulInt8Avx2 step, weights packed here in the kernel's panels. The
+// bias Add and activations after the Mul stay separate steps.
+CheckResult LowerMatMulIntegerAvx2(LowerContext& ctx, int node, const Int8Tail& tail, const std::string& wbytes,
+                                   int64_t M, int64_t K, int64_t N) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  const std::string& wname = g.v(n.inputs[1]).name;
+  std::string packed(int8gemm::PackedBSize(K, N), '\0');
+  std::vector<int32_t> sums(static_cast<size_t>(N));
+  int8gemm::PackB(wbytes.data(), true, K, N, N, 1, reinterpret_cast<uint8_t*>(&packed[0]), sums.data());
+  Operand w_op, sums_op, zp_op;
+  const int64_t packed_len = static_cast<int64_t>(packed.size());
+  CheckResult rc = ctx.AddWeight(wname + ":int8gemm", std::move(packed), PlainDesc({packed_len}, kU8), &w_op);
+  if (!rc.ok) return rc;
+  std::string sum_bytes(sums.size() * 4, '\0');
+  std::memcpy(&sum_bytes[0], sums.data(), sum_bytes.size());
+  if (!(rc = ctx.AddWeight(wname + ":int8gemm_sums", std::move(sum_bytes), PlainDesc({N}, kI32), &sums_op)).ok)
+    return rc;
+  if (!(rc = SourceZeroPoint32(ctx, n, 2, &zp_op)).ok) return rc;
+  Step step;
+  step.kind = StepKind::kMatMulInt8Avx2;
+  step.name = n.name + "+" + ctx.node(tail.cast).name + "+" + ctx.node(tail.mul).name;
+  Operand src = Reshaped(ctx.UsePlain(n.inputs[0]), {M, K});
+  int y = Out0(ctx.node(tail.mul));
+  int64_t rows = M;
+  const int64_t row = GatheredRow(ctx, y, g.v(n.inputs[0]).dims);
+  if (row >= 0) {  // only one row of the product is read: compute that row alone
+    const int gather = ctx.SoleConsumer(y);
+    src.offset += static_cast<uint64_t>(row * K);  // 1-byte elements
+    src.dims = {1, K};
+    rows = 1;
+    step.name += "+" + ctx.node(gather).name;
+    ctx.Absorb(gather);
+    y = Out0(ctx.node(gather));
+  }
+  // Then a constant bias per column ([N] or [1, ..., 1, N]) added to the (possibly gathered) product.
+  Operand bias_op;
+  const int add = ctx.SoleConsumer(y);
+  if (add >= 0 && !ctx.IsAbsorbed(add)) {
+    const Node& an = ctx.node(add);
+    const int other = an.inputs.size() == 2 ? (an.inputs[0] == y ? an.inputs[1] : an.inputs[1] == y ? an.inputs[0] : -1)
+                                            : -1;
+    if (an.op == "Add" && an.domain.empty() && an.outputs.size() == 1 && an.outputs[0] >= 0 && other >= 0 &&
+        g.v(other).is_const() && g.v(other).data && g.v(other).dtype == kF32 && g.v(other).has_shape &&
+        g.v(other).numel() == N && !g.v(other).dims.empty() && g.v(other).dims.back() == N &&
+        g.v(other).dims.size() <= g.v(y).dims.size() && g.v(an.outputs[0]).dims == g.v(y).dims) {
+      std::string bytes(static_cast<size_t>(N) * 4, '\0');
+      std::memcpy(&bytes[0], g.v(other).data, bytes.size());
+      if (!(rc = ctx.AddWeight(g.v(other).name + ":bias", std::move(bytes), PlainDesc({N}, kF32), &bias_op)).ok)
+        return rc;
+      step.name += "+" + an.name;
+      ctx.Absorb(add);
+      y = an.outputs[0];
+    }
+  }
+  step.ops = {src, w_op, Operand(), zp_op, UseScalar(ctx, tail.scale), sums_op, bias_op};
+  ctx.Absorb(tail.cast);
+  ctx.Absorb(tail.mul);
+  step.ops[2] = DefineAs(ctx, y, {rows, N});
+  ctx.Emit(std::move(step));
+  return CheckResult::Ok();
+}
+
 }  // namespace
 
 // ---- DynamicQuantizeLinear ---------------------------------------------------------------------------------------
@@ -498,6 +636,7 @@ CheckResult LowerMatMulInteger(LowerContext& ctx, int node) {
   const int64_t K = g.v(b).dims[0], N = g.v(b).dims[1];
   const Dims& ad = g.v(a).dims;
   const int64_t M = Numel(ad) / K;
+  if (OwnInt8Gemm(ctx.options()) && g.v(a).dtype == kU8) return LowerMatMulIntegerAvx2(ctx, node, tail, wbytes, M, K, N);
   const bool split = !Int8ProductsExact(ctx.options());
   const int64_t KK = split ? 2 * K : K;  // the reduction length oneDNN sees
   const Dims cd = {M, N}, wd = {KK, N};
@@ -754,6 +893,46 @@ CheckResult BuildQuantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   const int a = bc.Slot(0, d[0]), b = bc.Slot(1, d[1]), c = bc.Slot(2, d[2]);
   const int z = s.ops[3].present() ? bc.Slot(3, d[3]) : -1;
   *out = std::make_unique<QuantizeExec>(a, b, c, z, n, t == kI8);
+  return CheckResult::Ok();
+}
+
+CheckResult BuildMatMulInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(7, false, 0, 0);
+  if (!r.ok) return r;
+  if (!int8gemm::Available()) return bc.Fail("this step runs on AVX2, which this CPU does not have; recompile the model");
+  const Step& s = bc.step();
+  std::vector<memory::desc> d(7);
+  for (size_t i = 0; i < 7; ++i)
+    if (!(r = bc.Desc(i, &d[i])).ok) return r;
+  const Operand &src = s.ops[0], &w = s.ops[1], &dst = s.ops[2], &zp = s.ops[3], &scale = s.ops[4], &sums = s.ops[5],
+                &bias = s.ops[6];
+  if (!src.present() || !w.present() || !dst.present() || !scale.present() || !sums.present())
+    return bc.Fail("src, weights, dst, scale and column sums are required");
+  if (!s.post_ops.empty()) return bc.Fail("this step takes no post-ops");
+  if (src.dtype != kU8 || w.dtype != kU8 || dst.dtype != kF32 || scale.dtype != kF32 || sums.dtype != kI32)
+    return bc.Fail("needs a u8 src, u8 packed weights, f32 dst and scale, i32 column sums");
+  if (!IsPlain(src) || !IsPlain(dst) || !IsPlain(w) || !IsPlain(sums) || !IsPlain(scale))
+    return bc.Fail("operands must be plain");
+  if (src.dims.size() != 2 || dst.dims.size() != 2 || w.dims.size() != 1 || sums.dims.size() != 1)
+    return bc.Fail("src and dst must be 2-D, weights and column sums 1-D");
+  const int64_t m = src.dims[0], k = src.dims[1], n = dst.dims[1];
+  if (m <= 0 || k <= 0 || n <= 0 || dst.dims[0] != m) return bc.Fail("src " + DimsText(src.dims) + " and dst " +
+                                                                      DimsText(dst.dims) + " do not form a product");
+  if (w.buf != Buf::kWeight || sums.buf != Buf::kWeight) return bc.Fail("weights and column sums must be weights");
+  if (w.dims[0] != static_cast<int64_t>(int8gemm::PackedBSize(k, n)) || sums.dims[0] != n)
+    return bc.Fail("weights hold " + std::to_string(w.dims[0]) + " bytes and " + std::to_string(sums.dims[0]) +
+                   " column sums; a " + std::to_string(k) + " x " + std::to_string(n) + " product needs " +
+                   std::to_string(int8gemm::PackedBSize(k, n)) + " and " + std::to_string(n));
+  if (Numel(scale.dims) != 1) return bc.Fail("the scale must be one element");
+  if (zp.present() && (zp.dtype != kI32 || !IsPlain(zp) || Numel(zp.dims) != 1))
+    return bc.Fail("the zero point must be one plain int32");
+  if (bias.present() && (bias.dtype != kF32 || !IsPlain(bias) || bias.dims != std::vector<int64_t>{n}))
+    return bc.Fail("the bias must be a plain float [" + std::to_string(n) + "]");
+  const int a = bc.Slot(0, d[0]), wi = bc.Slot(1, d[1]), y = bc.Slot(2, d[2]);
+  const int z = zp.present() ? bc.Slot(3, d[3]) : -1;
+  const int sc = bc.Slot(4, d[4]), su = bc.Slot(5, d[5]);
+  const int bi = bias.present() ? bc.Slot(6, d[6]) : -1;
+  *out = std::make_unique<MatMulInt8Avx2Exec>(a, wi, y, z, sc, su, bi, m, k, n);
   return CheckResult::Ok();
 }
 

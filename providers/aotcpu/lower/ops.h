@@ -73,6 +73,7 @@ EPCTX_AOT_OP(MatMulInteger)    // MatMulInteger -> Cast to float -> Mul by a sca
 EPCTX_AOT_STEP(DynamicQuantize)
 EPCTX_AOT_STEP(Dequantize)
 EPCTX_AOT_STEP(MatMulInt8)
+EPCTX_AOT_STEP(MatMulInt8Avx2)  // MatMulInteger -> Cast -> Mul on our own AVX2 kernel (no VNNI)
 // nn_quant_conv.cc
 EPCTX_AOT_OP(ConvInteger)  // ConvInteger -> Cast to float -> Mul by a scale [-> bias Add]
 EPCTX_AOT_STEP(ConvInt8)

@@ -15,6 +15,7 @@
 #include "providers/aotcpu/ir/test_graph.h"
 #include "providers/aotcpu/lower/ops.h"
 #include "providers/aotcpu/lower/quant_common.h"
+#include "providers/int8gemm/int8_gemm.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -37,7 +38,9 @@ int Const(GraphBuilder& b, const std::string& name, uint32_t dtype, Dims dims, c
   return v;
 }
 
-::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c) {
+// `isa`: the target (CompileOptions::isa), "" for this machine; "avx2" compiles the int8 products for a CPU without
+// VNNI (our own kernel, kMatMulInt8Avx2) whatever this one has.
+::testing::AssertionResult Compile(const GraphBuilder& b, Compiled* c, const std::string& isa = "") {
   for (const Node& n : b.g.nodes) {
     std::string why;
     if (!IsNodeSupported(b.g, n, &why)) return ::testing::AssertionFailure() << n.name << " unsupported: " << why;
@@ -45,7 +48,9 @@ int Const(GraphBuilder& b, const std::string& name, uint32_t dtype, Dims dims, c
   std::vector<std::string> ins, outs;
   for (int v : b.g.inputs) ins.push_back(b.g.v(v).name);
   for (int v : b.g.outputs) outs.push_back(b.g.v(v).name);
-  CheckResult r = CompileGraph(b.g, ins, outs, CompileOptions(), &c->cg);
+  CompileOptions options;
+  options.isa = isa;
+  CheckResult r = CompileGraph(b.g, ins, outs, options, &c->cg);
   if (!r.ok) return ::testing::AssertionFailure() << "compile: " << r.reason;
   const std::string records = SerializeProgram(c->cg.program);
   uint32_t version = 0;
@@ -164,11 +169,15 @@ TEST(OpsQuant, MatMulIntegerCastMulIsOneInt8Step) {
   b.N("Mul", {"accf", "scale"}, {"scaled"}, 14);
   b.N("Add", {"scaled", "bias"}, {"y"}, 14);
   b.Output("y");
+  for (const char* isa : {"", "avx2"}) {
+  SCOPED_TRACE(std::string("isa '") + isa + "'");
+  if (*isa && !int8gemm::Available()) continue;
   Compiled c;
-  ASSERT_TRUE(Compile(b, &c));
+  ASSERT_TRUE(Compile(b, &c, isa));
   int int8_steps = 0, other_heavy = 0;
   for (const Step& s : c.parsed.steps) {
-    int8_steps += s.kind == StepKind::kMatMulInt8;
+    int8_steps += s.kind == StepKind::kMatMulInt8 || s.kind == StepKind::kMatMulInt8Avx2;
+    if (*isa) EXPECT_NE(s.kind, StepKind::kMatMulInt8) << "a no-VNNI target runs our own kernel";
     other_heavy += s.kind == StepKind::kMatMul || (s.kind == StepKind::kBinary && s.ops[0].dims.size() > 1);
   }
   EXPECT_EQ(int8_steps, 1);
@@ -194,12 +203,13 @@ TEST(OpsQuant, MatMulIntegerCastMulIsOneInt8Step) {
     std::vector<WeightRef> wr;
     for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
     for (Step& s : p.steps) {
-      if (s.kind != StepKind::kMatMulInt8) continue;
+      if (s.kind != StepKind::kMatMulInt8 && s.kind != StepKind::kMatMulInt8Avx2) continue;
       if (damage == 0) s.ops[1].dtype = kF32;
       if (damage == 1) wr[s.ops[1].index].length = 16;
     }
     std::unique_ptr<Executor> e;
     EXPECT_FALSE(Executor::Create(p, wr, 1, &e).ok) << damage;
+  }
   }
 }
 
@@ -235,8 +245,10 @@ TEST(OpsQuant, MatMulIntegerExtremesAreExact) {
     b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
     b.N("Mul", {"accf", "one"}, {"y"}, 14);
     b.Output("y");
+    for (const char* isa : {"", "avx2"}) {
+    if (*isa && !int8gemm::Available()) continue;
     Compiled c;
-    ASSERT_TRUE(Compile(b, &c)) << variant;
+    ASSERT_TRUE(Compile(b, &c, isa)) << variant;
     std::vector<uint8_t> a(static_cast<size_t>(M * K), 255);
     for (int64_t k = 0; k < K; k += 7) a[static_cast<size_t>(k)] = 0;  // row 0 not quite uniform
     std::vector<float> y(static_cast<size_t>(M * N));
@@ -245,8 +257,60 @@ TEST(OpsQuant, MatMulIntegerExtremesAreExact) {
       for (int64_t j = 0; j < N; ++j) {
         int32_t acc = 0;
         for (int64_t k = 0; k < K; ++k) acc += (int32_t{a[m * K + k]} - az) * wv[k * N + j];
-        EXPECT_EQ(y[m * N + j], static_cast<float>(acc)) << "variant " << variant << " at " << m << "," << j;
+        EXPECT_EQ(y[m * N + j], static_cast<float>(acc)) << "variant " << variant << " isa '" << isa << "' at " << m
+                                                         << "," << j;
       }
+    }
+  }
+}
+
+// a [1, 5, K] uint8 -> MatMulInteger -> Cast -> Mul -> Gather(axis 1, one index) -> Add(bias [N]): for a no-VNNI
+// target one kMatMulInt8Avx2 step over that row alone (a language model's head at the last position), exact.
+TEST(OpsQuant, GatheredRowIsOneAvx2StepOverThatRow) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "no AVX2";
+  const int64_t S = 5, K = 37, N = 21;
+  std::vector<int8_t> w(static_cast<size_t>(K * N));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(i % 3 ? 127 : -128);
+  const std::vector<float> bias = UniformFloats(N, 5);
+  const uint8_t az = 9;
+  const float ws = 0.5f;
+  for (int64_t index : {int64_t{-1}, int64_t{1}}) {
+    GraphBuilder b;
+    b.Input("a", {1, S, K});
+    b.g.v(b.g.Find("a")).dtype = kU8;
+    Const(b, "w", kI8, {K, N}, w.data());
+    Const(b, "az", kU8, {}, &az);
+    Const(b, "ws", kF32, {}, &ws);
+    Const(b, "idx", kI64, {}, &index);
+    b.F32("bias", {N}, bias);
+    b.Out("acc", {1, S, N});
+    b.g.v(b.g.Find("acc")).dtype = kI32;
+    b.Out("accf", {1, S, N});
+    b.Out("rows", {1, S, N});
+    b.Out("row", {1, N});
+    b.Out("y", {1, N});
+    b.N("MatMulInteger", {"a", "w", "az"}, {"acc"}, 10);
+    b.N("Cast", {"acc"}, {"accf"}, 13).attrs["to"] = IntA(kF32);
+    b.N("Mul", {"accf", "ws"}, {"rows"}, 14);
+    b.N("Gather", {"rows", "idx"}, {"row"}, 13).attrs["axis"] = IntA(1);
+    b.N("Add", {"row", "bias"}, {"y"}, 14);
+    b.Output("y");
+    Compiled c;
+    ASSERT_TRUE(Compile(b, &c, "avx2"));
+    ASSERT_EQ(c.parsed.steps.size(), 1u);
+    EXPECT_EQ(c.parsed.steps[0].kind, StepKind::kMatMulInt8Avx2);
+    EXPECT_EQ(c.parsed.steps[0].ops[0].dims, (Dims{1, K}));
+    std::vector<uint8_t> a(static_cast<size_t>(S * K));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i % 5 ? 255 : i % 256);
+    std::vector<float> y(static_cast<size_t>(N));
+    ASSERT_TRUE(c.exec->Run({a.data()}, {y.data()}).ok);
+    const int64_t r = index < 0 ? index + S : index;
+    for (int64_t j = 0; j < N; ++j) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += (int32_t{a[r * K + k]} - az) * w[k * N + j];
+      volatile float scaled = static_cast<float>(acc) * ws;
+      EXPECT_EQ(y[j], scaled + bias[j]) << "index " << index << " column " << j;
+    }
   }
 }
 

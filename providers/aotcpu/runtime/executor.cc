@@ -437,6 +437,7 @@ int DstOperand(const Step& s) {
     case StepKind::kBilinear: case StepKind::kRoundFloat16: case StepKind::kQuantize:
       return 1;
     case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax: case StepKind::kMatMulInt8:
+    case StepKind::kMatMulInt8Avx2:
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
     case StepKind::kLayerNorm: case StepKind::kConvInt8: case StepKind::kQConv:

@@ -23,8 +23,9 @@ namespace aotcpu {
 // Program versions: 1 = step kinds 1..16; 2 adds kMaskedSoftmax; 3 adds kPad, kLstm, kStridedCopy and comparison
 // algorithms of kBinary; 4 adds a post-op on kBatchNorm (a ReLU, run as oneDNN's fused ReLU); 5 adds the mish
 // algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19); 6 adds the 8-bit steps
-// kDynamicQuantize, kDequantize, kMatMulInt8, kQuantize and kQConv and float16 (dtype 10) operands and fused inputs/outputs (a float16
-// graph computed in float32 converts at its edges and where it casts to float16) (issue 26). The writer stamps the
+// (kDynamicQuantize, kDequantize, kMatMulInt8, kConvInt8, kQuantize, kQConv, kMatMulInt8Avx2), kBilinear,
+// kRoundFloat16 and float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
+// converts at its edges and where it casts to float16) (issue 26). The writer stamps the
 // lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
 // builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
 inline constexpr uint32_t kProgramVersion = 6;
@@ -139,6 +140,12 @@ enum class StepKind : uint32_t {
                      //   ONNX Runtime's QLinearConv. A float dst carries the QuantizeLinear -> DequantizeLinear pair
                      //   after it as post-ops (round, clip, linear by the scale) and what follows. The padding reads
                      //   as the source zero point.
+  kMatMulInt8Avx2 = 29,  // (version 6) ops: src u8 [M, K] plain, weights u8 [bytes] (providers/int8gemm panels of
+                         //   K x N int8 values w - w_zero_point: int8gemm::PackedBSize(K, N) bytes), dst f32 [M, N]
+                         //   plain, src zero point i32 [1]|none, scale f32 [1], weight column sums i32 [N] (a weight),
+                         //   bias f32 [N]|none. dst = float(sum_k (src - zp) * w) * scale (+ bias[n]), one rounding
+                         //   per op: MatMulInteger -> Cast -> Mul (-> Add) on our own exact
+                         //   AVX2 kernel, chosen where oneDNN's int8 products are not exact (no VNNI). Needs AVX2.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

@@ -161,7 +161,8 @@ StepWork EstimateStepWork(const Step& s) {
       macs = Numel(big) * Numel(wd) / static_cast<double>(ch);
       break;
     }
-    case StepKind::kMatMulInt8: {
+    case StepKind::kMatMulInt8:
+    case StepKind::kMatMulInt8Avx2: {
       const auto& a = dims(0);
       macs = Numel(dims(2)) * static_cast<double>(a.empty() ? 1 : std::max<int64_t>(a.back(), 0));
       break;

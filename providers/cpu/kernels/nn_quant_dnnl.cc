@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/parallel.h"
+#include "providers/int8gemm/int8_gemm.h"
 
 namespace epctx {
 namespace nn {
@@ -20,6 +21,23 @@ bool Int8ProductsExact() {
     return (isa & vnni) == vnni;
   }();
   return exact;
+}
+
+bool UseOwnInt8Gemm() {
+  static const bool own = !Int8ProductsExact() && int8gemm::Available();
+  return own;
+}
+
+void PackOwnWeights(const void* data, bool is_signed, int64_t k, int64_t n, int64_t stride_k, int64_t stride_n,
+                    Int8Weights* out) {
+  out->own = true;
+  out->is_signed = is_signed;
+  out->offset = 0;
+  out->split = 1;
+  out->data.resize(int8gemm::PackedBSize(k, n));
+  out->sums.resize(static_cast<size_t>(n));
+  int8gemm::PackB(data, is_signed, k, n, stride_k, stride_n, reinterpret_cast<uint8_t*>(out->data.data()),
+                  out->sums.data());
 }
 
 namespace {
@@ -406,12 +424,16 @@ struct Int8MatMulRunner::Plan {
   size_t scratch_total = 0;
 };
 
-Int8MatMulRunner::Int8MatMulRunner() : split_(Int8ProductsExact() ? 1 : 2) {}
+Int8MatMulRunner::Int8MatMulRunner() : split_(Int8ProductsExact() || UseOwnInt8Gemm() ? 1 : 2), own_(UseOwnInt8Gemm()) {}
 
 void Int8MatMulRunner::SetConstantWeights(const Tensor& b) {
   const_w_ = std::make_unique<Int8Weights>();
   const_k_ = b.dim(0);
   const_n_ = b.dim(1);
+  if (own_) {
+    PackOwnWeights(b.raw_data(), b.dtype() == DataType::kInt8, const_k_, const_n_, const_n_, 1, const_w_.get());
+    return;
+  }
   PrepareMatMulWeights(b.raw_data(), b.dtype() == DataType::kInt8, 1, const_k_, const_n_, split_, const_w_.get());
 }
 
@@ -456,7 +478,8 @@ StatusOr<std::shared_ptr<const Int8MatMulRunner::Plan>> Int8MatMulRunner::GetPla
 }
 
 void Int8MatMulRunner::Prepare(int64_t rows, int threads) const {
-  if (!const_w_ || rows <= 0 || const_k_ == 0 || const_n_ == 0) return;
+  // Our own kernel (own_) has no plan: its weights were packed by SetConstantWeights.
+  if (own_ || !const_w_ || rows <= 0 || const_k_ == 0 || const_n_ == 0) return;
   (void)GetPlan(rows, const_k_, const_n_, true, ThreadsForWork(rows * const_k_ * const_n_ * split_, threads));
 }
 
@@ -468,20 +491,29 @@ Status Int8MatMulRunner::Run(const void* a, bool a_signed, int64_t rows, int64_t
   RETURN_ERROR_IF(constant && (k != const_k_ || n != const_n_), INVALID_ARGUMENT, "b is [", const_k_, ", ",
                   const_n_, "] but the product needs [", k, ", ", n, "]");
   const int th = ThreadsForWork(rows * k * n * split_, threads);
-  ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(rows, k, n, constant, th));
-  RETURN_ERROR_IF(!plan, NOT_IMPLEMENTED, "oneDNN has no int8 matmul for this problem");
+  std::shared_ptr<const Plan> plan;
+  if (!own_) {
+    ASSIGN_OR_RETURN(plan, GetPlan(rows, k, n, constant, th));
+    RETURN_ERROR_IF(!plan, NOT_IMPLEMENTED, "oneDNN has no int8 matmul for this problem");
+  }
   Int8Weights runtime_w;
   const Int8Weights* wt = const_w_.get();
   if (!wt) {
-    PrepareMatMulWeights(b_data, b_signed, 1, k, n, split_, &runtime_w);
+    if (own_)
+      PackOwnWeights(b_data, b_signed, k, n, n, 1, &runtime_w);
+    else
+      PrepareMatMulWeights(b_data, b_signed, 1, k, n, split_, &runtime_w);
     wt = &runtime_w;
   }
-  ScratchCarver scratch(plan->scratch_total);
-  RETURN_ERROR_IF(!scratch.ok(), FAIL, "out of memory for ", plan->scratch_total, " bytes of matmul scratch");
+  const size_t a_bytes = static_cast<size_t>(rows * k), acc_bytes = static_cast<size_t>(rows * n * split_) * 4;
+  const size_t scratch_total =
+      own_ ? ScratchCarver::Rounded(a_bytes) + ScratchCarver::Rounded(acc_bytes) : plan->scratch_total;
+  ScratchCarver scratch(scratch_total);
+  RETURN_ERROR_IF(!scratch.ok(), FAIL, "out of memory for ", scratch_total, " bytes of matmul scratch");
   const int64_t ns = n * split_;
   const uint8_t* au = static_cast<const uint8_t*>(a);
   if (a_signed) {
-    uint8_t* flipped = static_cast<uint8_t*>(scratch.Take(plan->a_md.get_size()));
+    uint8_t* flipped = static_cast<uint8_t*>(scratch.Take(a_bytes));
     const uint8_t* raw = au;
     ParallelFor(threads, rows, static_cast<double>(k), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo * k; i < hi * k; ++i) flipped[i] = raw[i] ^ 0x80;
@@ -491,28 +523,32 @@ Status Int8MatMulRunner::Run(const void* a, bool a_signed, int64_t rows, int64_t
   const int32_t a_shift = a_signed ? 128 : 0;
   // Accumulate in place when the output is int32 with no halves to add.
   const bool in_place = out.i32 && split_ == 1;
-  int32_t* acc = in_place ? out.i32 : static_cast<int32_t*>(scratch.Take(plan->dst_md.get_size()));
-  RETURN_IF_ERROR(DnnlCall("int8 matmul", [&] {
-    ScopedOmpThreads omp(th);
-    const dnnl::engine& eng = CpuEngine();
-    dnnl::stream s(eng);
-    memory wts = plan->packed_w;
-    if (!wts) {
-      memory w_user(plan->w_user, eng, const_cast<int8_t*>(wt->data.data()));
-      wts = w_user;
-      if (plan->w_reorder) {
-        wts = memory(plan->w_prim, eng, scratch.Take(plan->w_prim.get_size()));
-        plan->w_reorder.execute(s, {{DNNL_ARG_FROM, w_user}, {DNNL_ARG_TO, wts}});
+  int32_t* acc = in_place ? out.i32 : static_cast<int32_t*>(scratch.Take(acc_bytes));
+  if (own_) {
+    int8gemm::Gemm(au, k, rows, k, n, reinterpret_cast<const uint8_t*>(wt->data.data()), wt->is_signed, acc, n, th);
+  } else {
+    RETURN_IF_ERROR(DnnlCall("int8 matmul", [&] {
+      ScopedOmpThreads omp(th);
+      const dnnl::engine& eng = CpuEngine();
+      dnnl::stream s(eng);
+      memory wts = plan->packed_w;
+      if (!wts) {
+        memory w_user(plan->w_user, eng, const_cast<int8_t*>(wt->data.data()));
+        wts = w_user;
+        if (plan->w_reorder) {
+          wts = memory(plan->w_prim, eng, scratch.Take(plan->w_prim.get_size()));
+          plan->w_reorder.execute(s, {{DNNL_ARG_FROM, w_user}, {DNNL_ARG_TO, wts}});
+        }
       }
-    }
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(plan->a_md, eng, const_cast<uint8_t*>(au))},
-                                         {DNNL_ARG_WEIGHTS, wts},
-                                         {DNNL_ARG_DST, memory(plan->dst_md, eng, acc)}};
-    if (plan->scratch_md.get_size() > 0)
-      args[DNNL_ARG_SCRATCHPAD] = memory(plan->scratch_md, eng, scratch.Take(plan->scratch_md.get_size()));
-    plan->prim.execute(s, args);
-    s.wait();
-  }));
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(plan->a_md, eng, const_cast<uint8_t*>(au))},
+                                           {DNNL_ARG_WEIGHTS, wts},
+                                           {DNNL_ARG_DST, memory(plan->dst_md, eng, acc)}};
+      if (plan->scratch_md.get_size() > 0)
+        args[DNNL_ARG_SCRATCHPAD] = memory(plan->scratch_md, eng, scratch.Take(plan->scratch_md.get_size()));
+      plan->prim.execute(s, args);
+      s.wait();
+    }));
+  }
   // (offset - bz[j]) * sum_k (a - az): row sums of A only when some column needs them.
   std::vector<uint32_t> corr(static_cast<size_t>(n));
   bool need_rows = false;

@@ -12,7 +12,9 @@
 //     with the zero point, but its kernels with zero points are the slower jit_int8 ones, not brgconv);
 //   - without VNNI (oneDNN held to AVX2, or avx512_core) oneDNN multiplies with vpmaddubsw, whose int16 pair sums
 //     saturate (measured: 255 * 127 pairs came out halved), so each w' is split into two halves in [-64, 64]
-//     run as extra output channels/columns and added back (twice the work, still exact).
+//     run as extra output channels/columns and added back (twice the work, still exact);
+//   - except where AVX2 is present: then the matmul runs on our own exact int16-madd kernel (providers/int8gemm)
+//     instead, with B packed once in its panels (offset 0: w' is the weight's own value) and no split.
 // Private to nn_quant*.cc. Thread safety: runners are immutable after SetConstantWeights except for their plan
 // caches, which are mutex-guarded; Run may be called concurrently.
 #pragma once
@@ -31,6 +33,10 @@ namespace nn {
 // Whether oneDNN's u8 x s8 products on this machine (at oneDNN's effective ISA) are exact: VNNI or AMX.
 bool Int8ProductsExact();
 
+// Whether the int8 matmul runs on our own AVX2 kernel (providers/int8gemm): oneDNN is not exact here
+// (!Int8ProductsExact) and the CPU has AVX2. VNNI machines keep oneDNN.
+bool UseOwnInt8Gemm();
+
 // 8-bit weights rewritten for oneDNN: s8 values w' = w - offset (split in two halves when `split` is 2) and the
 // per-output-channel sums of w'.
 struct Int8Weights {
@@ -38,6 +44,8 @@ struct Int8Weights {
   std::vector<int32_t> sums;  // one per output channel (conv) or column (matmul) of one matrix
   int32_t offset = 0;         // 128 for uint8 weights, 0 for int8
   int split = 1;              // 2 when each weight is stored as two halves (no VNNI)
+  bool own = false;           // data is int8gemm::PackB's panels (offset 0), for UseOwnInt8Gemm
+  bool is_signed = false;     // own only: the packed bytes are int8 (else uint8)
 };
 
 // Convolution weights [M, C/group, k...] (int8 or uint8) as [group, split * M/group, C/group, k...].
@@ -46,6 +54,9 @@ void PrepareConvWeights(const Tensor& w, int64_t group, int split, Int8Weights* 
 // column of every matrix (mats * N).
 void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_t k, int64_t n, int split,
                           Int8Weights* out);
+// A [K, N] int8 or uint8 matrix (rows `stride_k` bytes apart, columns `stride_n`) packed for our own kernel.
+void PackOwnWeights(const void* data, bool is_signed, int64_t k, int64_t n, int64_t stride_k, int64_t stride_n,
+                    Int8Weights* out);
 
 // Where a product's exact int32 result goes: int32 values, or float(acc) * scale (the Cast-to-float and Mul that
 // ONNX Runtime's dynamic quantizer puts after ConvInteger/MatMulInteger), then + bias[channel] and Relu when set:
@@ -122,6 +133,7 @@ class Int8MatMulRunner {
   StatusOr<std::shared_ptr<const Plan>> GetPlan(int64_t rows, int64_t k, int64_t n, bool constant, int threads) const;
 
   int split_;
+  bool own_;  // UseOwnInt8Gemm() when created
   std::unique_ptr<Int8Weights> const_w_;
   int64_t const_k_ = 0, const_n_ = 0;
   mutable std::mutex mu_;

@@ -525,6 +525,47 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     ++stats->activations;
     uses = Uses(*g, subgraph_reads);
   }
+  // A fused MatMulInteger (2-D B, per-tensor A zero point) whose only reader is a Gather of one row along the row
+  // axis (a language model's head read at the last position): Gather the rows of A first, then the product computes
+  // that row alone. Exact: rows of a matrix product are independent, and the float epilogue is per element/column.
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    if (removed[i]) continue;
+    const Node& prod = g->nodes[i];
+    if (!IsCpuNode(prod) || !IsOnnx(prod) || prod.op_type != "MatMulInteger" || !prod.attributes.count(kFusedOutputScaleAttr))
+      continue;
+    const int rg = uses.SoleReader(*g, prod.outputs[0]);
+    if (rg < 0 || removed[static_cast<size_t>(rg)]) continue;
+    const Node& gather = g->nodes[static_cast<size_t>(rg)];
+    if (!IsOnnx(gather) || gather.op_type != "Gather" || gather.inputs.size() != 2 || !SingleOutput(gather) ||
+        gather.inputs[0] != prod.outputs[0] || !g->initializers.count(gather.inputs[1]) ||
+        g->initializers.at(gather.inputs[1]).NumElements() != 1)
+      continue;
+    Shape a_dims, b_dims, az_dims;
+    if (!KnownShape(*g, prod.inputs[0], &a_dims) || a_dims.size() < 3 || !KnownShape(*g, prod.inputs[1], &b_dims) ||
+        b_dims.size() != 2)
+      continue;
+    if (prod.inputs.size() > 2 && !prod.inputs[2].empty() &&
+        (!KnownShape(*g, prod.inputs[2], &az_dims) || ShapeSize(az_dims) != 1))
+      continue;
+    auto ax = gather.attributes.find("axis");
+    int64_t axis = ax == gather.attributes.end() ? 0 : ax->second.i;
+    const int64_t rank = static_cast<int64_t>(a_dims.size());
+    if (axis < 0) axis += rank;
+    if (axis != rank - 2) continue;
+    // The Gather moves to the product's place (its inputs, A and an initializer, are ready there) and the product to
+    // the Gather's (nothing between reads the product's output: the Gather was its only reader).
+    Node moved_gather = gather, moved_prod = prod;
+    const std::string rows = gather.outputs[0] + "/rows_of_a";
+    moved_prod.outputs[0] = gather.outputs[0];
+    moved_prod.inputs[0] = rows;
+    moved_gather.inputs[0] = prod.inputs[0];
+    moved_gather.outputs[0] = rows;
+    g->nodes[i] = std::move(moved_gather);
+    g->nodes[static_cast<size_t>(rg)] = std::move(moved_prod);
+    ++stats->gathered_rows;
+    changed = true;
+    uses = Uses(*g, subgraph_reads);
+  }
   if (!changed) return false;
   std::vector<Node> kept;
   kept.reserve(g->nodes.size());
@@ -552,6 +593,7 @@ std::shared_ptr<Graph> FuseCpuNodes(const std::shared_ptr<Graph>& graph, CpuFusi
   stats->linears += local.linears;
   stats->output_scales += local.output_scales;
   stats->output_biases += local.output_biases;
+  stats->gathered_rows += local.gathered_rows;
   return out;
 }
 

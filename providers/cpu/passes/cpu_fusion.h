@@ -31,6 +31,7 @@ struct CpuFusionStats {
   int matmul_biases = 0;  // constant Adds along the last axis fused into a MatMul by a constant B
   int output_scales = 0;  // Cast-to-float + Mul by a one-element scale fused into a ConvInteger / MatMulInteger
   int output_biases = 0;  // then the Add of a constant per-channel (per-column) bias (a Relu after it: activations)
+  int gathered_rows = 0;  // fused MatMulIntegers read by a Gather of rows: the Gather moved before the product
   // The float16 pass (float16_promotion.h, every level):
   int float16_nodes = 0;  // float16 nodes computed in float32
   int float16_casts = 0;  // Casts inserted where a float16 region meets float16 readers or writers

@@ -410,6 +410,37 @@ TEST(CpuFusion, IntegerProductCastMulBecomesOneNode) {
   EXPECT_EQ(s.status().code(), ErrorCode::INVALID_GRAPH) << s.status().ToString();
 }
 
+// x [1, 7, 6] -> DynamicQuantizeLinear -> MatMulInteger (int8 [6, 40]) -> Cast -> Mul -> Gather(axis 1, index -1):
+// the last row alone, as a language model's head. The fused product reads the Gather of A's rows instead.
+TEST(CpuFusion, GatheredRowOfAnIntegerProductIsComputedAlone) {
+  for (int64_t index : {-1, 2}) {
+    onnx::ModelProto m = NewModel("gathered_row", 17);
+    onnx::GraphProto* g = m.mutable_graph();
+    AddTensorValueInfo(g->add_input(), "x", {1, 7, 6});
+    AddTensorValueInfo(g->add_output(), "y", {1, 40});
+    AddInt8Init(g, "b", {6, 40}, 5, true);
+    AddScalar(g, "bs", 0.02f);
+    auto* idx = g->add_initializer();
+    idx->set_name("idx");
+    idx->set_data_type(onnx::TensorProto::INT64);
+    idx->add_int64_data(index);
+    AddNode(g, "DynamicQuantizeLinear", "dql", {"x"}, "xq");
+    g->mutable_node(0)->add_output("xs");
+    g->mutable_node(0)->add_output("xz");
+    AddNode(g, "MatMulInteger", "mm", {"xq", "b", "xz"}, "acc");
+    SetIntAttr(AddNode(g, "Cast", "cast", {"acc"}, "accf"), "to", onnx::TensorProto::FLOAT);
+    AddNode(g, "Mul", "scale", {"xs", "bs"}, "s");
+    AddNode(g, "Mul", "dequant", {"accf", "s"}, "rows");
+    SetIntAttr(AddNode(g, "Gather", "last", {"rows", "idx"}, "y"), "axis", 1);
+    auto fused = NewSession(m, 2), plain = NewSession(m, 1);
+    ASSERT_TRUE(fused && plain);
+    EXPECT_EQ(fused->cpu_fusions().gathered_rows, 1);
+    EXPECT_EQ(Ops(fused->planned_graph()),
+              (std::vector<std::string>{"DynamicQuantizeLinear", "Gather", "Mul", "MatMulInteger"}));
+    ExpectSameValues(*fused, *plain, {1, 7, 6});
+  }
+}
+
 // ---- the layout pass (level 3) ----
 
 // A Conv with weights [cout, cin/group, k...] and a bias, "same" padding, of `rank` spatial dims.
