@@ -566,10 +566,13 @@ bool SupportDequantize(const Graph& g, const Node& n, std::string* why) {
   return true;
 }
 
-CheckResult LowerDequantize(LowerContext& ctx, int node) {
+namespace {
+
+// kDequantize and kQuantize: src, dst (src's dims and layout), a per-tensor scale and an optional zero point.
+CheckResult LowerPerTensorScaleStep(LowerContext& ctx, int node, StepKind kind) {
   const Node& n = ctx.node(node);
   Step s;
-  s.kind = StepKind::kDequantize;
+  s.kind = kind;
   s.name = StepName(ctx.graph(), n);
   const Operand src = UseDense(ctx, n.inputs[0]);
   s.ops.push_back(src);
@@ -580,22 +583,37 @@ CheckResult LowerDequantize(LowerContext& ctx, int node) {
   return CheckResult::Ok();
 }
 
-CheckResult BuildDequantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+// Checks a kDequantize (8-bit src, f32 dst) or kQuantize (f32 src, 8-bit dst) step and makes its Exec, constructed
+// as Exec(src slot, dst slot, scale slot, zero point slot or -1, elements, whether the 8-bit side is signed).
+template <class Exec>
+CheckResult BuildPerTensorScaleStep(BuildContext& bc, bool quantize, std::unique_ptr<StepExec>* out) {
   CheckResult r = bc.ExpectCounts(4, false, 0, 0);
   if (!r.ok) return r;
   const Step& s = bc.step();
-  const uint32_t t = s.ops[0].dtype;
-  if (!Is8Bit(t)) return bc.Fail("src must be int8 or uint8");
+  const char* side = quantize ? "dst" : "src";
+  const uint32_t t = s.ops[quantize ? 1 : 0].dtype;
+  if (!Is8Bit(t)) return bc.Fail(std::string(side) + " must be int8 or uint8");
   std::vector<memory::desc> d;
-  if (!(r = CheckElementwise8(bc, t, kF32, &d)).ok) return r;
+  if (!(r = CheckElementwise8(bc, quantize ? kF32 : t, quantize ? t : kF32, &d)).ok) return r;
   if (s.ops[2].dtype != kF32) return bc.Fail("scale must be float");
-  if (s.ops[3].present() && s.ops[3].dtype != t) return bc.Fail("zero point type differs from src's");
+  if (s.ops[3].present() && s.ops[3].dtype != t)
+    return bc.Fail("zero point type differs from " + std::string(side) + "'s");
   const int64_t n = Numel(s.ops[0].dims);
   if (n <= 0) return bc.Fail("empty tensor");
   const int a = bc.Slot(0, d[0]), b = bc.Slot(1, d[1]), c = bc.Slot(2, d[2]);
   const int z = s.ops[3].present() ? bc.Slot(3, d[3]) : -1;
-  *out = std::make_unique<DequantizeExec>(a, b, c, z, n, t == kI8);
+  *out = std::make_unique<Exec>(a, b, c, z, n, t == kI8);
   return CheckResult::Ok();
+}
+
+}  // namespace
+
+CheckResult LowerDequantize(LowerContext& ctx, int node) {
+  return LowerPerTensorScaleStep(ctx, node, StepKind::kDequantize);
+}
+
+CheckResult BuildDequantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  return BuildPerTensorScaleStep<DequantizeExec>(bc, false, out);
 }
 
 // ---- MatMulInteger -----------------------------------------------------------------------------------------------
@@ -865,35 +883,11 @@ bool SupportQuantize(const Graph& g, const Node& n, std::string* why) {
 }
 
 CheckResult LowerQuantize(LowerContext& ctx, int node) {
-  const Node& n = ctx.node(node);
-  Step s;
-  s.kind = StepKind::kQuantize;
-  s.name = StepName(ctx.graph(), n);
-  const Operand src = UseDense(ctx, n.inputs[0]);
-  s.ops.push_back(src);
-  s.ops.push_back(DefineLike(ctx, n.outputs[0], src));
-  s.ops.push_back(UseScalar(ctx, n.inputs[1]));
-  s.ops.push_back(n.inputs.size() > 2 && n.inputs[2] >= 0 ? UseScalar(ctx, n.inputs[2]) : Operand());
-  ctx.Emit(std::move(s));
-  return CheckResult::Ok();
+  return LowerPerTensorScaleStep(ctx, node, StepKind::kQuantize);
 }
 
 CheckResult BuildQuantize(BuildContext& bc, std::unique_ptr<StepExec>* out) {
-  CheckResult r = bc.ExpectCounts(4, false, 0, 0);
-  if (!r.ok) return r;
-  const Step& s = bc.step();
-  const uint32_t t = s.ops[1].dtype;
-  if (!Is8Bit(t)) return bc.Fail("dst must be int8 or uint8");
-  std::vector<memory::desc> d;
-  if (!(r = CheckElementwise8(bc, kF32, t, &d)).ok) return r;
-  if (s.ops[2].dtype != kF32) return bc.Fail("scale must be float");
-  if (s.ops[3].present() && s.ops[3].dtype != t) return bc.Fail("zero point type differs from dst's");
-  const int64_t n = Numel(s.ops[0].dims);
-  if (n <= 0) return bc.Fail("empty tensor");
-  const int a = bc.Slot(0, d[0]), b = bc.Slot(1, d[1]), c = bc.Slot(2, d[2]);
-  const int z = s.ops[3].present() ? bc.Slot(3, d[3]) : -1;
-  *out = std::make_unique<QuantizeExec>(a, b, c, z, n, t == kI8);
-  return CheckResult::Ok();
+  return BuildPerTensorScaleStep<QuantizeExec>(bc, true, out);
 }
 
 CheckResult BuildMatMulInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out) {
