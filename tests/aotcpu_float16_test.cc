@@ -22,15 +22,12 @@ namespace {
 using epctx::testing::AddNode;
 using epctx::testing::AddTensorValueInfo;
 using epctx::testing::Contains;
-using epctx::testing::DevicesOf;
 using epctx::testing::Exists;
 using epctx::testing::NewModel;
 using epctx::testing::Serialize;
 using epctx::testing::TempDir;
 using epctx::testing::WriteFile;
 
-constexpr const char* kAotLib = EPCTX_BINARY_DIR "/lib/libepctx_aotcpu.so";
-constexpr const char* kAot = "AotCpuExecutionProvider";
 constexpr int kC = 2, kK = 3, kH = 5, kW = 5;
 
 uint16_t ToHalf(float f) { return FloatToHalfBits(f); }
@@ -109,26 +106,7 @@ std::vector<float> Reference(const Weights& wt, const std::vector<float>& x, con
   return y;
 }
 
-class AotCpuFloat16 : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    env_ = new Env(LoggingLevel::ERROR, "aotcpu_float16_test");
-    env_->RegisterExecutionProviderLibrary("aotcpu", kAotLib);
-  }
-  static void TearDownTestSuite() {
-    delete env_;
-    env_ = nullptr;
-  }
-  static SessionOptions Options(const std::vector<std::pair<std::string, std::string>>& config = {}) {
-    SessionOptions o;
-    o.SetIntraOpNumThreads(1);
-    o.AppendExecutionProvider_V2(*env_, DevicesOf(*env_, kAot, false), KeyValuePairs());
-    for (const auto& [k, v] : config) o.AddConfigEntry(k.c_str(), v.c_str());
-    return o;
-  }
-  static Env* env_;
-};
-Env* AotCpuFloat16::env_ = nullptr;
+using AotCpuFloat16 = epctx::testing::AotCpuSuite;
 
 TEST_F(AotCpuFloat16, AFloat16GraphIsCompiledWholeAndComputedInFloat32) {
   const Weights wt = MakeWeights();
@@ -158,7 +136,7 @@ TEST_F(AotCpuFloat16, AFloat16GraphIsCompiledWholeAndComputedInFloat32) {
     }
   };
 
-  Session jit(*env_, path.c_str(), Options());
+  Session jit(*env_, path.c_str(), Options(1));
   const std::string report = jit.GetSessionReport();
   EXPECT_TRUE(Contains(report, "\"cpu_nodes\":0")) << report;
   EXPECT_EQ(jit.GetPartitionAssignments().size(), 1u) << report;
@@ -167,12 +145,12 @@ TEST_F(AotCpuFloat16, AFloat16GraphIsCompiledWholeAndComputedInFloat32) {
     const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
     {
       Session gen(*env_, path.c_str(),
-                  Options({{"ep.context_enable", "1"},
+                  Options(1, true, {{"ep.context_enable", "1"},
                            {"ep.context_file_path", ctx},
                            {"ep.context_embed_mode", std::to_string(embed)}}));
     }
     ASSERT_TRUE(Exists(ctx));
-    Session loaded(*env_, ctx.c_str(), Options());
+    Session loaded(*env_, ctx.c_str(), Options(1));
     check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
   }
 }

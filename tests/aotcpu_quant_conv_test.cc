@@ -21,15 +21,12 @@ namespace {
 using epctx::testing::AddNode;
 using epctx::testing::AddTensorValueInfo;
 using epctx::testing::Contains;
-using epctx::testing::DevicesOf;
 using epctx::testing::Exists;
 using epctx::testing::NewModel;
 using epctx::testing::Serialize;
 using epctx::testing::TempDir;
 using epctx::testing::WriteFile;
 
-constexpr const char* kAotLib = EPCTX_BINARY_DIR "/lib/libepctx_aotcpu.so";
-constexpr const char* kAot = "AotCpuExecutionProvider";
 constexpr int kC = 6, kOC = 8, kH = 11, kW = 10;
 
 struct ConvWeights {
@@ -135,26 +132,7 @@ std::vector<float> RefConv(const std::vector<uint8_t>& q, uint8_t z, float s, co
   return y;
 }
 
-class AotCpuQuantConv : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    env_ = new Env(LoggingLevel::ERROR, "aotcpu_quant_conv_test");
-    env_->RegisterExecutionProviderLibrary("aotcpu", kAotLib);
-  }
-  static void TearDownTestSuite() {
-    delete env_;
-    env_ = nullptr;
-  }
-  static SessionOptions Options(const std::vector<std::pair<std::string, std::string>>& config = {}) {
-    SessionOptions o;
-    o.SetIntraOpNumThreads(2);
-    o.AppendExecutionProvider_V2(*env_, DevicesOf(*env_, kAot, false), KeyValuePairs());
-    for (const auto& [k, v] : config) o.AddConfigEntry(k.c_str(), v.c_str());
-    return o;
-  }
-  static Env* env_;
-};
-Env* AotCpuQuantConv::env_ = nullptr;
+using AotCpuQuantConv = epctx::testing::AotCpuSuite;
 
 TEST_F(AotCpuQuantConv, ShiftedWeightsGiveTheExactResultJitAndFromContext) {
   const ConvWeights c0 = MakeConv(kC, 0, 0), c1 = MakeConv(kC, 255, 1);
@@ -192,7 +170,7 @@ TEST_F(AotCpuQuantConv, ShiftedWeightsGiveTheExactResultJitAndFromContext) {
     EXPECT_EQ(wrong, 0u) << what;
   };
 
-  Session jit(*env_, path.c_str(), Options());
+  Session jit(*env_, path.c_str(), Options(2));
   const std::string report = jit.GetSessionReport();
   EXPECT_TRUE(Contains(report, "\"cpu_nodes\":0")) << report;
   EXPECT_EQ(jit.GetPartitionAssignments().size(), 1u) << report;
@@ -201,12 +179,12 @@ TEST_F(AotCpuQuantConv, ShiftedWeightsGiveTheExactResultJitAndFromContext) {
     const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
     {
       Session gen(*env_, path.c_str(),
-                  Options({{"ep.context_enable", "1"},
+                  Options(2, true, {{"ep.context_enable", "1"},
                            {"ep.context_file_path", ctx},
                            {"ep.context_embed_mode", std::to_string(embed)}}));
     }
     ASSERT_TRUE(Exists(ctx));
-    Session loaded(*env_, ctx.c_str(), Options({{"session.disable_model_compile", "1"}}));
+    Session loaded(*env_, ctx.c_str(), Options(2, true, {{"session.disable_model_compile", "1"}}));
     check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
   }
 }

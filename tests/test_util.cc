@@ -203,6 +203,26 @@ SessionOptions WithExample(const Env& env, const KeyValuePairs& ep_options,
   return opts;
 }
 
+Env* AotCpuSuite::env_ = nullptr;
+
+void AotCpuSuite::SetUpTestSuite() {
+  env_ = new Env(LoggingLevel::ERROR, ::testing::UnitTest::GetInstance()->current_test_suite()->name());
+  env_->RegisterExecutionProviderLibrary("aotcpu", kAotCpuLib);
+}
+
+void AotCpuSuite::TearDownTestSuite() {
+  delete env_;
+  env_ = nullptr;
+}
+
+SessionOptions AotCpuSuite::Options(int threads, bool aot, const std::map<std::string, std::string>& config) {
+  SessionOptions o;
+  o.SetIntraOpNumThreads(threads);
+  if (aot) o.AppendExecutionProvider_V2(*env_, DevicesOf(*env_, kAotCpu, false), KeyValuePairs());
+  for (const auto& [k, v] : config) o.AddConfigEntry(k.c_str(), v.c_str());
+  return o;
+}
+
 std::vector<const onnx::NodeProto*> ContextNodes(const onnx::ModelProto& m) {
   std::vector<const onnx::NodeProto*> nodes;
   for (const auto& n : m.graph().node())

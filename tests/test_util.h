@@ -97,6 +97,19 @@ std::vector<ConstEpDevice> DevicesOf(const Env& env, const std::string& ep, bool
 SessionOptions WithExample(const Env& env, const KeyValuePairs& ep_options = {},
                            const std::map<std::string, std::string>& config = {});
 
+inline constexpr const char* kAotCpuLib = EPCTX_BINARY_DIR "/lib/libepctx_aotcpu.so";
+inline constexpr const char* kAotCpu = "AotCpuExecutionProvider";
+
+// A test suite whose tests make sessions with AotCpu: one Env per suite with the plugin registered.
+class AotCpuSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+  // `threads` intra-op threads, AotCpu appended on its real devices when `aot`, and `config` as config entries.
+  static SessionOptions Options(int threads, bool aot = true, const std::map<std::string, std::string>& config = {});
+  static Env* env_;
+};
+
 // ---- EPContext models ----
 
 std::vector<const onnx::NodeProto*> ContextNodes(const onnx::ModelProto& m);
