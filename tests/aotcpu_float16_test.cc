@@ -14,15 +14,16 @@
 
 #include "core/float16.h"
 #include "epctx/epctx.h"
+#include "tests/onnx_build.h"
 #include "tests/test_util.h"
 
 namespace epctx {
 namespace {
 
+using epctx::onnx_build::SetInt;
+using epctx::onnx_build::SetInts;
 using epctx::testing::AddNode;
 using epctx::testing::AddTensorValueInfo;
-using epctx::testing::Contains;
-using epctx::testing::Exists;
 using epctx::testing::NewModel;
 using epctx::testing::Serialize;
 using epctx::testing::TempDir;
@@ -37,10 +38,7 @@ float Pattern(int i, int salt) { return static_cast<float>(((i * 37 + salt * 11)
 
 void AddHalfInitializer(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
                         const std::vector<float>& values) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT16);
-  for (int64_t d : dims) t->add_dims(d);
+  auto* t = epctx::onnx_build::Initializer(g, name, onnx::TensorProto::FLOAT16, dims);
   for (float v : values) t->add_int32_data(ToHalf(v));  // float16 travels in int32_data
 }
 
@@ -64,23 +62,11 @@ onnx::ModelProto Float16Model(const Weights& wt) {
   AddTensorValueInfo(g->add_output(), "Y", {1, kK, kH, kW});
   AddHalfInitializer(g, "W", {kK, kC, 3, 3}, wt.w);
   AddHalfInitializer(g, "B", {kK}, wt.b);
-  auto* to_half = AddNode(g, "Cast", "to_half", {"X"}, "xh");
-  auto* to = to_half->add_attribute();
-  to->set_name("to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(onnx::TensorProto::FLOAT16);
-  auto* conv = AddNode(g, "Conv", "conv", {"xh", "W", "B"}, "c");
-  auto* pads = conv->add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  SetInt(AddNode(g, "Cast", "to_half", {"X"}, "xh"), "to", onnx::TensorProto::FLOAT16);
+  SetInts(AddNode(g, "Conv", "conv", {"xh", "W", "B"}, "c"), "pads", {1, 1, 1, 1});
   AddNode(g, "Relu", "relu", {"c"}, "r");
   AddNode(g, "Add", "add", {"r", "Z"}, "A");
-  auto* to_float = AddNode(g, "Cast", "to_float", {"A"}, "Y");
-  auto* to2 = to_float->add_attribute();
-  to2->set_name("to");
-  to2->set_type(onnx::AttributeProto::INT);
-  to2->set_i(onnx::TensorProto::FLOAT);
+  SetInt(AddNode(g, "Cast", "to_float", {"A"}, "Y"), "to", onnx::TensorProto::FLOAT);
   return m;
 }
 
@@ -136,23 +122,7 @@ TEST_F(AotCpuFloat16, AFloat16GraphIsCompiledWholeAndComputedInFloat32) {
     }
   };
 
-  Session jit(*env_, path.c_str(), Options(1));
-  const std::string report = jit.GetSessionReport();
-  EXPECT_TRUE(Contains(report, "\"cpu_nodes\":0")) << report;
-  EXPECT_EQ(jit.GetPartitionAssignments().size(), 1u) << report;
-  check(jit, "JIT");
-  for (int embed : {0, 1}) {
-    const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
-    {
-      Session gen(*env_, path.c_str(),
-                  Options(1, true, {{"ep.context_enable", "1"},
-                           {"ep.context_file_path", ctx},
-                           {"ep.context_embed_mode", std::to_string(embed)}}));
-    }
-    ASSERT_TRUE(Exists(ctx));
-    Session loaded(*env_, ctx.c_str(), Options(1));
-    check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
-  }
+  CheckJitAndFromContext(path, dir, 1, check);
 }
 
 }  // namespace

@@ -13,15 +13,18 @@
 #include <vector>
 
 #include "epctx/epctx.h"
+#include "tests/onnx_build.h"
 #include "tests/test_util.h"
 
 namespace epctx {
 namespace {
 
+using epctx::onnx_build::AddFloats;
+using epctx::onnx_build::AddUint8s;
+using epctx::onnx_build::SetInt;
+using epctx::onnx_build::SetInts;
 using epctx::testing::AddNode;
 using epctx::testing::AddTensorValueInfo;
-using epctx::testing::Contains;
-using epctx::testing::Exists;
 using epctx::testing::NewModel;
 using epctx::testing::Serialize;
 using epctx::testing::TempDir;
@@ -46,45 +49,16 @@ ConvWeights MakeConv(int cin, uint8_t wz, int salt) {
   return c;
 }
 
-void AddAttrInts(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void AddU8(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
-           const std::vector<uint8_t>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::UINT8);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(std::string(v.begin(), v.end()));
-}
-
-void AddF32(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
-            const std::vector<float>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  for (float x : v) t->add_float_data(x);
-}
-
 // conv<i>: ConvInteger(q, W<i>, z, WZ<i>) -> Cast -> Mul(s * WS<i>) -> Add(B<i> [OC, 1, 1]) -> Relu -> r<i>.
 void AddConv(onnx::GraphProto* g, int i, const ConvWeights& c, int cin) {
   const std::string s = std::to_string(i);
-  AddU8(g, "W" + s, {kOC, cin, 3, 3}, c.w);
-  AddU8(g, "WZ" + s, {}, {c.wz});
-  AddF32(g, "WS" + s, {}, {c.ws});
-  AddF32(g, "B" + s, {kOC, 1, 1}, c.bias);
+  AddUint8s(g, "W" + s, {kOC, cin, 3, 3}, c.w);
+  AddUint8s(g, "WZ" + s, {}, {c.wz});
+  AddFloats(g, "WS" + s, {}, {c.ws});
+  AddFloats(g, "B" + s, {kOC, 1, 1}, c.bias);
   auto* conv = AddNode(g, "ConvInteger", "conv" + s, {"q", "W" + s, "z", "WZ" + s}, "acc" + s);
-  AddAttrInts(conv, "pads", {1, 1, 1, 1});
-  auto* cast = AddNode(g, "Cast", "cast" + s, {"acc" + s}, "accf" + s);
-  auto* to = cast->add_attribute();
-  to->set_name("to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(onnx::TensorProto::FLOAT);
+  SetInts(conv, "pads", {1, 1, 1, 1});
+  SetInt(AddNode(g, "Cast", "cast" + s, {"acc" + s}, "accf" + s), "to", onnx::TensorProto::FLOAT);
   AddNode(g, "Mul", "scale" + s, {"s", "WS" + s}, "sc" + s);
   AddNode(g, "Mul", "mul" + s, {"accf" + s, "sc" + s}, "m" + s);
   AddNode(g, "Add", "bias" + s, {"m" + s, "B" + s}, "b" + s);
@@ -170,23 +144,7 @@ TEST_F(AotCpuQuantConv, ShiftedWeightsGiveTheExactResultJitAndFromContext) {
     EXPECT_EQ(wrong, 0u) << what;
   };
 
-  Session jit(*env_, path.c_str(), Options(2));
-  const std::string report = jit.GetSessionReport();
-  EXPECT_TRUE(Contains(report, "\"cpu_nodes\":0")) << report;
-  EXPECT_EQ(jit.GetPartitionAssignments().size(), 1u) << report;
-  check(jit, "JIT");
-  for (int embed : {0, 1}) {
-    const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
-    {
-      Session gen(*env_, path.c_str(),
-                  Options(2, true, {{"ep.context_enable", "1"},
-                           {"ep.context_file_path", ctx},
-                           {"ep.context_embed_mode", std::to_string(embed)}}));
-    }
-    ASSERT_TRUE(Exists(ctx));
-    Session loaded(*env_, ctx.c_str(), Options(2, true, {{"session.disable_model_compile", "1"}}));
-    check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
-  }
+  CheckJitAndFromContext(path, dir, 2, check);
 }
 
 }  // namespace

@@ -223,6 +223,28 @@ SessionOptions AotCpuSuite::Options(int threads, bool aot, const std::map<std::s
   return o;
 }
 
+void AotCpuSuite::CheckJitAndFromContext(const std::string& path, const TempDir& dir, int threads,
+                                         const std::function<void(Session&, const std::string&)>& check) {
+  Session jit(*env_, path.c_str(), Options(threads));
+  const std::string report = jit.GetSessionReport();
+  EXPECT_TRUE(Contains(report, "\"cpu_nodes\":0")) << report;
+  EXPECT_EQ(jit.GetPartitionAssignments().size(), 1u) << report;
+  check(jit, "JIT");
+  for (int embed : {0, 1}) {
+    const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
+    {
+      Session gen(*env_, path.c_str(),
+                  Options(threads, true,
+                          {{"ep.context_enable", "1"},
+                           {"ep.context_file_path", ctx},
+                           {"ep.context_embed_mode", std::to_string(embed)}}));
+    }
+    ASSERT_TRUE(Exists(ctx)) << ctx;
+    Session loaded(*env_, ctx.c_str(), Options(threads, true, {{"session.disable_model_compile", "1"}}));
+    check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
+  }
+}
+
 std::vector<const onnx::NodeProto*> ContextNodes(const onnx::ModelProto& m) {
   std::vector<const onnx::NodeProto*> nodes;
   for (const auto& n : m.graph().node())

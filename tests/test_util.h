@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -107,6 +108,11 @@ class AotCpuSuite : public ::testing::Test {
   static void TearDownTestSuite();
   // `threads` intra-op threads, AotCpu appended on its real devices when `aot`, and `config` as config entries.
   static SessionOptions Options(int threads, bool aot = true, const std::map<std::string, std::string>& config = {});
+  // The model at `path` on AotCpu with `threads` threads: a JIT session that must put every node in one partition,
+  // then its _ctx.onnx written beside it (in `dir`) with embed mode 0 and 1 and loaded with model compilation
+  // disabled; `check(session, what)` runs on each of the three sessions.
+  static void CheckJitAndFromContext(const std::string& path, const TempDir& dir, int threads,
+                                     const std::function<void(Session&, const std::string&)>& check);
   static Env* env_;
 };
 

@@ -29,11 +29,13 @@
 #include "session/session.h"
 #include "tests/fuzz/ep_context_input.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/onnx_build.h"
 
 namespace {
 
 using namespace epctx;
 using namespace epctx::fuzz;
+using namespace epctx::onnx_build;
 
 std::string g_out;
 size_t g_max_bytes = SIZE_MAX;
@@ -85,37 +87,13 @@ onnx::NodeProto* Node(onnx::GraphProto* g, const std::string& op, const std::vec
   return n;
 }
 
-void IntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void FloatInit(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
-               const std::vector<float>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  for (float x : v) t->add_float_data(x);
-}
-
-void Int64Init(onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& v) {
-  auto* t = g->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t->add_int64_data(x);
-}
-
 // Y = Relu(X + W), X float[N,4].
 onnx::ModelProto AddRelu() {
   onnx::ModelProto m = NewModel("add_relu");
   auto* g = m.mutable_graph();
   Info(g->add_input(), "X", 1, {-1, 4});
   Info(g->add_output(), "Y", 1, {-1, 4});
-  FloatInit(g, "W", {4}, {1, -2, 3, -4});
+  AddFloats(g, "W", {4}, {1, -2, 3, -4});
   Node(g, "Add", {"X", "W"}, {"A"});
   Node(g, "Relu", {"A"}, {"Y"});
   return m;
@@ -129,8 +107,8 @@ onnx::ModelProto MatMulBiasRelu() {
   Info(g->add_output(), "Y", 1, {2, 4});
   std::vector<float> w(16);
   for (int i = 0; i < 16; ++i) w[i] = 0.125f * static_cast<float>((i * 5) % 7) - 0.25f;
-  FloatInit(g, "W", {4, 4}, w);
-  FloatInit(g, "B", {4}, {0.5f, -0.5f, 0.25f, 0});
+  AddFloats(g, "W", {4, 4}, w);
+  AddFloats(g, "B", {4}, {0.5f, -0.5f, 0.25f, 0});
   Node(g, "MatMul", {"X", "W"}, {"P"});
   Node(g, "Add", {"P", "B"}, {"Q"});
   Node(g, "Relu", {"Q"}, {"Y"});
@@ -145,8 +123,8 @@ onnx::ModelProto TwoPartitions() {
   Info(g->add_output(), "Y", 1, {-1, 4});
   Info(g->add_value_info(), "A", 1, {-1, 4});
   Info(g->add_value_info(), "S", 1, {-1, 4});
-  FloatInit(g, "W", {4}, {1, -2, 3, -4});
-  FloatInit(g, "V", {4}, {2, -1, 0.5f, 3});
+  AddFloats(g, "W", {4}, {1, -2, 3, -4});
+  AddFloats(g, "V", {4}, {2, -1, 0.5f, 3});
   Node(g, "Add", {"X", "W"}, {"A"});
   Node(g, "Sigmoid", {"A"}, {"S"});
   Node(g, "Mul", {"S", "V"}, {"M"});
@@ -162,12 +140,12 @@ void WriteModelSeeds() {
     auto* g = m.mutable_graph();
     Info(g->add_input(), "X", 1, {1, 1, 4, 4});
     Info(g->add_output(), "Y", 1, {1, 2, 2, 2});
-    FloatInit(g, "K", {2, 1, 3, 3}, std::vector<float>(18, 0.5f));
+    AddFloats(g, "K", {2, 1, 3, 3}, std::vector<float>(18, 0.5f));
     auto* c = Node(g, "Conv", {"X", "K"}, {"C"});
-    IntsAttr(c, "pads", {1, 1, 1, 1});
-    IntsAttr(c, "strides", {2, 2});
+    SetInts(c, "pads", {1, 1, 1, 1});
+    SetInts(c, "strides", {2, 2});
     auto* p = Node(g, "MaxPool", {"C"}, {"Y"});
-    IntsAttr(p, "kernel_shape", {1, 1});
+    SetInts(p, "kernel_shape", {1, 1});
     Seed("model", "conv_pool.onnx", m.SerializeAsString());
   }
   {
@@ -175,7 +153,7 @@ void WriteModelSeeds() {
     auto* g = m.mutable_graph();
     Info(g->add_input(), "X", 1, {3, 4});
     Info(g->add_output(), "Y", 1, {3, 2});
-    FloatInit(g, "B", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+    AddFloats(g, "B", {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
     auto* n = Node(g, "Gemm", {"X", "B"}, {"G"});
     auto* a = n->add_attribute();
     a->set_name("transB");
@@ -189,16 +167,16 @@ void WriteModelSeeds() {
     auto* g = m.mutable_graph();
     Info(g->add_input(), "X", 1, {2, 6});
     Info(g->add_output(), "Y", 1, {-1, -1});
-    Int64Init(g, "shape", {3, 4});
-    Int64Init(g, "starts", {1});
-    Int64Init(g, "ends", {3});
-    Int64Init(g, "axes", {0});
-    Int64Init(g, "idx", {0, 2, 1});
+    AddInt64s(g, "shape", {2}, {3, 4});
+    AddInt64s(g, "starts", {1}, {1});
+    AddInt64s(g, "ends", {1}, {3});
+    AddInt64s(g, "axes", {1}, {0});
+    AddInt64s(g, "idx", {3}, {0, 2, 1});
     Node(g, "Reshape", {"X", "shape"}, {"R"});
     Node(g, "Slice", {"R", "starts", "ends", "axes"}, {"S"});
     Node(g, "Gather", {"S", "idx"}, {"T"});
     auto* t = Node(g, "Transpose", {"T"}, {"Y"});
-    IntsAttr(t, "perm", {1, 0});
+    SetInts(t, "perm", {1, 0});
     Seed("model", "reshape_slice_gather.onnx", m.SerializeAsString());
   }
   {  // W lives in the fuzz target's weights.bin (4 KiB) at offset 64.
@@ -245,7 +223,7 @@ void WriteModelSeeds() {
     auto* g = m.mutable_graph();
     Info(g->add_input(), "X", 1, {2});
     Info(g->add_output(), "Y", 1, {2});
-    Int64Init(g, "trip", {3});
+    AddInt64s(g, "trip", {1}, {3});
     auto* trip = g->mutable_initializer(0);
     trip->clear_dims();
     auto* n = Node(g, "Loop", {"trip", "", "X"}, {"Y"});
@@ -259,7 +237,7 @@ void WriteModelSeeds() {
     Info(b->add_input(), "x", 1, {2});
     Info(b->add_output(), "c_out", onnx::TensorProto::BOOL, {});
     Info(b->add_output(), "x_out", 1, {2});
-    FloatInit(b, "one", {1}, {1});
+    AddFloats(b, "one", {1}, {1});
     Node(b, "Identity", {"c"}, {"c_out"});
     Node(b, "Add", {"x", "one"}, {"x_out"});
     Seed("model", "loop.onnx", m.SerializeAsString());
@@ -309,14 +287,14 @@ void WriteModelSeeds() {
     bytes_init("Ks8", onnx::TensorProto::INT8, {4, 3}, k);
     bytes_init("Kz", onnx::TensorProto::INT8, {}, {0});
     bytes_init("Ws8", onnx::TensorProto::INT8, {2, 2, 3, 3}, w);
-    FloatInit(g, "Ws", {2}, {0.02f, 0.03f});
-    FloatInit(g, "Wscale", {}, {0.01f});
-    FloatInit(g, "Ks", {}, {0.05f});
-    FloatInit(g, "Ys", {}, {0.1f});
+    AddFloats(g, "Ws", {2}, {0.02f, 0.03f});
+    AddFloats(g, "Wscale", {}, {0.01f});
+    AddFloats(g, "Ks", {}, {0.05f});
+    AddFloats(g, "Ys", {}, {0.1f});
     bytes_init("Yz", onnx::TensorProto::UINT8, {}, {128});
     Node(g, "DynamicQuantizeLinear", {"X"}, {"Xq", "Xs", "Xz"});
     auto* ci = Node(g, "ConvInteger", {"Xq", "Wu8", "Xz", "Wz"}, {"Ci"});
-    IntsAttr(ci, "pads", {1, 1, 1, 1});
+    SetInts(ci, "pads", {1, 1, 1, 1});
     auto* cf = Node(g, "Cast", {"Ci"}, {"Cf"});
     auto* to = cf->add_attribute();
     to->set_name("to");
@@ -329,7 +307,7 @@ void WriteModelSeeds() {
     *mf->add_attribute() = *to;
     Node(g, "Mul", {"Mf", "Ks"}, {"M"});
     auto* ql = Node(g, "QLinearConv", {"Xq", "Xs", "Xz", "Ws8", "Ws", "Kz", "Ys", "Yz"}, {"Yq"});
-    IntsAttr(ql, "pads", {1, 1, 1, 1});
+    SetInts(ql, "pads", {1, 1, 1, 1});
     Node(g, "DequantizeLinear", {"Yq", "Ys", "Yz"}, {"Q"});
     Seed("model", "quantized.onnx", m.SerializeAsString());
   }
@@ -381,7 +359,7 @@ void WriteModelSeeds() {
     axis->set_name("axis");
     axis->set_type(onnx::AttributeProto::INT);
     axis->set_i(1);
-    Int64Init(g, "axes", {1});
+    AddInt64s(g, "axes", {1}, {1});
     Node(g, "ReduceMean", {"S0", "axes"}, {"M"});
     auto* keep = g->mutable_node(g->node_size() - 1)->add_attribute();
     keep->set_name("keepdims");
