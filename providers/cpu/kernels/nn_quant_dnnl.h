@@ -13,8 +13,10 @@
 //   - without VNNI (oneDNN held to AVX2, or avx512_core) oneDNN multiplies with vpmaddubsw, whose int16 pair sums
 //     saturate (measured: 255 * 127 pairs came out halved), so each w' is split into two halves in [-64, 64]
 //     run as extra output channels/columns and added back (twice the work, still exact);
-//   - except where AVX2 is present: then the matmul runs on our own exact int16-madd kernel (providers/int8gemm)
-//     instead, with B packed once in its panels (offset 0: w' is the weight's own value) and no split.
+//     (depthwise convolutions excepted: oneDNN's depthwise int8 kernels widen every product, see ConvWeightSplit);
+//   - except where AVX2 is present: then the matmul, and pointwise one-group convolutions, run on our own exact
+//     int16-madd kernel (providers/int8gemm) instead, with B packed once in its panels (offset 0: w' is the
+//     weight's own value) and no split.
 // Private to nn_quant*.cc. Thread safety: runners are immutable after SetConstantWeights except for their plan
 // caches, which are mutex-guarded; Run may be called concurrently.
 #pragma once
@@ -36,6 +38,17 @@ bool Int8ProductsExact();
 // Whether the int8 matmul runs on our own AVX2 kernel (providers/int8gemm): oneDNN is not exact here
 // (!Int8ProductsExact) and the CPU has AVX2. VNNI machines keep oneDNN.
 bool UseOwnInt8Gemm();
+
+// How many halves each convolution weight is split into for oneDNN (1 or 2): 2 where its products are not exact,
+// except for depthwise convolutions (one input and one output channel per group), whose kernels widen every
+// product to int32.
+int ConvWeightSplit(int64_t c_per_group, int64_t m_per_group);
+
+// Whether a convolution runs on our own exact AVX2 kernel (providers/int8gemm) instead of oneDNN: pointwise
+// (every kernel dim 1) with one group, where UseOwnInt8Gemm(). Its source is then the [pixels, C] matrix of the
+// channels-last input (strided pixels gathered), its weights [C, M] packed once, its accumulators [pixels, M] as
+// oneDNN's would be, without the split (half the accumulator bytes and no doubled products).
+bool ConvOnOwnGemm(int64_t group, int64_t kernel_size);
 
 // 8-bit weights rewritten for oneDNN: s8 values w' = w - offset (split in two halves when `split` is 2) and the
 // per-output-channel sums of w'.
@@ -80,10 +93,9 @@ struct Int8ConvProblem {
 class Int8ConvRunner {
  public:
   Int8ConvRunner();
-  // Weights known at kernel creation, prepared once (PrepareConvWeights with this runner's split).
+  // Weights known at kernel creation, prepared once (PrepareConvWeights, split by ConvWeightSplit).
   void SetConstantWeights(const Tensor& w, int64_t group);
   bool has_constant_weights() const { return const_w_ != nullptr; }
-  int split() const { return split_; }
 
   // y = sum over each window of (x - xz) * (w - wz[m]) (+ bias[m]) written to `out`. `w` is ignored when constant
   // weights were set. wz has 1 or M values; bias may be null. Returns NOT_IMPLEMENTED (message without the node)
@@ -100,7 +112,6 @@ class Int8ConvRunner {
   struct Plan;
   StatusOr<std::shared_ptr<const Plan>> GetPlan(const Int8ConvProblem& p, int threads) const;
 
-  int split_;
   std::unique_ptr<Int8Weights> const_w_;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;
