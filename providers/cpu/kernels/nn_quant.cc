@@ -104,17 +104,7 @@ inline Q QuantizeSaturate(float v) {
   }
 }
 
-// round_half_even(v) + zp saturated to the 8-bit Q, without calls or branches so loops of it vectorize
-// (nearbyint becomes vrndscaleps with -fno-math-errno). NaN gives Q's minimum, as SaturateRound does.
-template <typename Q>
-inline Q QuantizeValue(float v, float zp) {
-  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
-  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  float r = std::nearbyint(v) + zp;
-  r = r >= lo ? r : lo;
-  r = r <= hi ? r : hi;
-  return static_cast<Q>(static_cast<int32_t>(r));
-}
+// QuantizeValue (round half even + zp, saturated): nn_quant_dnnl.h.
 
 // Requantizes one int32 accumulator.
 template <typename Q>
@@ -922,6 +912,17 @@ class IntConvKernel final : public OpKernel {
     ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, q_type, y_shape));
     const int64_t total = y->NumElements();
     if (total == 0) return Status::OK();
+    // Requantized in the convolution's own epilogue (no int32 tensor written and read again); the plain loops
+    // below when oneDNN does not take the problem.
+    std::vector<float> q_scale(static_cast<size_t>(m));
+    for (int64_t ch = 0; ch < m; ++ch) q_scale[ch] = x_sc[0] * w_sc[w_sc.size() == 1 ? 0 : ch] / y_sc[0];
+    Int8Output qout;
+    qout.q = y->raw_data();
+    qout.q_signed = q_type == DataType::kInt8;
+    qout.q_scale = q_scale.data();
+    qout.q_zero_point = static_cast<float>(y_zp[0]);
+    Status fused = runner_.Run(p, *x, xz[0], w, wz, bias.empty() ? nullptr : bias.data(), qout, ctx.num_threads());
+    if (fused.code() != ErrorCode::NOT_IMPLEMENTED) return fused.WithContext(node);
     // Every accumulator is written by Accumulate: no zero fill (a 4.6 MB memset per run on a QDQ detector's layer),
     // and a tensor's block comes back from the block cache instead of fresh pages on every run.
     ASSIGN_OR_RETURN(Tensor acc, Tensor::AllocateForOverwrite(DataType::kInt32, {total}));

@@ -459,6 +459,15 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
         if (out.i32) {
           int32_t* __restrict y = out.i32 + y0;
           for (int64_t i = 0; i < cnt; ++i) y[i] = static_cast<int32_t>(v[i]);
+        } else if (out.q) {
+          const float qs = out.q_scale[oc], qz = out.q_zero_point;
+          if (out.q_signed) {
+            int8_t* __restrict y = static_cast<int8_t*>(out.q) + y0;
+            for (int64_t i = 0; i < cnt; ++i) y[i] = QuantizeValue<int8_t>(static_cast<float>(static_cast<int32_t>(v[i])) * qs, qz);
+          } else {
+            uint8_t* __restrict y = static_cast<uint8_t*>(out.q) + y0;
+            for (int64_t i = 0; i < cnt; ++i) y[i] = QuantizeValue<uint8_t>(static_cast<float>(static_cast<int32_t>(v[i])) * qs, qz);
+          }
         } else {
           float* __restrict y = out.f32 + y0;
           const float scale = out.scale, fb = out.bias ? out.bias[oc] : 0.f;

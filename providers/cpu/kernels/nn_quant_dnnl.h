@@ -21,7 +21,9 @@
 // caches, which are mutex-guarded; Run may be called concurrently.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +73,18 @@ void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_
 void PackOwnWeights(const void* data, bool is_signed, int64_t k, int64_t n, int64_t stride_k, int64_t stride_n,
                     Int8Weights* out);
 
+// round_half_even(v) + zp saturated to the 8-bit Q, without calls or branches so loops of it vectorize
+// (nearbyint becomes vrndscaleps with -fno-math-errno). NaN gives Q's minimum, as SaturateRound does.
+template <typename Q>
+inline Q QuantizeValue(float v, float zp) {
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  float r = std::nearbyint(v) + zp;
+  r = r >= lo ? r : lo;
+  r = r <= hi ? r : hi;
+  return static_cast<Q>(static_cast<int32_t>(r));
+}
+
 // Where a product's exact int32 result goes: int32 values, or float(acc) * scale (the Cast-to-float and Mul that
 // ONNX Runtime's dynamic quantizer puts after ConvInteger/MatMulInteger), then + bias[channel] and Relu when set:
 // one rounding per op, as the separate ops do (this file is compiled without FMA contraction).
@@ -80,6 +94,12 @@ struct Int8Output {
   float scale = 1.f;
   const float* bias = nullptr;  // f32 only: one per output channel (conv) or column (matmul)
   bool relu = false;            // f32 only: x > 0 ? x : 0 after the bias
+  // Or, for convolutions only (QLinearConv), 8 bits: QuantizeValue(float(acc) * q_scale[channel], q_zero_point),
+  // as a separate requantization of the int32 result would give, without writing the int32 tensor.
+  void* q = nullptr;
+  bool q_signed = false;             // int8 (else uint8)
+  const float* q_scale = nullptr;    // one per output channel
+  float q_zero_point = 0.f;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
