@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "providers/cpu/kernels/nn_common.h"
 #include "providers/cpu/kernels/nn_quant_dnnl.h"
+#include "providers/cpu/layout.h"
 #include "providers/cpu/fused_activation.h"
 
 namespace epctx {
@@ -1012,7 +1013,47 @@ class IntConvKernel final : public OpKernel {
 
 }  // namespace
 
+// epctx.cpu::Lookup8 (qdq_fusion.h): y[i] = table[x[i]] for 8-bit x and y, the table from the fusion pass.
+class Lookup8Kernel final : public OpKernel {
+ public:
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    std::unique_ptr<Lookup8Kernel> k(new Lookup8Kernel);
+    const std::vector<int64_t> table = info.GetInts("table");
+    const int64_t to = info.GetInt("to", 0);
+    if (table.size() != 256 || (to != static_cast<int64_t>(DataType::kUint8) && to != static_cast<int64_t>(DataType::kInt8)))
+      return info.Error(ErrorCode::INVALID_GRAPH, "Lookup8 needs a 'table' of 256 values (got ", table.size(),
+                        ") and 'to' uint8 or int8 (got ", to, ")");
+    k->to_ = static_cast<DataType>(to);
+    for (size_t i = 0; i < 256; ++i) {
+      const int64_t v = table[i];
+      const bool fits = k->to_ == DataType::kUint8 ? v >= 0 && v <= 255 : v >= -128 && v <= 127;
+      if (!fits) return info.Error(ErrorCode::INVALID_GRAPH, "Lookup8 table value ", v, " at ", i, " does not fit ", DataTypeName(k->to_));
+      k->table_[i] = static_cast<uint8_t>(v);
+    }
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    RETURN_ERROR_IF(!x || !Is8Bit(x->dtype()), INVALID_ARGUMENT, ctx.node().Describe(), ": x must be int8 or uint8");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, to_, x->shape()));
+    // Table index: the byte itself (int8 values as their two's-complement byte, as the pass built it).
+    const uint8_t* xp = static_cast<const uint8_t*>(x->raw_data());
+    uint8_t* yp = static_cast<uint8_t*>(y->raw_data());
+    const uint8_t* t = table_;
+    ParallelFor(ctx.num_threads(), x->NumElements(), 1.0, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) yp[i] = t[xp[i]];
+    });
+    return Status::OK();
+  }
+
+ private:
+  DataType to_ = DataType::kUint8;
+  uint8_t table_[256];
+};
+
 void RegisterQuantKernels(KernelRegistry& r) {
+  r.Register(kCpuInternalDomain, "Lookup8", [](const KernelInfo& info) { return Lookup8Kernel::Create(info); });
   r.Register("", "QuantizeLinear", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
     return std::unique_ptr<OpKernel>(new QuantizeKernel(info, false));
   });
