@@ -1013,6 +1013,14 @@ class IntConvKernel final : public OpKernel {
 
 }  // namespace
 
+// y[i] = table[x[i]]: the table copied to the stack and restrict pointers, so the byte stores are not taken to
+// alias the table or x (they otherwise reload every operand per element).
+void LookupRow(const uint8_t* __restrict x, uint8_t* __restrict y, int64_t n, const uint8_t* table) {
+  alignas(64) uint8_t t[256];
+  std::memcpy(t, table, sizeof(t));
+  for (int64_t i = 0; i < n; ++i) y[i] = t[x[i]];
+}
+
 // epctx.cpu::Lookup8 (qdq_fusion.h): y[i] = table[x[i]] for 8-bit x and y, the table from the fusion pass.
 class Lookup8Kernel final : public OpKernel {
  public:
@@ -1040,9 +1048,8 @@ class Lookup8Kernel final : public OpKernel {
     // Table index: the byte itself (int8 values as their two's-complement byte, as the pass built it).
     const uint8_t* xp = static_cast<const uint8_t*>(x->raw_data());
     uint8_t* yp = static_cast<uint8_t*>(y->raw_data());
-    const uint8_t* t = table_;
     ParallelFor(ctx.num_threads(), x->NumElements(), 1.0, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) yp[i] = t[xp[i]];
+      LookupRow(xp + lo, yp + lo, hi - lo, table_);
     });
     return Status::OK();
   }
