@@ -532,7 +532,7 @@ std::string InferenceSession::ReportJson() const {
     << ",\"output_biases\":" << cpu_fusions_.output_biases << ",\"gathered_rows\":" << cpu_fusions_.gathered_rows
     << ",\"float16_nodes\":" << cpu_fusions_.float16_nodes << ",\"float16_casts\":" << cpu_fusions_.float16_casts
     << ",\"qdq_convs\":" << cpu_fusions_.qdq_convs
-    << ",\"qdq_matmuls\":" << cpu_fusions_.qdq_matmuls << ",\"layout_convs\":" << cpu_fusions_.layout_convs
+    << ",\"qdq_matmuls\":" << cpu_fusions_.qdq_matmuls << ",\"qdq_lookups\":" << cpu_fusions_.qdq_lookups << ",\"layout_convs\":" << cpu_fusions_.layout_convs
     << ",\"layout_nodes\":" << cpu_fusions_.layout_nodes << ",\"layout_reorders\":" << cpu_fusions_.layout_reorders
     << "},\"cpu_nodes\":" << cpu_nodes
     << ",\"generated_context_model\":\"" << Esc(generated_model_) << "\"";

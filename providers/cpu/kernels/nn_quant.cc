@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "providers/cpu/kernels/nn_common.h"
 #include "providers/cpu/kernels/nn_quant_dnnl.h"
+#include "providers/cpu/layout.h"
 #include "providers/cpu/fused_activation.h"
 
 namespace epctx {
@@ -104,17 +105,7 @@ inline Q QuantizeSaturate(float v) {
   }
 }
 
-// round_half_even(v) + zp saturated to the 8-bit Q, without calls or branches so loops of it vectorize
-// (nearbyint becomes vrndscaleps with -fno-math-errno). NaN gives Q's minimum, as SaturateRound does.
-template <typename Q>
-inline Q QuantizeValue(float v, float zp) {
-  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
-  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  float r = std::nearbyint(v) + zp;
-  r = r >= lo ? r : lo;
-  r = r <= hi ? r : hi;
-  return static_cast<Q>(static_cast<int32_t>(r));
-}
+// QuantizeValue (round half even + zp, saturated): nn_quant_dnnl.h.
 
 // Requantizes one int32 accumulator.
 template <typename Q>
@@ -922,6 +913,17 @@ class IntConvKernel final : public OpKernel {
     ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, q_type, y_shape));
     const int64_t total = y->NumElements();
     if (total == 0) return Status::OK();
+    // Requantized in the convolution's own epilogue (no int32 tensor written and read again); the plain loops
+    // below when oneDNN does not take the problem.
+    std::vector<float> q_scale(static_cast<size_t>(m));
+    for (int64_t ch = 0; ch < m; ++ch) q_scale[ch] = x_sc[0] * w_sc[w_sc.size() == 1 ? 0 : ch] / y_sc[0];
+    Int8Output qout;
+    qout.q = y->raw_data();
+    qout.q_signed = q_type == DataType::kInt8;
+    qout.q_scale = q_scale.data();
+    qout.q_zero_point = static_cast<float>(y_zp[0]);
+    Status fused = runner_.Run(p, *x, xz[0], w, wz, bias.empty() ? nullptr : bias.data(), qout, ctx.num_threads());
+    if (fused.code() != ErrorCode::NOT_IMPLEMENTED) return fused.WithContext(node);
     // Every accumulator is written by Accumulate: no zero fill (a 4.6 MB memset per run on a QDQ detector's layer),
     // and a tensor's block comes back from the block cache instead of fresh pages on every run.
     ASSIGN_OR_RETURN(Tensor acc, Tensor::AllocateForOverwrite(DataType::kInt32, {total}));
@@ -1011,7 +1013,54 @@ class IntConvKernel final : public OpKernel {
 
 }  // namespace
 
+// y[i] = table[x[i]]: the table copied to the stack and restrict pointers, so the byte stores are not taken to
+// alias the table or x (they otherwise reload every operand per element).
+void LookupRow(const uint8_t* __restrict x, uint8_t* __restrict y, int64_t n, const uint8_t* table) {
+  alignas(64) uint8_t t[256];
+  std::memcpy(t, table, sizeof(t));
+  for (int64_t i = 0; i < n; ++i) y[i] = t[x[i]];
+}
+
+// epctx.cpu::Lookup8 (qdq_fusion.h): y[i] = table[x[i]] for 8-bit x and y, the table from the fusion pass.
+class Lookup8Kernel final : public OpKernel {
+ public:
+  static StatusOr<std::unique_ptr<OpKernel>> Create(const KernelInfo& info) {
+    std::unique_ptr<Lookup8Kernel> k(new Lookup8Kernel);
+    const std::vector<int64_t> table = info.GetInts("table");
+    const int64_t to = info.GetInt("to", 0);
+    if (table.size() != 256 || (to != static_cast<int64_t>(DataType::kUint8) && to != static_cast<int64_t>(DataType::kInt8)))
+      return info.Error(ErrorCode::INVALID_GRAPH, "Lookup8 needs a 'table' of 256 values (got ", table.size(),
+                        ") and 'to' uint8 or int8 (got ", to, ")");
+    k->to_ = static_cast<DataType>(to);
+    for (size_t i = 0; i < 256; ++i) {
+      const int64_t v = table[i];
+      const bool fits = k->to_ == DataType::kUint8 ? v >= 0 && v <= 255 : v >= -128 && v <= 127;
+      if (!fits) return info.Error(ErrorCode::INVALID_GRAPH, "Lookup8 table value ", v, " at ", i, " does not fit ", DataTypeName(k->to_));
+      k->table_[i] = static_cast<uint8_t>(v);
+    }
+    return std::unique_ptr<OpKernel>(std::move(k));
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    RETURN_ERROR_IF(!x || !Is8Bit(x->dtype()), INVALID_ARGUMENT, ctx.node().Describe(), ": x must be int8 or uint8");
+    ASSIGN_OR_RETURN(Tensor * y, ctx.OutputForOverwrite(0, to_, x->shape()));
+    // Table index: the byte itself (int8 values as their two's-complement byte, as the pass built it).
+    const uint8_t* xp = static_cast<const uint8_t*>(x->raw_data());
+    uint8_t* yp = static_cast<uint8_t*>(y->raw_data());
+    ParallelFor(ctx.num_threads(), x->NumElements(), 1.0, [&](int64_t lo, int64_t hi) {
+      LookupRow(xp + lo, yp + lo, hi - lo, table_);
+    });
+    return Status::OK();
+  }
+
+ private:
+  DataType to_ = DataType::kUint8;
+  uint8_t table_[256];
+};
+
 void RegisterQuantKernels(KernelRegistry& r) {
+  r.Register(kCpuInternalDomain, "Lookup8", [](const KernelInfo& info) { return Lookup8Kernel::Create(info); });
   r.Register("", "QuantizeLinear", [](const KernelInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
     return std::unique_ptr<OpKernel>(new QuantizeKernel(info, false));
   });

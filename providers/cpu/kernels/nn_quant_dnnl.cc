@@ -114,6 +114,7 @@ void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_
 // Convolution.
 
 struct Int8ConvRunner::Plan {
+  bool own = false;  // the product runs on int8gemm (OwnPointwise); prim, w_* and scratch_md are then unused
   dnnl::primitive prim;
   // src_md: the padded channels-last source; dst_md: the channels-last accumulators.
   memory::desc src_md, dst_md, w_user, w_prim, scratch_md;
@@ -124,11 +125,39 @@ struct Int8ConvRunner::Plan {
   size_t scratch_total = 0;
 };
 
-Int8ConvRunner::Int8ConvRunner() : split_(Int8ProductsExact() ? 1 : 2) {}
+int ConvWeightSplit(int64_t c_per_group, int64_t m_per_group) {
+  // oneDNN 2.6's depthwise int8 kernels (jit_uni_x8s8s32x_dw) widen every byte to int32 and multiply with vpmulld:
+  // exact at every ISA (Int8Conv.DepthwiseWithoutSplitIsExactAtExtremes checks it with 255 x -128 windows). A split
+  // depthwise convolution has 2 output channels per group, which no depthwise kernel takes: it ran as ref_int8,
+  // 10-100x slower (the QDQ PP-OCR detector at AVX2: 240 ms against ORT's 24 ms).
+  if (Int8ProductsExact() || (c_per_group == 1 && m_per_group == 1)) return 1;
+  return 2;
+}
+
+bool ConvOnOwnGemm(int64_t group, int64_t kernel_size) {
+  return group == 1 && kernel_size == 1 && UseOwnInt8Gemm();
+}
+
+namespace {
+
+// Pointwise weights [M, C, 1...] packed for int8gemm as the [C, M] matrix of a product [pixels, C] x [C, M].
+void PackPointwiseWeights(const Tensor& w, Int8Weights* out) {
+  const int64_t m = w.dim(0), c = w.dim(1);
+  PackOwnWeights(w.raw_data(), w.dtype() == DataType::kInt8, c, m, 1, c, out);
+}
+
+}  // namespace
+
+Int8ConvRunner::Int8ConvRunner() = default;
 
 void Int8ConvRunner::SetConstantWeights(const Tensor& w, int64_t group) {
   const_w_ = std::make_unique<Int8Weights>();
-  PrepareConvWeights(w, group, split_, const_w_.get());
+  const int64_t m = w.dim(0);
+  if (ConvOnOwnGemm(group, m ? w.NumElements() / (m * w.dim(1)) : 0)) {
+    PackPointwiseWeights(w, const_w_.get());
+    return;
+  }
+  PrepareConvWeights(w, group, ConvWeightSplit(w.dim(1), w.dim(0) / group), const_w_.get());
 }
 
 StatusOr<std::shared_ptr<const Int8ConvRunner::Plan>> Int8ConvRunner::GetPlan(const Int8ConvProblem& p,
@@ -156,7 +185,7 @@ StatusOr<std::shared_ptr<const Int8ConvRunner::Plan>> Int8ConvRunner::GetPlan(co
   }
   // oneDNN runs 1-D as 2-D (H = 1); the padding is explicit, so the primitive has none.
   const size_t sr = std::max<size_t>(r, 2);
-  const int64_t ocs = p.m * split_, cg = p.c / p.group;
+  const int64_t cg = p.c / p.group, ocs = p.m * ConvWeightSplit(cg, p.m / p.group);
   memory::dims src_dims{p.n, p.c}, dst_dims{p.n, ocs}, w_dims, strides, dil, zero(sr, 0);
   if (p.group > 1) w_dims = {p.group, ocs / p.group, cg};
   else w_dims = {ocs, p.c};
@@ -167,11 +196,13 @@ StatusOr<std::shared_ptr<const Int8ConvRunner::Plan>> Int8ConvRunner::GetPlan(co
     strides.push_back(plan->stride[i]);
     dil.push_back(plan->dilation[i] - 1);
   }
+  plan->own = ConvOnOwnGemm(p.group, g.KernelSize());
   ScopedOmpThreads omp(threads);
   Status st = DnnlCall("int8 convolution setup", [&] {
     const dnnl::engine& eng = CpuEngine();
     plan->src_md = memory::desc(src_dims, memory::data_type::u8, ChannelsLastTag(sr));
     plan->dst_md = memory::desc(dst_dims, memory::data_type::s32, ChannelsLastTag(sr));
+    if (plan->own) return;
     plan->w_user = PlainDesc(w_dims, memory::data_type::s8);
     const memory::desc w_any(w_dims, memory::data_type::s8, memory::format_tag::any);
     dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -192,6 +223,8 @@ StatusOr<std::shared_ptr<const Int8ConvRunner::Plan>> Int8ConvRunner::GetPlan(co
     const int64_t out_size = plan->out[0] * plan->out[1] * plan->out[2];
     size_t total = ScratchCarver::Rounded(plan->src_md.get_size()) + ScratchCarver::Rounded(plan->dst_md.get_size()) +
                    ScratchCarver::Rounded(plan->scratch_md.get_size()) +
+                   // int8gemm's strided source: the pixels the outputs read, gathered as rows of C bytes
+                   (plan->own ? ScratchCarver::Rounded(static_cast<size_t>(p.n * g.OutSize() * p.c)) : 0) +
                    ScratchCarver::Rounded(static_cast<size_t>(p.n * p.group * in_size) * 4) +
                    ScratchCarver::Rounded(static_cast<size_t>(p.n * p.group * out_size) * 4);
     if (!const_w_ && plan->w_reorder) total += ScratchCarver::Rounded(plan->w_prim.get_size());
@@ -206,7 +239,8 @@ StatusOr<std::shared_ptr<const Int8ConvRunner::Plan>> Int8ConvRunner::GetPlan(co
 void Int8ConvRunner::Prepare(const Int8ConvProblem& p, int threads) const {
   const WindowGeom& g = p.g;
   if (g.rank() < 1 || g.rank() > 3 || p.c == 0 || p.m == 0 || p.n == 0 || p.group < 1) return;
-  const int64_t macs = p.n * p.m * g.OutSize() * (p.c / p.group) * g.KernelSize() * split_;
+  const int split = ConvOnOwnGemm(p.group, g.KernelSize()) ? 1 : ConvWeightSplit(p.c / p.group, p.m / p.group);
+  const int64_t macs = p.n * p.m * g.OutSize() * (p.c / p.group) * g.KernelSize() * split;
   (void)GetPlan(p, ThreadsForWork(macs, threads));
 }
 
@@ -217,20 +251,27 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
   RETURN_ERROR_IF(g.rank() < 1 || g.rank() > 3, NOT_IMPLEMENTED, "int8 convolution with ", g.rank(),
                   " spatial dims");
   RETURN_ERROR_IF(p.c == 0 || p.m == 0 || p.n == 0, NOT_IMPLEMENTED, "int8 convolution of an empty tensor");
-  const int64_t macs = p.n * p.m * g.OutSize() * (p.c / p.group) * g.KernelSize() * split_;
+  const bool own = ConvOnOwnGemm(p.group, g.KernelSize());
+  const int split = own ? 1 : ConvWeightSplit(p.c / p.group, p.m / p.group);
+  RETURN_ERROR_IF(const_w_ && (const_w_->split != split || const_w_->own != own), FAIL,
+                  "int8 convolution weights prepared for ", const_w_->split, " halves", const_w_->own ? " (int8gemm)" : "",
+                  " but the problem needs ", split, own ? " (int8gemm)" : "", " (group ", p.group, ", ", p.c,
+                  " channels)");
+  const int64_t macs = p.n * p.m * g.OutSize() * (p.c / p.group) * g.KernelSize() * split;
   const int th = ThreadsForWork(macs, threads);
   ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(p, th));
   RETURN_ERROR_IF(!plan, NOT_IMPLEMENTED, "oneDNN has no int8 convolution for this problem");
   Int8Weights runtime_w;
   const Int8Weights* wt = const_w_.get();
   if (!wt) {
-    PrepareConvWeights(*w, p.group, split_, &runtime_w);
+    if (own) PackPointwiseWeights(*w, &runtime_w);
+    else PrepareConvWeights(*w, p.group, split, &runtime_w);
     wt = &runtime_w;
   }
   const bool x_signed = x.dtype() == DataType::kInt8;
   const uint8_t flip = x_signed ? 0x80 : 0;
   const int32_t xz_u = xz + (x_signed ? 128 : 0);
-  const int64_t n = p.n, c = p.c, m = p.m, group = p.group, cg = c / group, mg = m / group, split = split_;
+  const int64_t n = p.n, c = p.c, m = p.m, group = p.group, cg = c / group, mg = m / group;
   const int64_t D = plan->in[0], H = plan->in[1], W = plan->in[2];
   const int64_t in_size = D * H * W;
   const int64_t OD = plan->out[0], OH = plan->out[1], OW = plan->out[2];
@@ -271,6 +312,28 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
         }
       }
     });
+    if (plan->own) {
+      // [pixels, C] x [C, M]: with stride 1 the padded source is the matrix itself; otherwise the pixels the
+      // outputs read are gathered first.
+      const uint8_t* a = src;
+      const int64_t* st3 = plan->stride;
+      if (st3[0] != 1 || st3[1] != 1 || st3[2] != 1) {
+        uint8_t* gathered = static_cast<uint8_t*>(scratch.Take(static_cast<size_t>(n * out_size * c)));
+        const int64_t Dp = plan->padded[0];
+        ParallelFor(threads, n * OD * OH, static_cast<double>(OW * c), [&](int64_t lo, int64_t hi) {
+          for (int64_t row = lo; row < hi; ++row) {
+            const int64_t b = row / (OD * OH), od = row / OH % OD, oh = row % OH;
+            const uint8_t* sp = src + ((b * Dp + od * st3[0]) * Hp + oh * st3[1]) * Wp * c;
+            uint8_t* dp = gathered + row * OW * c;
+            for (int64_t ow = 0; ow < OW; ++ow) std::memcpy(dp + ow * c, sp + ow * st3[2] * c, static_cast<size_t>(c));
+          }
+        });
+        a = gathered;
+      }
+      int8gemm::Gemm(a, c, n * out_size, c, m, reinterpret_cast<const uint8_t*>(wt->data.data()), wt->is_signed, acc,
+                     m, th);
+      return;
+    }
     memory wts = plan->packed_w;
     if (!wts) {
       memory w_user(plan->w_user, eng, const_cast<int8_t*>(wt->data.data()));
@@ -396,6 +459,15 @@ Status Int8ConvRunner::Run(const Int8ConvProblem& p, const Tensor& x, int32_t xz
         if (out.i32) {
           int32_t* __restrict y = out.i32 + y0;
           for (int64_t i = 0; i < cnt; ++i) y[i] = static_cast<int32_t>(v[i]);
+        } else if (out.q) {
+          const float qs = out.q_scale[oc], qz = out.q_zero_point;
+          if (out.q_signed) {
+            int8_t* __restrict y = static_cast<int8_t*>(out.q) + y0;
+            for (int64_t i = 0; i < cnt; ++i) y[i] = QuantizeValue<int8_t>(static_cast<float>(static_cast<int32_t>(v[i])) * qs, qz);
+          } else {
+            uint8_t* __restrict y = static_cast<uint8_t*>(out.q) + y0;
+            for (int64_t i = 0; i < cnt; ++i) y[i] = QuantizeValue<uint8_t>(static_cast<float>(static_cast<int32_t>(v[i])) * qs, qz);
+          }
         } else {
           float* __restrict y = out.f32 + y0;
           const float scale = out.scale, fb = out.bias ? out.bias[oc] : 0.f;

@@ -13,13 +13,17 @@
 //   - without VNNI (oneDNN held to AVX2, or avx512_core) oneDNN multiplies with vpmaddubsw, whose int16 pair sums
 //     saturate (measured: 255 * 127 pairs came out halved), so each w' is split into two halves in [-64, 64]
 //     run as extra output channels/columns and added back (twice the work, still exact);
-//   - except where AVX2 is present: then the matmul runs on our own exact int16-madd kernel (providers/int8gemm)
-//     instead, with B packed once in its panels (offset 0: w' is the weight's own value) and no split.
+//     (depthwise convolutions excepted: oneDNN's depthwise int8 kernels widen every product, see ConvWeightSplit);
+//   - except where AVX2 is present: then the matmul, and pointwise one-group convolutions, run on our own exact
+//     int16-madd kernel (providers/int8gemm) instead, with B packed once in its panels (offset 0: w' is the
+//     weight's own value) and no split.
 // Private to nn_quant*.cc. Thread safety: runners are immutable after SetConstantWeights except for their plan
 // caches, which are mutex-guarded; Run may be called concurrently.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +40,17 @@ bool Int8ProductsExact();
 // Whether the int8 matmul runs on our own AVX2 kernel (providers/int8gemm): oneDNN is not exact here
 // (!Int8ProductsExact) and the CPU has AVX2. VNNI machines keep oneDNN.
 bool UseOwnInt8Gemm();
+
+// How many halves each convolution weight is split into for oneDNN (1 or 2): 2 where its products are not exact,
+// except for depthwise convolutions (one input and one output channel per group), whose kernels widen every
+// product to int32.
+int ConvWeightSplit(int64_t c_per_group, int64_t m_per_group);
+
+// Whether a convolution runs on our own exact AVX2 kernel (providers/int8gemm) instead of oneDNN: pointwise
+// (every kernel dim 1) with one group, where UseOwnInt8Gemm(). Its source is then the [pixels, C] matrix of the
+// channels-last input (strided pixels gathered), its weights [C, M] packed once, its accumulators [pixels, M] as
+// oneDNN's would be, without the split (half the accumulator bytes and no doubled products).
+bool ConvOnOwnGemm(int64_t group, int64_t kernel_size);
 
 // 8-bit weights rewritten for oneDNN: s8 values w' = w - offset (split in two halves when `split` is 2) and the
 // per-output-channel sums of w'.
@@ -58,6 +73,18 @@ void PrepareMatMulWeights(const void* data, bool is_signed, int64_t mats, int64_
 void PackOwnWeights(const void* data, bool is_signed, int64_t k, int64_t n, int64_t stride_k, int64_t stride_n,
                     Int8Weights* out);
 
+// round_half_even(v) + zp saturated to the 8-bit Q, without calls or branches so loops of it vectorize
+// (nearbyint becomes vrndscaleps with -fno-math-errno). NaN gives Q's minimum, as SaturateRound does.
+template <typename Q>
+inline Q QuantizeValue(float v, float zp) {
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  float r = std::nearbyint(v) + zp;
+  r = r >= lo ? r : lo;
+  r = r <= hi ? r : hi;
+  return static_cast<Q>(static_cast<int32_t>(r));
+}
+
 // Where a product's exact int32 result goes: int32 values, or float(acc) * scale (the Cast-to-float and Mul that
 // ONNX Runtime's dynamic quantizer puts after ConvInteger/MatMulInteger), then + bias[channel] and Relu when set:
 // one rounding per op, as the separate ops do (this file is compiled without FMA contraction).
@@ -67,6 +94,12 @@ struct Int8Output {
   float scale = 1.f;
   const float* bias = nullptr;  // f32 only: one per output channel (conv) or column (matmul)
   bool relu = false;            // f32 only: x > 0 ? x : 0 after the bias
+  // Or, for convolutions only (QLinearConv), 8 bits: QuantizeValue(float(acc) * q_scale[channel], q_zero_point),
+  // as a separate requantization of the int32 result would give, without writing the int32 tensor.
+  void* q = nullptr;
+  bool q_signed = false;             // int8 (else uint8)
+  const float* q_scale = nullptr;    // one per output channel
+  float q_zero_point = 0.f;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -80,10 +113,9 @@ struct Int8ConvProblem {
 class Int8ConvRunner {
  public:
   Int8ConvRunner();
-  // Weights known at kernel creation, prepared once (PrepareConvWeights with this runner's split).
+  // Weights known at kernel creation, prepared once (PrepareConvWeights, split by ConvWeightSplit).
   void SetConstantWeights(const Tensor& w, int64_t group);
   bool has_constant_weights() const { return const_w_ != nullptr; }
-  int split() const { return split_; }
 
   // y = sum over each window of (x - xz) * (w - wz[m]) (+ bias[m]) written to `out`. `w` is ignored when constant
   // weights were set. wz has 1 or M values; bias may be null. Returns NOT_IMPLEMENTED (message without the node)
@@ -100,7 +132,6 @@ class Int8ConvRunner {
   struct Plan;
   StatusOr<std::shared_ptr<const Plan>> GetPlan(const Int8ConvProblem& p, int threads) const;
 
-  int split_;
   std::unique_ptr<Int8Weights> const_w_;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans_;

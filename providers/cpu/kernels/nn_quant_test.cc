@@ -142,6 +142,20 @@ std::vector<ConvCase> ConvCases() {
   deep.m = 32;
   deep.in = {6, 6};
   cases.push_back(deep);
+  // Pointwise, one group: int8gemm below VNNI (ConvOnOwnGemm). Stride 1 with padding (the padded source is the
+  // matrix), and strides 2/3 on a deep input (the strided pixels gathered; long sums of extremes).
+  ConvCase pw = a;
+  pw.kernel = {1, 1};
+  pw.pads = {1, 0, 0, 2};
+  pw.c = 19;
+  pw.m = 21;
+  cases.push_back(pw);
+  ConvCase pws = pw;
+  pws.stride = {2, 3};
+  pws.pads = {0, 0, 0, 0};
+  pws.c = 200;
+  pws.m = 33;
+  cases.push_back(pws);
   return cases;
 }
 
@@ -196,7 +210,49 @@ TEST(NnQuantInt8, ConvIntegerMatchesReference) {
           ++checked;
         }
       }
-  EXPECT_EQ(checked, 7 * 4 * 3 * 2);
+  EXPECT_EQ(checked, 9 * 4 * 3 * 2);
+}
+
+// Depthwise convolutions keep whole weights below VNNI (ConvWeightSplit): oneDNN's depthwise int8 kernels widen
+// every product. Windows where every pair of products is 255 x 127 or 255 x -128 (vpmaddubsw would saturate them),
+// kernel sizes 3 and 5, strides 1 and 2, channel counts that are not a multiple of the vector width, and the
+// ConvInteger/QLinearConv shapes of a detector's depthwise layers.
+TEST(NnQuantInt8, DepthwiseConvIsExactAtExtremes) {
+  std::mt19937 gen(11);
+  int checked = 0;
+  for (int64_t k : {3, 5})
+    for (int64_t stride : {1, 2})
+      for (int64_t c : {16, 21, 48})
+        for (int pattern = 0; pattern < 3; ++pattern) {  // all -128, alternating 127/-128, random
+          ConvCase cc;
+          cc.in = {19, 23};
+          cc.kernel = {k, k};
+          cc.stride = {stride, stride};
+          cc.dilation = {1, 1};
+          cc.pads = {k / 2, k / 2, k / 2, k / 2};
+          cc.c = cc.m = cc.group = c;
+          Tensor x = pattern == 2 ? Int8Tensor({1, c, 19, 23}, false, gen) : Int8Tensor({1, c, 19, 23}, false, gen, 255);
+          Tensor w = Int8Tensor({c, 1, k, k}, true, gen);
+          if (pattern < 2)
+            for (int64_t i = 0; i < w.NumElements(); ++i)
+              w.data<int8_t>()[i] = static_cast<int8_t>(pattern == 0 || i % 2 ? -128 : 127);
+          const int32_t xz = pattern == 2 ? 97 : 0;
+          std::vector<int64_t> out_dims;
+          const std::vector<int64_t> want = RefConvInteger(cc, x, xz, w, {0}, &out_dims);
+          for (bool constant : {false, true}) {
+            SCOPED_TRACE("k=" + std::to_string(k) + " stride=" + std::to_string(stride) + " c=" + std::to_string(c) +
+                         " pattern=" + std::to_string(pattern) + " constant=" + std::to_string(constant));
+            OpResult r = RunOp("ConvInteger", 10,
+                               {x, w, MakeTensor<uint8_t>({}, {static_cast<uint8_t>(xz)}), MakeTensor<int8_t>({}, {0})},
+                               ConvAttrs(cc), 1, constant ? std::vector<size_t>{1, 3} : std::vector<size_t>{});
+            ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+            const std::vector<int32_t> got = Values<int32_t>(r.out());
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+            ++checked;
+          }
+        }
+  EXPECT_EQ(checked, 2 * 2 * 3 * 3 * 2);
 }
 
 TEST(NnQuantInt8, QLinearConvRequantizesWithBias) {

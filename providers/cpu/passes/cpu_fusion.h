@@ -38,6 +38,7 @@ struct CpuFusionStats {
   // The QDQ pass (qdq_fusion.h, level 2):
   int qdq_convs = 0;    // DequantizeLinear -> Conv -> QuantizeLinear groups run as QLinearConv
   int qdq_matmuls = 0;  // DequantizeLinear -> MatMul -> QuantizeLinear groups run as QLinearMatMul
+  int qdq_lookups = 0;  // DequantizeLinear -> elementwise float ops -> QuantizeLinear groups run as a 256-byte table
   // The layout pass (cpu_layout.h, level 3):
   int layout_convs = 0;     // Convs reading or writing a laid-out value
   int layout_nodes = 0;     // other nodes running on laid-out values

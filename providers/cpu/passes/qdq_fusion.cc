@@ -1,11 +1,13 @@
 #include "providers/cpu/passes/qdq_fusion.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "providers/cpu/layout.h"
 #include "providers/cpu/passes/cpu_pass_util.h"
 
 namespace epctx {
@@ -251,6 +253,194 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// DequantizeLinear -> elementwise float ops -> QuantizeLinear as one 256-entry table (epctx.cpu::Lookup8).
+
+// The float ops a table may absorb: each is one IEEE operation per element (no contraction possible), so the
+// scalar evaluation below gives the kernels' values bit for bit.
+bool LookupOp(const Node& n) {
+  static const std::set<std::string> ops{"Mul", "Add", "Sub", "Div", "Clip", "Relu"};
+  return IsCpuNode(n) && IsOnnx(n) && SingleOutput(n) && ops.count(n.op_type) && n.attributes.empty();
+}
+
+// A one-element float constant (a scalar operand of the table's ops).
+bool ScalarConst(const Graph& g, const std::string& v, float* out) {
+  const Tensor* t = ConstTensor(g, v);
+  // rank <= 1: broadcasting it leaves the other operand's shape as it is
+  if (!t || t->dtype() != DataType::kFloat || t->NumElements() != 1 || t->rank() > 1) return false;
+  *out = t->data<float>()[0];
+  return true;
+}
+
+struct Lookup {
+  QParams x, y;
+  std::vector<size_t> ops;  // graph order
+  std::vector<int64_t> table;
+};
+
+// Collects, backwards from the QuantizeLinear's input, the elementwise ops between it and one per-tensor
+// DequantizeLinear: every operand is that DequantizeLinear's output, another collected op's output or a one-element
+// float constant; every collected value but the last is read only by collected ops (and is no graph output).
+bool MatchLookup(const Graph& g, const Uses& uses, const Node& q, Lookup* m) {
+  if (q.op_type != "QuantizeLinear" || !IsCpuNode(q) || !IsOnnx(q) || q.inputs.empty()) return false;
+  const Node* last = uses.Producer(g, q.inputs[0]);
+  if (!last || !LookupOp(*last) || !MatchQ(g, uses, q.inputs[0], &m->y) || m->y.node != &q) return false;
+  std::set<size_t> set;
+  std::vector<size_t> stack{static_cast<size_t>(last - g.nodes.data())};
+  std::string root;
+  while (!stack.empty()) {
+    const size_t i = stack.back();
+    stack.pop_back();
+    if (!set.insert(i).second) continue;
+    if (set.size() > 32) return false;
+    const Node& n = g.nodes[i];
+    if (!LookupOp(n)) return false;
+    DataType t;
+    int64_t rank;
+    if (!TypeOf(g, n.outputs[0], &t, &rank) || t != DataType::kFloat) return false;
+    const size_t arity = n.op_type == "Clip" ? 1 : n.op_type == "Relu" ? 1 : 2;
+    if (n.inputs.size() < arity || n.inputs.size() > (n.op_type == "Clip" ? 3u : arity)) return false;
+    float c0;
+    if (ScalarConst(g, n.inputs[0], &c0) && (arity == 1 || ScalarConst(g, n.inputs[1], &c0))) return false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const std::string& in = n.inputs[k];
+      float c;
+      if (in.empty() && k > 0) continue;
+      if (ScalarConst(g, in, &c) && (k > 0 || n.op_type != "Clip")) continue;
+      if (k > 0 && n.op_type == "Clip") return false;  // a Clip bound must be a constant
+      const Node* p = uses.Producer(g, in);
+      if (!p) return false;
+      if (p->op_type == "DequantizeLinear") {
+        if (!root.empty() && root != in) return false;
+        root = in;
+        continue;
+      }
+      stack.push_back(static_cast<size_t>(p - g.nodes.data()));
+    }
+  }
+  if (root.empty() || !MatchDq(g, uses, root, &m->x) || !PerTensor8Bit(m->x)) return false;
+  // Only the last op's output leaves the group (to the QuantizeLinear).
+  for (size_t i : set) {
+    const std::string& v = g.nodes[i].outputs[0];
+    if (&g.nodes[i] == last) continue;
+    if (uses.pinned.count(v)) return false;
+    auto it = uses.readers.find(v);
+    if (it == uses.readers.end()) return false;
+    for (size_t r : it->second)
+      if (!set.count(r)) return false;
+  }
+  m->ops.assign(set.begin(), set.end());  // std::set is sorted: graph (topological) order
+  return true;
+}
+
+// The table: for each byte b of x's type, DequantizeLinear, the ops in graph order, QuantizeLinear, with the
+// kernels' formulas (nn_quant.cc DequantizeRow / QuantizeRow, one float operation per op). False when a value is
+// not finite (division by zero and the like), where kernels may differ in the sign of a zero or a NaN's fate.
+bool EvaluateLookup(const Graph& g, Lookup* m) {
+  const bool xs = m->x.type == DataType::kInt8, ys = m->y.type == DataType::kInt8;
+  const int32_t xz = m->x.zero_point ? (xs ? m->x.zero_point->data<int8_t>()[0] : m->x.zero_point->data<uint8_t>()[0]) : 0;
+  const float yz = static_cast<float>(
+      m->y.zero_point ? (ys ? m->y.zero_point->data<int8_t>()[0] : m->y.zero_point->data<uint8_t>()[0]) : 0);
+  const float xsc = m->x.scale_at(0), ysc = m->y.scale_at(0);
+  const std::string& root = m->x.node->outputs[0];
+  m->table.assign(256, 0);
+  for (int b = 0; b < 256; ++b) {
+    const int32_t xv = xs ? static_cast<int32_t>(static_cast<int8_t>(static_cast<uint8_t>(b))) : b;
+    std::map<std::string, float> val;
+    val[root] = static_cast<float>(xv - xz) * xsc;
+    auto read = [&](const std::string& v) {
+      float c;
+      if (ScalarConst(g, v, &c)) return c;
+      return val.at(v);
+    };
+    float out = 0.f;
+    for (size_t i : m->ops) {
+      const Node& n = g.nodes[i];
+      float r;
+      if (n.op_type == "Relu") {
+        const float a = read(n.inputs[0]);
+        r = a > 0.f ? a : 0.f;
+      } else if (n.op_type == "Clip") {
+        r = read(n.inputs[0]);
+        const bool has_lo = n.inputs.size() > 1 && !n.inputs[1].empty();
+        const bool has_hi = n.inputs.size() > 2 && !n.inputs[2].empty();
+        const float lo = has_lo ? read(n.inputs[1]) : 0.f, hi = has_hi ? read(n.inputs[2]) : 0.f;
+        if (has_lo && has_hi && !(lo <= hi)) return false;
+        if (has_lo) r = r < lo ? lo : r;
+        if (has_hi) r = r > hi ? hi : r;
+      } else {
+        const float a = read(n.inputs[0]), c = read(n.inputs[1]);
+        r = n.op_type == "Mul" ? a * c : n.op_type == "Add" ? a + c : n.op_type == "Sub" ? a - c : a / c;
+      }
+      if (!std::isfinite(r)) return false;
+      val[n.outputs[0]] = r;
+      out = r;
+    }
+    const float v = std::nearbyint(out / ysc) + yz;
+    const float lo = ys ? -128.f : 0.f, hi = ys ? 127.f : 255.f;
+    m->table[b] = static_cast<int64_t>(v < lo ? lo : v > hi ? hi : v);
+  }
+  return true;
+}
+
+bool FuseLookups(Graph* g, CpuFusionStats* stats) {
+  std::set<std::string> sub_reads;
+  CollectSubgraphReads(*g, &sub_reads);
+  std::vector<Lookup> matches;
+  std::set<size_t> taken;
+  {
+    const Uses uses(*g, sub_reads);
+    for (size_t i = 0; i < g->nodes.size(); ++i) {
+      Lookup m;
+      if (!MatchLookup(*g, uses, g->nodes[i], &m) || !EvaluateLookup(*g, &m)) continue;
+      bool overlap = false;
+      for (size_t k : m.ops) overlap |= taken.count(k) > 0;
+      if (overlap) continue;
+      taken.insert(m.ops.begin(), m.ops.end());
+      matches.push_back(std::move(m));
+    }
+  }
+  if (matches.empty()) return false;
+  std::set<size_t> drop(taken);
+  std::set<const Node*> dqs;
+  for (const Lookup& m : matches) {
+    const size_t qi = static_cast<size_t>(m.y.node - g->nodes.data());
+    Node t;
+    t.name = m.y.node->name;
+    t.op_type = "Lookup8";
+    t.domain = kCpuInternalDomain;
+    t.opset = 1;
+    t.inputs = {m.x.value};
+    t.outputs = {m.y.node->outputs[0]};
+    Attribute table;
+    table.name = "table";
+    table.type = Attribute::Type::kInts;
+    table.ints = m.table;
+    Attribute to;
+    to.name = "to";
+    to.type = Attribute::Type::kInt;
+    to.i = static_cast<int64_t>(m.y.type);
+    t.attributes["table"] = table;
+    t.attributes["to"] = to;
+    dqs.insert(m.x.node);
+    g->nodes[qi] = std::move(t);
+    ++stats->qdq_lookups;
+  }
+  std::set<std::string> read(sub_reads);
+  for (const ValueInfo& o : g->outputs) read.insert(o.name);
+  for (size_t i = 0; i < g->nodes.size(); ++i)
+    if (!drop.count(i))
+      for (const std::string& in : g->nodes[i].inputs) read.insert(in);
+  for (const Node* dq : dqs)
+    if (!read.count(dq->outputs[0])) drop.insert(static_cast<size_t>(dq - g->nodes.data()));
+  std::vector<Node> kept;
+  kept.reserve(g->nodes.size() - drop.size());
+  for (size_t i = 0; i < g->nodes.size(); ++i)
+    if (!drop.count(i)) kept.push_back(std::move(g->nodes[i]));
+  g->nodes = std::move(kept);
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<Graph> FuseQdqNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats) {
@@ -258,12 +448,17 @@ std::shared_ptr<Graph> FuseQdqNodes(const std::shared_ptr<Graph>& graph, CpuFusi
   std::shared_ptr<Graph> out = cpu_pass::RewriteCopy(
       graph,
       [](const Graph&, const Node& n) {
-        return IsCpuNode(n) && IsOnnx(n) && (n.op_type == "Conv" || n.op_type == "MatMul");
+        return IsCpuNode(n) && IsOnnx(n) &&
+               (n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "QuantizeLinear");
       },
-      [&](Graph* g) { return FuseGraph(g, &local); });
+      [&](Graph* g) {
+        const bool ops = FuseGraph(g, &local);
+        return FuseLookups(g, &local) || ops;
+      });
   if (out == graph) return graph;
   stats->qdq_convs += local.qdq_convs;
   stats->qdq_matmuls += local.qdq_matmuls;
+  stats->qdq_lookups += local.qdq_lookups;
   return out;
 }
 

@@ -28,6 +28,15 @@
 // acc * (x_scale * w_scale / y_scale); the two real values differ by float rounding only, so only a value within
 // that rounding of a half-way point can round the other way.
 //
+// Then, for the QuantizeLinear nodes left: a DAG of elementwise float ops between one per-tensor 8-bit
+// DequantizeLinear and a per-tensor 8-bit QuantizeLinear (Mul, Add, Sub, Div with one-element constants or with each
+// other, Clip with constant bounds, Relu; e.g. PP-OCRv4's scale, bias and HardSwish after every QDQ convolution) is a
+// function of one byte, so it becomes epctx.cpu::Lookup8(x_q) with attributes `table` (256 ints, indexed by the
+// byte) and `to` (the output's DataType): 8 passes over float tensors become one over bytes. The table is
+// evaluated with the kernels' formulas (DequantizeRow, one IEEE operation per op, QuantizeRow), so the result is the
+// graph's bit for bit; refused when any value is not finite, when an intermediate value has another reader (graph
+// output, subgraph, a node outside the group) or when an op has attributes (Clip-6). Counted as `qdq_lookups`.
+//
 // Graphs are copied on write (see cpu_fusion.h); nodes fused for plugin EPs are left alone.
 #pragma once
 
@@ -39,7 +48,7 @@
 namespace epctx {
 
 // The graph with the QDQ groups fused (the same pointer when none matched, else a copy; subgraphs likewise).
-// Counts go to stats->qdq_convs and stats->qdq_matmuls.
+// Counts go to stats->qdq_convs, stats->qdq_matmuls and stats->qdq_lookups.
 std::shared_ptr<Graph> FuseQdqNodes(const std::shared_ptr<Graph>& graph, CpuFusionStats* stats);
 
 }  // namespace epctx

@@ -252,5 +252,72 @@ TEST(QdqFusion, SharedDequantizeStaysForItsOtherReader) {
   ExpectWithinOneStep(*fused, *plain, {1, 4, 6, 6});
 }
 
+// x float[1,3,16,16] -> Q/DQ -> Mul(0.7) -> Add(-0.2) = t; t * Clip(t + 3, 0, 6) / 6 (HardSwish as PP-OCRv4 spells it)
+// -> Q/DQ -> y, with the near misses of `variant`.
+onnx::ModelProto HardSwishModel(const std::string& variant) {
+  onnx::ModelProto m = NewModel("qdq_hardswish", 13);
+  onnx::GraphProto* g = m.mutable_graph();
+  const bool int8_act = variant == "int8_activations";
+  const int act_type = int8_act ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
+  AddTensorValueInfo(g->add_input(), "x", {1, 3, 16, 16});
+  AddTensorValueInfo(g->add_output(), "y", {1, 3, 16, 16});
+  AddFloats(g, "xs", {}, {kXScale});
+  AddInts(g, "xz", act_type, {}, {int8_act ? 3 : 128});
+  AddFloats(g, "ys", {}, {kYScale});
+  AddInts(g, "yz", act_type, {}, {int8_act ? -100 : 20});
+  AddFloats(g, "scale", {1}, {0.7f});
+  AddFloats(g, "bias", {}, {-0.2f});
+  AddFloats(g, "three", {}, {3.f});
+  AddFloats(g, "zero", {}, {0.f});
+  AddFloats(g, "six", {}, {variant == "divide_by_zero" ? 0.f : 6.f});
+  AddNode(g, "QuantizeLinear", "qx", {"x", "xs", "xz"}, "xq");
+  AddNode(g, "DequantizeLinear", "dqx", {"xq", "xs", "xz"}, "xd");
+  AddNode(g, "Mul", "mul", {"xd", "scale"}, "a");
+  AddNode(g, "Add", "add", {"a", "bias"}, "t");
+  AddNode(g, "Add", "add3", {"t", "three"}, "t3");
+  AddNode(g, "Clip", "clip", {"t3", "zero", "six"}, "c");
+  AddNode(g, "Div", "div", {"c", "six"}, "h");
+  AddNode(g, "Mul", "hs", {"t", "h"}, "z");
+  AddNode(g, "QuantizeLinear", "qy", {"z", "ys", "yz"}, "yq");
+  AddNode(g, "DequantizeLinear", "dqy", {"yq", "ys", "yz"}, "y");
+  if (variant == "intermediate_is_an_output") AddTensorValueInfo(g->add_output(), "t", {1, 3, 16, 16});
+  return m;
+}
+
+// The table computes what the graph does bit for bit (the same float operations per element), for every byte.
+TEST(QdqFusion, ElementwiseChainBetweenDequantizeAndQuantizeBecomesOneTable) {
+  for (const char* variant : {"", "int8_activations"}) {
+    SCOPED_TRACE(variant);
+    auto fused = NewSession(HardSwishModel(variant), 2), plain = NewSession(HardSwishModel(variant), 1);
+    ASSERT_TRUE(fused && plain);
+    EXPECT_EQ(fused->cpu_fusions().qdq_lookups, 1);
+    EXPECT_EQ(Ops(fused->planned_graph()),
+              (std::vector<std::string>{"QuantizeLinear", "Lookup8", "DequantizeLinear"}));
+    auto a = epctx::Run(*fused, {1, 3, 16, 16}), b = epctx::Run(*plain, {1, 3, 16, 16});
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(a[0], b[0]);
+  }
+}
+
+TEST(QdqFusion, ElementwiseChainNearMissesStay) {
+  // An intermediate value another reader (here the graph's outputs) needs; a division by zero (a table would have
+  // to decide the sign of infinities and NaN's fate as every kernel does).
+  for (const char* variant : {"intermediate_is_an_output", "divide_by_zero"}) {
+    SCOPED_TRACE(variant);
+    auto fused = NewSession(HardSwishModel(variant), 2), plain = NewSession(HardSwishModel(variant), 1);
+    ASSERT_TRUE(fused && plain);
+    EXPECT_EQ(fused->cpu_fusions().qdq_lookups, 0);
+    for (const Node& n : fused->planned_graph().nodes) EXPECT_NE(n.op_type, "Lookup8");
+    auto a = epctx::Run(*fused, {1, 3, 16, 16}), b = epctx::Run(*plain, {1, 3, 16, 16});
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      ASSERT_EQ(a[k].size(), b[k].size());
+      for (size_t i = 0; i < a[k].size(); ++i)
+        EXPECT_TRUE(a[k][i] == b[k][i] || (std::isnan(a[k][i]) && std::isnan(b[k][i]))) << "output " << k << " element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace epctx
