@@ -219,8 +219,12 @@ CheckResult BuildConvInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out) 
     g.dilation[lead + i] = wg.dilation[lead + i] = dil;
     g.pad_begin[lead + i] = wg.pad_begin[lead + i] = pb;
   }
-  const int64_t k = int8gemm::ConvTaps(g) * g.c;
-  if (k > (int64_t{1} << 24)) return bc.Fail("a window of " + I2S(k) + " values is too long");
+  // One im2col row per output position is widened per block of rows: bound its length (each factor is, so the
+  // product is computed without overflow).
+  constexpr int64_t kMaxRow = int64_t{1} << 20;
+  int64_t k = g.c;
+  for (int i = 0; i < 3 && k <= kMaxRow; ++i) k *= g.kernel[i];
+  if (k > kMaxRow) return bc.Fail("a window of more than " + I2S(kMaxRow) + " values is too long for this step");
   if (w.dims.size() != 1 || w.dims[0] != static_cast<int64_t>(int8gemm::PackedConvWeightsSize(g)) ||
       sums.dims != std::vector<int64_t>{g.oc} || !IsPlain(w) || !IsPlain(sums))
     return bc.Fail("weights hold " + DimsText(w.dims) + " bytes and " + DimsText(sums.dims) + " column sums; " +
