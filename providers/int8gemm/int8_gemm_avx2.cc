@@ -110,6 +110,52 @@ void Avx2Widen(const uint8_t* a, int64_t lda, int64_t m0, int64_t m1, int64_t k,
   }
 }
 
+namespace {
+
+inline void WidenBytes(const uint8_t* src, int64_t c, int16_t* dst) {
+  int64_t q = 0;
+  for (; q + 16 <= c; q += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + q),
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + q))));
+  for (; q < c; ++q) dst[q] = src[q];
+}
+
+}  // namespace
+
+void Avx2Im2Col(const ConvGeometry& g, const uint8_t* src, uint8_t xz, int64_t m0, int64_t m1, int16_t* a16,
+                int64_t lda16) {
+  const int64_t c = g.c, k = ConvTaps(g) * c;
+  const int64_t od = g.out[0], oh = g.out[1], ow = g.out[2];
+  for (int64_t m = m0; m < m1; ++m) {
+    int64_t r = m;
+    const int64_t x = r % ow;
+    r /= ow;
+    const int64_t y = r % oh;
+    r /= oh;
+    const int64_t z = r % od;
+    const int64_t b = r / od;
+    int16_t* row = a16 + (m - m0) * lda16;
+    int16_t* dst = row;
+    for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+      const int64_t id = z * g.stride[0] - g.pad_begin[0] + kd * g.dilation[0];
+      for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+        const int64_t ih = y * g.stride[1] - g.pad_begin[1] + kh * g.dilation[1];
+        const bool dh_in = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+        const uint8_t* line = src + ((b * g.in[0] + (dh_in ? id : 0)) * g.in[1] + (dh_in ? ih : 0)) * g.in[2] * c;
+        for (int64_t kw = 0; kw < g.kernel[2]; ++kw, dst += c) {
+          const int64_t iw = x * g.stride[2] - g.pad_begin[2] + kw * g.dilation[2];
+          if (dh_in && iw >= 0 && iw < g.in[2]) {
+            WidenBytes(line + iw * c, c, dst);
+          } else {
+            for (int64_t q = 0; q < c; ++q) dst[q] = xz;
+          }
+        }
+      }
+    }
+    for (int64_t q = k; q < lda16; ++q) row[q] = 0;
+  }
+}
+
 }  // namespace internal
 }  // namespace int8gemm
 }  // namespace epctx

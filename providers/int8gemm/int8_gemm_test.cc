@@ -110,6 +110,104 @@ TEST_F(Int8Gemm, StridedSourceAndOutputAndThreads) {
   }
 }
 
+// Conv against a plain int64 loop over ONNX's layouts: sum over the taps inside the source of (x - xz) * w.
+void CheckConv(const ConvGeometry& g, bool w_signed, const std::vector<uint8_t>& x, const std::vector<uint8_t>& w,
+               uint8_t xz, int threads) {
+  std::vector<uint8_t> packed(PackedConvWeightsSize(g));
+  std::vector<int32_t> sums(static_cast<size_t>(g.oc));
+  PackConvWeights(g, w.data(), w_signed, packed.data(), sums.data());
+  const int64_t positions = g.n * g.out[0] * g.out[1] * g.out[2], taps = ConvTaps(g);
+  std::vector<int32_t> out(static_cast<size_t>(positions * g.oc), 0x5a5a5a5a);
+  Conv(g, x.data(), xz, packed.data(), w_signed, sums.data(), out.data(), threads);
+  for (int64_t m = 0; m < positions; ++m) {
+    const int64_t ox = m % g.out[2], oy = m / g.out[2] % g.out[1], oz = m / (g.out[2] * g.out[1]) % g.out[0],
+                  b = m / (g.out[2] * g.out[1] * g.out[0]);
+    for (int64_t o = 0; o < g.oc; ++o) {
+      int64_t ref = 0;
+      for (int64_t ci = 0; ci < g.c; ++ci)
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t kd = t / (g.kernel[1] * g.kernel[2]), kh = t / g.kernel[2] % g.kernel[1], kw = t % g.kernel[2];
+          const int64_t id = oz * g.stride[0] - g.pad_begin[0] + kd * g.dilation[0],
+                        ih = oy * g.stride[1] - g.pad_begin[1] + kh * g.dilation[1],
+                        iw = ox * g.stride[2] - g.pad_begin[2] + kw * g.dilation[2];
+          if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+          const uint8_t wv = w[static_cast<size_t>((o * g.c + ci) * taps + t)];
+          const int64_t xv = x[static_cast<size_t>((((b * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw) * g.c + ci)];
+          ref += (xv - xz) * (w_signed ? int64_t{static_cast<int8_t>(wv)} : int64_t{wv});
+        }
+      ASSERT_EQ(out[static_cast<size_t>(m * g.oc + o)], ref)
+          << "at position " << m << " channel " << o << " (c " << g.c << " oc " << g.oc << " kernel " << g.kernel[1]
+          << "x" << g.kernel[2] << " stride " << g.stride[2] << " dilation " << g.dilation[2] << " pad "
+          << g.pad_begin[2] << ")";
+    }
+  }
+}
+
+ConvGeometry Geometry2d(int64_t n, int64_t c, int64_t oc, int64_t h, int64_t w, int64_t k, int64_t stride,
+                        int64_t dilation, int64_t pad) {
+  ConvGeometry g;
+  g.n = n;
+  g.c = c;
+  g.oc = oc;
+  g.in[1] = h;
+  g.in[2] = w;
+  for (int i = 1; i < 3; ++i) {
+    g.kernel[i] = k;
+    g.stride[i] = stride;
+    g.dilation[i] = dilation;
+    g.pad_begin[i] = pad;
+    g.out[i] = (g.in[i] + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  }
+  return g;
+}
+
+TEST_F(Int8Gemm, ConvolutionsAreExact) {
+  std::mt19937 rng(30);
+  std::uniform_int_distribution<int> byte(0, 255);
+  struct Shape {
+    int64_t n, c, oc, h, w, k, stride, dilation, pad;
+  };
+  const Shape shapes[] = {{1, 3, 16, 9, 11, 3, 1, 1, 1},   {2, 17, 33, 7, 5, 3, 2, 1, 1}, {1, 64, 20, 6, 6, 1, 1, 1, 0},
+                          {1, 5, 7, 10, 9, 3, 1, 2, 2},    {1, 8, 9, 13, 4, 5, 3, 1, 2},  {1, 33, 48, 5, 5, 1, 2, 1, 0},
+                          {1, 130, 17, 8, 8, 3, 1, 1, 1},  {3, 1, 1, 4, 4, 2, 1, 1, 0}};
+  for (const Shape& sh : shapes)
+    for (bool s : {true, false}) {
+      const ConvGeometry g = Geometry2d(sh.n, sh.c, sh.oc, sh.h, sh.w, sh.k, sh.stride, sh.dilation, sh.pad);
+      std::vector<uint8_t> x(static_cast<size_t>(sh.n * sh.h * sh.w * sh.c)),
+          w(static_cast<size_t>(sh.oc * sh.c * sh.k * sh.k));
+      for (auto& v : x) v = static_cast<uint8_t>(byte(rng));
+      for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
+      CheckConv(g, s, x, w, static_cast<uint8_t>(byte(rng)), 1 + static_cast<int>(sh.c % 2));
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST_F(Int8Gemm, ConvolutionExtremesAndThreeSpatialDims) {
+  // 255 x -128 and 255 x 255 in every product of a 3x3 window over 300 channels (K = 2700), zero point 0 so the
+  // padding's xz is 0 too; then a 3-D convolution with a zero point of 255.
+  for (bool s : {true, false}) {
+    const ConvGeometry g = Geometry2d(1, 300, 19, 5, 6, 3, 1, 1, 1);
+    std::vector<uint8_t> x(static_cast<size_t>(5 * 6 * 300), 255), w(static_cast<size_t>(19 * 300 * 9), s ? 0x80 : 255);
+    CheckConv(g, s, x, w, 0, 2);
+    if (HasFatalFailure()) return;
+  }
+  ConvGeometry g;
+  g.n = 1, g.c = 6, g.oc = 5;
+  const int64_t in[3] = {4, 5, 3};
+  for (int i = 0; i < 3; ++i) {
+    g.in[i] = in[i];
+    g.kernel[i] = 2;
+    g.pad_begin[i] = 1;
+    g.out[i] = in[i] + 1;
+  }
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> x(static_cast<size_t>(4 * 5 * 3 * 6)), w(static_cast<size_t>(5 * 6 * 8));
+  for (auto& v : x) v = static_cast<uint8_t>(byte(rng));
+  for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
+  CheckConv(g, true, x, w, 255, 1);
+}
+
 }  // namespace
 }  // namespace int8gemm
 }  // namespace epctx

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "providers/aotcpu/lower/nn_common.h"
+#include "providers/aotcpu/lower/nn_quant_conv_avx2.h"
 #include "providers/aotcpu/lower/nn_quant_window.h"
 #include "providers/aotcpu/lower/quant_common.h"
 
@@ -297,6 +298,10 @@ CheckResult LowerConvInteger(LowerContext& ctx, int node) {
   p.chain = CollectPostOps(ctx, p.cur, p.first);
   OtherDescs(ctx, &p.chain, &p.other_mds);
 
+  // Without VNNI, weights that need parts run whole on our own kernel (nn_quant_conv_avx2.h); one part stays on oneDNN.
+  if (parts > 1 && OwnInt8Conv(ctx.options()))
+    return LowerConvInt8Avx2(ctx, node, spec, tail, wv, wz,
+                             {p.src, p.zp, p.first, p.bias_node, p.bias, p.chain, p.other_mds, p.cur});
   if (parts > 1 && Int8ProductsExact(ctx.options()) && ShiftedConvInt8(spec, wv, wz, &p))
     return EmitConvInt8(ctx, node, spec, tail, p);
 

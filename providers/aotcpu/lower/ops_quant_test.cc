@@ -13,6 +13,7 @@
 
 #include "providers/aotcpu/capability/capability.h"
 #include "providers/aotcpu/ir/test_graph.h"
+#include "providers/aotcpu/lower/nn_quant_conv_avx2.h"
 #include "providers/aotcpu/lower/ops.h"
 #include "providers/aotcpu/lower/quant_common.h"
 #include "providers/int8gemm/int8_gemm.h"
@@ -55,7 +56,9 @@ int Const(GraphBuilder& b, const std::string& name, uint32_t dtype, Dims dims, c
   const std::string records = SerializeProgram(c->cg.program);
   uint32_t version = 0;
   std::memcpy(&version, records.data() + 8, 4);
-  if (version != 6) return ::testing::AssertionFailure() << "stamped version " << version;
+  bool own_conv = false;  // kConvInt8Avx2 is version 7, the other 8-bit kinds 6
+  for (const Step& s : c->cg.program.steps) own_conv = own_conv || s.kind == StepKind::kConvInt8Avx2;
+  if (version != (own_conv ? 7u : 6u)) return ::testing::AssertionFailure() << "stamped version " << version;
   r = ParseProgram(records, static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
   if (!r.ok) return ::testing::AssertionFailure() << "parse: " << r.reason;
   std::vector<WeightRef> w;
@@ -353,7 +356,8 @@ TEST(OpsQuant, ConvIntegerIsOneExactInt8Step) {
     Compiled c;
     ASSERT_TRUE(Compile(b, &c));
     int int8_steps = 0;
-    for (const Step& s : c.parsed.steps) int8_steps += s.kind == StepKind::kConvInt8;
+    for (const Step& s : c.parsed.steps)
+      int8_steps += s.kind == StepKind::kConvInt8 || s.kind == StepKind::kConvInt8Avx2;
     EXPECT_EQ(int8_steps, 1);
     const std::vector<float> x = UniformFloats(C * H * W, 17, -1.f, 4.f);
     std::vector<float> y(static_cast<size_t>(OC * H * W));
@@ -407,8 +411,12 @@ TEST(OpsQuant, ConvIntegerExtremeWeightsAreExact) {
       {1, 4, 6, 13, 1, 2, 2, 1, true, 255, 1}, {3, 3, 5, 6, 1, 1, 1, 1, true, 7, 0},
       {2, 70, 33, 7, 1, 1, 1, 1, true, 0, 0},  {2, 8, 5, 8, 1, 1, 0, 0, false, -100, 2},
   };
-  const bool vnni = Int8ProductsExact(CompileOptions());
+  // This machine's target, then "avx2" (no VNNI: weights that need parts run whole on kConvInt8Avx2).
+  for (const std::string isa : {"", "avx2"})
   for (size_t ci = 0; ci < cases.size(); ++ci) {
+    CompileOptions target;
+    target.isa = isa;
+    const bool vnni = Int8ProductsExact(target), own = OwnInt8Conv(target);
     const ConvCase& k = cases[ci];
     const int64_t r = k.rank, C = k.c, OC = k.oc, S = k.size, K = 3;
     Dims xd = {1, C}, wdims = {OC, C}, yd = {1, OC};
@@ -463,16 +471,19 @@ TEST(OpsQuant, ConvIntegerExtremeWeightsAreExact) {
     b.N("Relu", {"biased"}, {"y"}, 14);
     b.Output("y");
     Compiled c;
-    ASSERT_TRUE(Compile(b, &c)) << ci;
-    int int8_steps = 0, shifted = 0;
+    ASSERT_TRUE(Compile(b, &c, isa)) << ci;
+    int int8_steps = 0, shifted = 0, whole = 0;
     for (const Step& s : c.parsed.steps) {
-      int8_steps += s.kind == StepKind::kConvInt8;
+      int8_steps += s.kind == StepKind::kConvInt8 || s.kind == StepKind::kConvInt8Avx2;
       shifted += s.kind == StepKind::kConvInt8 && s.ints.size() == static_cast<size_t>(3 + 4 * r);
+      whole += s.kind == StepKind::kConvInt8Avx2;
     }
     EXPECT_EQ(int8_steps, 1) << ci;
-    // Shifted exactly when the target has exact products and w - wz leaves int8 (here: all but zero point 128).
+    // Shifted exactly when the target has exact products and w - wz leaves int8 (here: all but zero point 128);
+    // without VNNI every case's weights leave [-64, 64] and run whole on our own kernel.
     const bool leaves = k.u8w ? k.wz != 128 : true;
-    EXPECT_EQ(shifted, vnni && leaves ? 1 : 0) << ci;
+    EXPECT_EQ(shifted, vnni && leaves ? 1 : 0) << isa << " " << ci;
+    EXPECT_EQ(whole, own ? 1 : 0) << isa << " " << ci;
 
     // The quantized source and its zero point, as the graph computes them.
     std::vector<float> xf = UniformFloats(C * in_n, 17 + static_cast<uint32_t>(ci), -1.f, 4.f);
@@ -518,7 +529,31 @@ TEST(OpsQuant, ConvIntegerExtremeWeightsAreExact) {
           }
     EXPECT_EQ(wrong, 0u) << "case " << ci;
 
-    // A damaged shifted step is refused by its builder with the reason, never run.
+    // A damaged shifted or own-kernel step is refused by its builder with the reason, never run.
+    if (whole == 1) {
+      const char* const want[] = {"weight correction", "not run by the window-sum epilogue", "column sums",
+                                  "do not give the destination's", "stride out of range", "needs a uint8 src",
+                                  "post-op operand index out of range"};
+      for (int damage = 0; damage < 7; ++damage) {
+        Program p = c.parsed;
+        std::vector<WeightRef> wr;
+        for (const TensorInput& t : c.cg.weights) wr.push_back({t.bytes.data(), t.bytes.size()});
+        for (Step& st : p.steps) {
+          if (st.kind != StepKind::kConvInt8Avx2) continue;
+          if (damage == 0) st.ints.back() = 300;
+          if (damage == 1) st.post_ops.push_back(EltwisePostOpForTest(dnnl_eltwise_logistic));
+          if (damage == 2) st.ops[2].dims[0] -= 1;   // one column sum short
+          if (damage == 3) st.ints[2] += 2;         // a wider kernel than the destination was computed for
+          if (damage == 4) st.ints[2 + r] = 0;      // stride 0
+          if (damage == 5) st.ops[0].dtype = kI8;
+          if (damage == 6) st.post_ops[0].operand = 3;
+        }
+        std::unique_ptr<Executor> e;
+        CheckResult rr = Executor::Create(p, wr, 1, &e);
+        EXPECT_FALSE(rr.ok) << damage;
+        EXPECT_NE(rr.reason.find(want[damage]), std::string::npos) << damage << ": " << rr.reason;
+      }
+    }
     if (shifted == 0) continue;
     for (int damage = 0; damage < 3; ++damage) {
       Program p = c.parsed;

@@ -94,7 +94,7 @@ const StepEntry kSteps[] = {
     {StepKind::kMatMulInt8, BuildMatMulInt8}, {StepKind::kConvInt8, BuildConvInt8},
     {StepKind::kBilinear, BuildBilinear}, {StepKind::kRoundFloat16, BuildRoundFloat16},
     {StepKind::kQuantize, BuildQuantize}, {StepKind::kQConv, BuildQConv},
-    {StepKind::kMatMulInt8Avx2, BuildMatMulInt8Avx2},
+    {StepKind::kMatMulInt8Avx2, BuildMatMulInt8Avx2}, {StepKind::kConvInt8Avx2, BuildConvInt8Avx2},
 };
 
 }  // namespace

@@ -25,10 +25,10 @@ namespace aotcpu {
 // algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19); 6 adds the 8-bit steps
 // (kDynamicQuantize, kDequantize, kMatMulInt8, kConvInt8, kQuantize, kQConv, kMatMulInt8Avx2), kBilinear,
 // kRoundFloat16 and float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
-// converts at its edges and where it casts to float16) (issue 26). The writer stamps the
+// converts at its edges and where it casts to float16) (issue 26); 7 adds kConvInt8Avx2. The writer stamps the
 // lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
 // builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 6;
+inline constexpr uint32_t kProgramVersion = 7;
 inline constexpr size_t kMaxRank = 12;
 // kPad's mode (its first integer parameter).
 enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2, kPadWrap = 3 };           // DNNL_MAX_NDIMS
@@ -146,6 +146,16 @@ enum class StepKind : uint32_t {
                          //   bias f32 [N]|none. dst = float(sum_k (src - zp) * w) * scale (+ bias[n]), one rounding
                          //   per op: MatMulInteger -> Cast -> Mul (-> Add) on our own exact
                          //   AVX2 kernel, chosen where oneDNN's int8 products are not exact (no VNNI). Needs AVX2.
+  kConvInt8Avx2 = 30,    // (version 7) ops: src u8 channels-last dense [N, C, spatial...], weights u8 [bytes] (the
+                         //   int8 values s = w - shift of [OC, C, kernel...] in providers/int8gemm's panels, taps
+                         //   outer and channels inner: int8gemm::PackedConvWeightsSize bytes), their column sums i32
+                         //   [OC] (a weight), dst f32 channels-last dense, src zero point i32 [1]|none, scale f32
+                         //   [1...], then post-op operands (first post-op: binary mul by operand 5). ints: groups (1),
+                         //   rank r, kernel[r], strides[r], dilations[r] (ONNX - 1), pads_begin[r], pads_end[r], d in
+                         //   -255..255. dst = the post-ops of sum over taps inside src of (src - zp) * (s + d) in
+                         //   int32, as kConvInt8's shifted form (window sums, then its float epilogue): ConvInteger
+                         //   -> Cast -> Mul (-> ...) on our own exact AVX2 kernel with each weight stored once,
+                         //   chosen where oneDNN's int8 products are not exact (no VNNI). Needs AVX2.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

@@ -161,6 +161,14 @@ StepWork EstimateStepWork(const Step& s) {
       macs = Numel(big) * Numel(wd) / static_cast<double>(ch);
       break;
     }
+    case StepKind::kConvInt8Avx2: {  // every output element: C x taps products (ints: groups, r, kernel[r], ...)
+      const auto& src = dims(0);
+      double taps = 1;
+      const size_t r = s.ints.size() > 1 && s.ints[1] > 0 && s.ints[1] <= 3 ? static_cast<size_t>(s.ints[1]) : 0;
+      for (size_t i = 0; i < r && 2 + i < s.ints.size(); ++i) taps *= static_cast<double>(std::max<int64_t>(s.ints[2 + i], 1));
+      macs = Numel(dims(3)) * taps * static_cast<double>(src.size() > 1 ? std::max<int64_t>(src[1], 0) : 0);
+      break;
+    }
     case StepKind::kMatMulInt8:
     case StepKind::kMatMulInt8Avx2: {
       const auto& a = dims(0);

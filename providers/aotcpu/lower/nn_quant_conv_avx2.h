@@ -1,0 +1,47 @@
+// ConvInteger -> Cast -> Mul [-> bias Add] [-> activations, residual Adds] on our own exact AVX2 kernel
+// (providers/int8gemm's Conv) for targets without VNNI: step kind 30, kConvInt8Avx2. oneDNN 2.6's int8 kernels
+// there add pairs of products in saturating int16, so kConvInt8 splits such weights in 2 to 4 parts over a source
+// copied as many times; this step keeps each weight once (s = w - shift, int8, the ConvInt8 window-sum form) packed
+// at compile time in the kernel's panels, builds the im2col rows a block at a time, and then runs kConvInt8's
+// window-sum correction and float epilogue (nn_quant_window.h) in place. Internal to lower/; nn_quant_conv.cc
+// routes to it.
+//
+// Thread safety: as every lowering and builder (one LowerContext / BuildContext per call).
+#ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_NN_QUANT_CONV_AVX2_H_
+#define EPCTX_PROVIDERS_AOTCPU_LOWER_NN_QUANT_CONV_AVX2_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "providers/aotcpu/lower/nn_common.h"
+#include "providers/aotcpu/lower/quant_common.h"
+
+namespace epctx {
+namespace aotcpu {
+
+// Whether int8 convolutions whose weights need more than one part at the target's range run on kConvInt8Avx2:
+// the target's oneDNN int8 products are not exact (no VNNI) and it has AVX2 (a compile for this machine: its CPU).
+bool OwnInt8Conv(const CompileOptions& options);
+
+// What LowerConvInteger has chosen before the weights: the channels-last u8 source and its zero point (i32 [1] or
+// none), the scale Mul's post-op and the bias Add's (`first`, operands 5 and 6), the bias values, the fusion chain
+// after them and its operands' descriptors, and the value after the scale and bias.
+struct ConvInt8Avx2Plan {
+  Operand src, zp;
+  std::vector<PostOp> first;
+  int bias_node = -1;
+  const float* bias = nullptr;
+  std::vector<FusedOp> chain;
+  std::vector<Md> other_mds;
+  int cur = -1;
+};
+
+// Emits one kConvInt8Avx2 step for ConvInteger `node` (group 1; geometry `spec`; weights `wv` with the constant
+// zero point `wz`) and absorbs the Cast, the Mul, the bias Add and the chain entries it runs.
+CheckResult LowerConvInt8Avx2(LowerContext& ctx, int node, const ConvSpec& spec, const Int8Tail& tail, const Value& wv,
+                              int32_t wz, const ConvInt8Avx2Plan& plan);
+
+}  // namespace aotcpu
+}  // namespace epctx
+
+#endif  // EPCTX_PROVIDERS_AOTCPU_LOWER_NN_QUANT_CONV_AVX2_H_
