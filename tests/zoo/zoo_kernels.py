@@ -16,14 +16,9 @@ import subprocess
 import sys
 
 # (step kind, model) pairs allowed to run a reference implementation, with the reason. (Silero v4's ReduceMean over a
-# middle axis was an entry until such means ran as a matrix product.)
+# middle axis was an entry until such means ran as a matrix product; ppocr_v4_det_qdq's kQConv until its weights
+# layout was chosen for every thread count, issue 26.)
 ALLOWED = {
-    # KNOWN DEFECT, not a oneDNN limit (issue 26 session 2 note): 8 of the QDQ detector's 1x1 convolutions (the
-    # ones oneDNN's verbose shows are mb1_ic96oc24 over a 1x1 spatial input, and their neighbours) run ref_int8 when
-    # the builder binds the packed weights (AcdB16a4b, with an s32 bias), though a standalone oneDNN 2.6 probe of
-    # that descriptor gets brgconv_1x1. Measured 0.08-0.25 ms per step, a few % of the model's run at 1 thread.
-    # Remove this entry when kQConv's lowering and builder agree on a fast kernel for them.
-    ("QConv", "ppocr_v4_det_qdq"): "known defect: SE-block 1x1 convolutions on a 1x1 input bind to ref_int8 (see comment)",
 }
 
 

@@ -215,6 +215,22 @@ dnnl::primitive_attr QConvAttr(const std::vector<float>& scales, const std::vect
   return attr;
 }
 
+// The weights layouts of oneDNN's jit int8 convolutions (not brgconv), by weights rank: VNNI/AVX-512 (OIhw4i16o4i)
+// and AVX2 (OIhw2i8o4i), grouped (a leading G) or not.
+std::vector<memory::format_tag> JitInt8WeightTags(size_t wrank, bool grouped) {
+  using tag = memory::format_tag;
+  if (grouped) {
+    if (wrank == 4) return {tag::aBCd4c16b4c, tag::aBCd2c8b4c};
+    if (wrank == 5) return {tag::aBCde4c16b4c, tag::aBCde2c8b4c};
+    if (wrank == 6) return {tag::aBCdef4c16b4c, tag::aBCdef2c8b4c};
+    return {};
+  }
+  if (wrank == 3) return {tag::ABc4b16a4b, tag::ABc2b8a4b};
+  if (wrank == 4) return {tag::ABcd4b16a4b, tag::ABcd2b8a4b};
+  if (wrank == 5) return {tag::ABcde4b16a4b, tag::ABcde2b8a4b};
+  return {};
+}
+
 // The DequantizeLinear that alone reads the convolution's quantized result with the same scale and zero point (the
 // QDQ format's Q -> DQ pair), or -1.
 int PairedDequantize(LowerContext& ctx, const QdqConv& m) {
@@ -381,28 +397,54 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
     for (size_t k = chain.size() + 1; k-- > 0 && best_score < 2;) {
       const dnnl::primitive_attr attr = QConvAttr(sv, list_for(k), other_mds, m.x_zp != 0, dst_zp);
       const Md dst_md = dst_for(k);
-      Md chosen_w;
-      int score = 2;
-      for (int t : ProbeThreadCounts()) {
-        OmpThreadsScope scope(t);
+      auto make_pd = [&](const Md& w) {
+        const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                                dnnl::algorithm::convolution_direct, src_md, w,
+                                                has_bias ? bias_md : Md(), dst_md, spec.w.stride,
+                                                DnnlDilations(spec.w), spec.w.pad_begin, spec.w.pad_end_dnnl);
+        return dnnl::convolution_forward::primitive_desc(d, attr, ProbeEngine());
+      };
+      // oneDNN's choice of weights layout depends on the thread count (brgconv_1x1 blocks 24 output channels by 16
+      // at two threads and by 32 at one, and binds neither block at the other count: ppocr_v4_det_qdq's SE-block
+      // convolutions ran ref_int8 on their 1x1 inputs). Each count's choice is a candidate, scored by the worst
+      // implementation it binds to at every count; the best candidate wins. When no count's choice is fast at every
+      // count, the layouts of oneDNN's jit int8 kernels (which take any thread count) are tried, with the
+      // compensation oneDNN asked for: brgconv_1x1 binds neither of its blocks of those 24 channels at the other
+      // count, jit_int8_1x1 binds OIhw4i16o4i at both.
+      std::vector<Md> candidates;
+      for (int resolve_threads : ProbeThreadCounts()) {
         try {
-          const Md w_any(wdims, memory::data_type::s8, memory::format_tag::any);
-          const dnnl::convolution_forward::desc d(
-              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_md,
-              chosen_w.data.ndims == 0 ? w_any : chosen_w, has_bias ? bias_md : Md(), dst_md, spec.w.stride,
-              DnnlDilations(spec.w), spec.w.pad_begin, spec.w.pad_end_dnnl);
-          dnnl::convolution_forward::primitive_desc pd(d, attr, ProbeEngine());
-          if (chosen_w.data.ndims == 0) chosen_w = pd.weights_desc();
-          score = std::min(score, IsRefImpl(pd.impl_info_str()) ? 0 : 2);
+          OmpThreadsScope scope(resolve_threads);
+          candidates.push_back(make_pd(Md(wdims, memory::data_type::s8, memory::format_tag::any)).weights_desc());
         } catch (const dnnl::error&) {
-          score = -1;
-          break;
         }
       }
-      if (score > best_score) {
-        best_score = score;
-        best_k = k;
-        best_w = chosen_w;
+      for (size_t ci = 0; ci < candidates.size() + JitInt8WeightTags(wdims.size(), groups > 1).size(); ++ci) {
+        Md chosen_w;
+        if (ci < candidates.size()) {
+          chosen_w = candidates[ci];
+        } else {
+          if (candidates.empty()) break;
+          const memory::format_tag jit_tag = JitInt8WeightTags(wdims.size(), groups > 1)[ci - candidates.size()];
+          chosen_w = Md(wdims, memory::data_type::s8, jit_tag);
+          chosen_w.data.extra = candidates[0].data.extra;
+        }
+        int score = 2;
+        for (int t : ProbeThreadCounts()) {
+          OmpThreadsScope scope(t);
+          try {
+            score = std::min(score, IsRefImpl(make_pd(chosen_w).impl_info_str()) ? 0 : 2);
+          } catch (const dnnl::error&) {
+            score = -1;
+            break;
+          }
+        }
+        if (score > best_score) {
+          best_score = score;
+          best_k = k;
+          best_w = chosen_w;
+        }
+        if (best_score == 2) break;
       }
     }
   }

@@ -13,6 +13,7 @@
 
 #include "providers/aotcpu/capability/capability.h"
 #include "providers/aotcpu/ir/test_graph.h"
+#include "providers/aotcpu/lower/nn_common.h"
 #include "providers/aotcpu/lower/nn_quant_conv_avx2.h"
 #include "providers/aotcpu/lower/ops.h"
 #include "providers/aotcpu/lower/quant_common.h"
@@ -267,10 +268,8 @@ TEST(OpsQuant, MatMulIntegerExtremesAreExact) {
   }
 }
 
-// a [1, 5, K] uint8 -> MatMulInteger -> Cast -> Mul -> Gather(axis 1, one index) -> Add(bias [N]): for a no-VNNI
-// target one kMatMulInt8Avx2 step over that row alone (a language model's head at the last position), exact.
-TEST(OpsQuant, GatheredRowIsOneAvx2StepOverThatRow) {
-  if (!int8gemm::Available()) GTEST_SKIP() << "no AVX2";
+// See GatheredRowIsOneAvx2StepOverThatRow below.
+void CheckGatheredRow(const std::string& isa) {
   const int64_t S = 5, K = 37, N = 21;
   std::vector<int8_t> w(static_cast<size_t>(K * N));
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(i % 3 ? 127 : -128);
@@ -299,10 +298,15 @@ TEST(OpsQuant, GatheredRowIsOneAvx2StepOverThatRow) {
     b.N("Add", {"row", "bias"}, {"y"}, 14);
     b.Output("y");
     Compiled c;
-    ASSERT_TRUE(Compile(b, &c, "avx2"));
-    ASSERT_EQ(c.parsed.steps.size(), 1u);
-    EXPECT_EQ(c.parsed.steps[0].kind, StepKind::kMatMulInt8Avx2);
-    EXPECT_EQ(c.parsed.steps[0].ops[0].dims, (Dims{1, K}));
+    ASSERT_TRUE(Compile(b, &c, isa));
+    if (isa == "avx2") {
+      ASSERT_EQ(c.parsed.steps.size(), 1u);
+      EXPECT_EQ(c.parsed.steps[0].kind, StepKind::kMatMulInt8Avx2);
+    }
+    const Step& mm = c.parsed.steps[0];
+    EXPECT_TRUE(mm.kind == StepKind::kMatMulInt8Avx2 || mm.kind == StepKind::kMatMulInt8) << isa;
+    EXPECT_EQ(mm.ops[0].dims, (Dims{1, K})) << isa;
+    EXPECT_EQ(Numel(mm.ops[2].dims), N) << isa << ": the product has one row";
     std::vector<uint8_t> a(static_cast<size_t>(S * K));
     for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i % 5 ? 255 : i % 256);
     std::vector<float> y(static_cast<size_t>(N));
@@ -312,9 +316,17 @@ TEST(OpsQuant, GatheredRowIsOneAvx2StepOverThatRow) {
       int32_t acc = 0;
       for (int64_t k = 0; k < K; ++k) acc += (int32_t{a[r * K + k]} - az) * w[k * N + j];
       volatile float scaled = static_cast<float>(acc) * ws;
-      EXPECT_EQ(y[j], scaled + bias[j]) << "index " << index << " column " << j;
+      EXPECT_EQ(y[j], scaled + bias[j]) << isa << " index " << index << " column " << j;
     }
   }
+}
+
+// a [1, 5, K] uint8 -> MatMulInteger -> Cast -> Mul -> Gather(axis 1, one index) -> Add(bias [N]): for a no-VNNI
+// target one kMatMulInt8Avx2 step over that row alone (a language model's head at the last position), exact. On
+// this machine's own target (oneDNN's kMatMulInt8 with VNNI) the product is over that row alone too.
+TEST(OpsQuant, GatheredRowIsOneAvx2StepOverThatRow) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "no AVX2";
+  for (const char* isa : {"avx2", ""}) CheckGatheredRow(isa);
 }
 
 // x [1, C, H, W] float -> DynamicQuantizeLinear -> ConvInteger(q, W uint8 with zero point 143, zq; 3x3, padding,
@@ -700,12 +712,13 @@ struct QdqConvCase {
   int64_t c, oc, k, group, stride, pad;
   bool bias, per_channel, extreme, float_out;  // float_out: a DequantizeLinear after the QuantizeLinear (QDQ pair)
   uint8_t xz, yz;
+  int64_t hw = 0;  // the source's height and width; 0: 12 x 11
 };
 
 // Q(x) -> DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Q [-> DQ]: one kQConv step, no dequantized weights in
 // the program, and the result equal to the exact int32 sum requantized once (QLinearConv's arithmetic).
 void CheckQdqConv(const QdqConvCase& t) {
-  const int64_t H = 12, W = 11, icg = t.c / t.group;
+  const int64_t H = t.hw ? t.hw : 12, W = t.hw ? t.hw : 11, icg = t.c / t.group;
   const int64_t OH = (H + 2 * t.pad - t.k) / t.stride + 1, OW = (W + 2 * t.pad - t.k) / t.stride + 1;
   std::vector<int8_t> w(static_cast<size_t>(t.oc * icg * t.k * t.k));
   for (size_t i = 0; i < w.size(); ++i)  // extreme: every product at its largest, so int16 pair sums would saturate
@@ -767,6 +780,9 @@ void CheckQdqConv(const QdqConvCase& t) {
     EXPECT_NE(s.kind, StepKind::kConv) << "step " << s.name;
   }
   EXPECT_EQ(qconv, 1);
+  for (size_t i = 0; i < c.parsed.steps.size(); ++i)  // oneDNN's reference kernel is 10-100x slower (issue 26)
+    if (c.parsed.steps[i].kind == StepKind::kQConv)
+      EXPECT_NE(c.exec->step_impl(i).compare(0, 3, "ref"), 0) << "step " << i << " runs " << c.exec->step_impl(i);
   for (const TensorInput& wt : c.cg.weights)  // the weights stay int8: no float copy of them in the binary
     EXPECT_LT(wt.bytes.size(), w.size() * 4 + 4096u);
   std::vector<float> x = UniformFloats(t.c * H * W, 23, -1.f, 5.f);
@@ -807,6 +823,20 @@ TEST(OpsQuantQdq, QdqConvIsOneInt8StepEqualToTheInt32Reference) {
   CheckQdqConv({16, 16, 3, 16, 2, 1, true, true, false, true, 97, 3});     // depthwise, stride 2
   CheckQdqConv({24, 40, 1, 1, 1, 0, false, false, false, true, 0, 0});     // 1x1, no bias, per tensor, no zero points
   CheckQdqConv({12, 12, 3, 3, 1, 1, true, true, false, false, 5, 200});    // grouped
+}
+
+// 1x1 convolutions over a 1x1 input (ppocr_v4_det_qdq's squeeze-excitation blocks: 96 -> 24 -> 96 channels, and
+// 24 -> 6): oneDNN's brgconv_1x1 chooses its weights block by thread count and binds neither choice at the other
+// count, so a layout chosen at one count ran ref_int8 at the other. Values as above, and no reference kernel.
+TEST(OpsQuantQdq, QdqConvOnOneByOneInputBindsAFastKernelAtEveryThreadCount) {
+  for (int threads : {1, 2}) {
+    OmpThreadsScope scope(threads);
+    // c, oc, k, group, stride, pad, bias, per_channel, extreme, float_out, xz, yz, hw
+    CheckQdqConv({96, 24, 1, 1, 1, 0, true, true, false, true, 111, 128, 1});
+    CheckQdqConv({24, 96, 1, 1, 1, 0, true, true, false, true, 0, 128, 1});
+    CheckQdqConv({24, 6, 1, 1, 1, 0, true, true, false, false, 7, 100, 1});
+    CheckQdqConv({6, 24, 1, 1, 1, 0, false, true, false, true, 3, 128, 1});
+  }
 }
 
 // Products of 255 and -128/127 in every tap: oneDNN without VNNI (CTest aotcpu_int8_avx2 runs this at AVX2) sums
