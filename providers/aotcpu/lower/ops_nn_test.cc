@@ -1264,6 +1264,79 @@ TEST(OpsNn, ResizeNearestAndLinear) {
       }
 }
 
+// ONNX Runtime's bilinear floats for an nchw `x` (half_pixel): product weights, one rounding per operation
+// (volatile), summed left to right.
+std::vector<float> BilinearReference(const std::vector<float>& x, int64_t c, int64_t h, int64_t w, int64_t oh,
+                                     int64_t ow, float sh, float sw) {
+  auto axis = [](int64_t o, int64_t in, float scale, int64_t* c1, int64_t* c2, float* d1, float* d2) {
+    const float v = std::min(std::max((static_cast<float>(o) + 0.5f) / scale - 0.5f, 0.0f), float(in - 1));
+    *c1 = static_cast<int64_t>(v);
+    *c2 = std::min(*c1 + 1, in - 1);
+    *d1 = *c1 == *c2 ? 0.5f : std::fabs(v - float(*c1));
+    *d2 = *c1 == *c2 ? 0.5f : std::fabs(v - float(*c2));
+  };
+  std::vector<float> y;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t h1, h2, w1, w2;
+        float dh1, dh2, dw1, dw2;
+        axis(i, h, sh, &h1, &h2, &dh1, &dh2);
+        axis(j, w, sw, &w1, &w2, &dw1, &dw2);
+        auto at = [&](int64_t r, int64_t q) { return x[static_cast<size_t>((ch * h + r) * w + q)]; };
+        volatile float p1 = dw2 * dh2, p2 = dw1 * dh2, p3 = dw2 * dh1, p4 = dw1 * dh1;
+        volatile float a = p1 * at(h1, w1), bb = p2 * at(h1, w2), cc = p3 * at(h2, w1), d = p4 * at(h2, w2);
+        volatile float ab = a + bb;
+        volatile float abc = ab + cc;
+        y.push_back(abc + d);
+      }
+  return y;
+}
+
+// kBilinear reads a Conv's output in a channels-last layout (a blocked one is reordered to nhwc, not to plain), so
+// each pixel's channels are one vector; a plain source is swept plane by plane. Both give ONNX Runtime's floats.
+TEST(OpsNn, BilinearKeepsChannelsLastAndPlainSourcesExact) {
+  const int64_t c = 16, h = 5, w = 6;
+  const Dims xd = {1, 3, h, w};
+  const std::vector<float> x = UniformFloats(Numel(xd), 31), wt = UniformFloats(c * 3, 32);
+  for (bool conv_first : {true, false}) {
+    GraphBuilder b;
+    b.Input("x", conv_first ? xd : Dims{1, c, h, w});
+    b.F32("w", {c, 3, 1, 1}, wt);
+    b.F32("sc", {4}, {1, 1, 2, 1.5f});
+    b.Out("l", {1, c, 2 * h, 9});
+    if (conv_first) {
+      b.Out("c", {1, c, h, w});
+      b.N("Conv", {"x", "w"}, {"c"}, 11);
+      b.Output("c");
+    }
+    b.N("Resize", {conv_first ? "c" : "x", "", "sc"}, {"l"}, 13).attrs["mode"] = StrA("linear");
+    b.Output("l");
+    Compiled comp;
+    ASSERT_TRUE(Compile(b, &comp));
+    const Step* bil = nullptr;
+    for (const Step& st : comp.parsed.steps)
+      if (st.kind == StepKind::kBilinear) bil = &st;
+    ASSERT_NE(bil, nullptr);
+    const Operand& src = bil->ops[0];
+    // The Conv's output is read channels-last (channel stride 1); the graph input is read plain.
+    ASSERT_EQ(src.tag, 0u);
+    if (conv_first) {
+      ASSERT_EQ(src.strides.size(), 4u);
+      EXPECT_EQ(src.strides[1], 1);
+    } else {
+      EXPECT_TRUE(src.strides.empty() || src.strides[3] == 1);
+    }
+    const std::vector<float> in = conv_first ? x : UniformFloats(c * h * w, 33);
+    std::vector<std::vector<float>> out = Execute(comp, {in});
+    const std::vector<float>& plane = conv_first ? out[0] : in;
+    const std::vector<float> want = BilinearReference(plane, c, h, w, 2 * h, 9, 2.0f, 1.5f);
+    const std::vector<float>& got = out.back();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) ASSERT_EQ(got[k], want[k]) << (conv_first ? "conv" : "plain") << " " << k;
+  }
+}
+
 // ---- gemm --------------------------------------------------------------------------------------------------------
 
 TEST(OpsNn, GemmConstantWeightsIsInnerProduct) {
