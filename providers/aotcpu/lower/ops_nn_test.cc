@@ -188,6 +188,57 @@ TEST(OpsNn, ConvBatchNormAddReluIsOneStep) {
   ExpectNear(Execute(c, {x})[0], RefConv2d(to_float(want), xd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
 }
 
+// A residual block as ISNet's (x -> 1x1 Conv -> Relu -> r; r -> 3x3 Conv -> Relu -> Add(r) -> y -> 1x1 Conv -> z): where
+// oneDNN has brgemm convolutions (AVX-512) every Conv step runs one, the residual Add fused only when brgconv takes
+// it, else its own step (fusing it put ISNet's 11 such convolutions on the jit kernel at about half the speed).
+TEST(OpsNn, ResidualConvKeepsBrgemmKernel) {
+  const Dims xd = {1, 32, 12, 12}, wd = {32, 32, 3, 3}, w1d = {32, 32, 1, 1}, w2d = {8, 32, 1, 1};
+  const std::vector<float> x = UniformFloats(Numel(xd), 51), w = UniformFloats(Numel(wd), 52, -0.1f, 0.1f),
+                           bias = UniformFloats(32, 53), w1 = UniformFloats(Numel(w1d), 54, -0.3f, 0.3f),
+                           w2 = UniformFloats(Numel(w2d), 55, -0.2f, 0.2f);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w1", w1d, w1);
+  b.Out("c1", xd);
+  b.N("Conv", {"x", "w1"}, {"c1"}, 11);
+  b.Out("r", xd);
+  b.N("Relu", {"c1"}, {"r"}, 14);
+  b.F32("w", wd, w);
+  b.F32("bias", {32}, bias);
+  b.Out("c", xd);
+  b.N("Conv", {"r", "w", "bias"}, {"c"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.Out("cr", xd);
+  b.N("Relu", {"c"}, {"cr"}, 14);
+  b.Out("y", xd);
+  b.N("Add", {"cr", "r"}, {"y"}, 14);
+  b.F32("w2", w2d, w2);
+  b.Out("z", {1, 8, 12, 12});
+  b.N("Conv", {"y", "w2"}, {"z"}, 11);
+  b.Output("z");
+  std::string why;
+  for (size_t i = 0; i < b.g.nodes.size(); ++i)
+    if (!Supported(b, i, &why)) GTEST_SKIP() << "needs ops_math (" << b.g.nodes[i].op << "): " << why;
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  std::vector<double> r = RefConv2d(x, xd, w1, w1d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+  for (double& v : r) v = std::max(0.0, v);
+  const std::vector<float> rf = to_float(r);
+  std::vector<double> y = RefConv2d(rf, xd, w, wd, &bias, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = std::max(0.0, y[i]) + rf[i];
+  ExpectNear(Execute(c, {x})[0], RefConv2d(to_float(y), xd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+  const unsigned avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  if ((static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) != avx512) return;
+  for (int threads : {1, 2}) {
+    std::unique_ptr<Executor> e = OptimizedExecutor(c, threads);
+    ASSERT_NE(e, nullptr);
+    for (size_t i = 0; i < c.parsed.steps.size(); ++i)
+      if (c.parsed.steps[i].kind == StepKind::kConv)
+        EXPECT_EQ(e->step_impl(i).rfind("brg", 0), 0u)
+            << threads << " threads: step " << i << " " << DescribeStep(c.parsed.steps[i]) << " runs " << e->step_impl(i);
+  }
+}
+
 // PP-OCRv4's convolution block as PaddlePaddle exports it: Conv -> Mul/Add by constants (a batch normalization as
 // an affine: per-channel [1,C,1,1] scale, [C,1,1] shift) -> hard-swish spelled x * clip(x + 3, 0, 6) / 6 -> Mul/Add by
 // scalars (a "learnable affine block") -> the next convolution. Both convolutions become one step each: the affine
