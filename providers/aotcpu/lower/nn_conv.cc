@@ -285,8 +285,16 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   // oneDNN prefers ("any") is taken with one reorder of the source when it differs from the current one: on the
   // PaddleOCR classifier a plain source made 51 of 53 convolutions gemm-based (x64:gemm:jit), 90% of its run time
   // (issue 14). Blocked sources need an explicitly blocked dst: with dst "any" some kernels (depthwise) refuse.
+  // Among direct kernels oneDNN's brgemm convolutions ("brgconv") beat its older jit ones, and a fused residual Add
+  // (a full-tensor binary post-op) is what makes brgconv refuse some problems: on ISNet (AVX-512) the 11 Conv+Relu+Add
+  // steps got jit:avx512_core at about half brgconv's speed, so a shorter chain on brgconv (the Add as its own
+  // step, one pass over memory) wins over the longer chain on the jit kernel. Without brgemm kernels (AVX2) the
+  // search stops at the first direct kernel as before.
+  auto brg = [](const std::string& impl) { return impl.rfind("brg", 0) == 0; };
+  const unsigned avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  const bool brg_possible = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) == avx512;
   struct Choice {
-    bool found = false, plain_src = false;
+    bool found = false, plain_src = false, brg = false;
     size_t k = 0;
     int score = -1;
     PdDescs pd;
@@ -333,7 +341,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
   // Second attempt, when no layout oneDNN chose for the weights can be named: plain weights.
   for (int attempt = 0; attempt < 2 && !best.found; ++attempt) {
     if (attempt == 1) w_req = PlainDesc(spec.wdims, kF32);
-    for (size_t k = chain.size() + 1; k-- > 0 && best.score < 2;) {
+    for (size_t k = chain.size() + 1; k-- > 0 && (best.score < 2 || (brg_possible && !best.brg));) {
       const int final_value = k == 0 ? cur : chain[k - 1].out;
       // A value read only as a graph output goes straight to the output buffer, plain.
       const bool plain_dst = portable || (IsGraphOutput(g, final_value) && g.v(final_value).consumers.empty());
@@ -392,12 +400,14 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
           if (src.data.ndims == 0 || wts.data.ndims == 0 || dst.data.ndims == 0) continue;
           // The score: the worst implementation the executor gets from these layouts at any thread count.
           int score = ConvImplScore(pd.impl);
+          bool all_brg = brg(pd.impl);
           for (int t : ProbeThreadCounts()) {
             OmpThreadsScope scope(t);
             PdDescs again;
             score = TryConvPd(spec, src, wts, bias_md, dst, attr, &again)
                         ? std::min(score, ConvImplScore(again.impl)) : -1;
             if (score < 0) break;
+            all_brg = all_brg && brg(again.impl);
           }
           if (score < 0) continue;
           // Channels-last only on oneDNN's direct kernels: its gemm-based convolution on nhwc with groups computed
@@ -409,6 +419,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
           c.k = k;
           c.plain_src = o.plain_src;
           c.score = score;
+          c.brg = all_brg && score == 2;
           c.pd = {src, wts, dst, pd.impl};  // as stored, so as the executor creates the primitive
           // Among equals, a transposed convolution takes the layouts with the fewest bytes: oneDNN's "any" pads its
           // channels to blocks of 16, and the detector's last ConvTranspose (1 output channel) ran 3x slower on
@@ -416,7 +427,7 @@ CheckResult LowerConvLike(LowerContext& ctx, int node, bool deconv) {
           auto bytes = [](const PdDescs& d) { return d.src.get_size() + d.dst.get_size(); };
           const bool smaller = deconv && best.found && c.score == best.score && c.k == best.k &&
                                bytes(c.pd) < bytes(best.pd);
-          if (c.score > best.score || smaller) best = c;
+          if (c.score > best.score || smaller || (c.score == best.score && c.brg && !best.brg)) best = c;
         }
       }
     }

@@ -210,17 +210,34 @@ bool PlainStrides(const Md& d, int64_t st[4]) {
   return true;
 }
 
+// Every output element is w11 * x11 + w21 * x21 + w12 * x12 + w22 * x22 in that order (ONNX Runtime's floats);
+// only the loop order follows the layout: with channels innermost (nhwc) a pixel's channels are one contiguous
+// vector; otherwise (nchw, or any order with W inner) each channel plane is swept row by row, so every read and
+// write walks memory forwards instead of jumping a whole plane per element.
 class BilinearExec : public StepExec {
  public:
   BilinearExec(int src, int dst, const int64_t* ss, const int64_t* ds, const int64_t* dd, BilinearTaps ty,
                BilinearTaps tx)
       : src_(src), dst_(dst), ty_(std::move(ty)), tx_(std::move(tx)) {
     for (int i = 0; i < 4; ++i) sst_[i] = ss[i], dst_st_[i] = ds[i], ddims_[i] = dd[i];
+    const size_t ow = static_cast<size_t>(ddims_[3]);
+    ox1_.resize(ow);
+    ox2_.resize(ow);
+    for (size_t j = 0; j < ow; ++j) ox1_[j] = tx_.c1[j] * sst_[3], ox2_[j] = tx_.c2[j] * sst_[3];
   }
   void Run(RunContext& rc) override {
     const float* x = static_cast<const float*>(rc.ptr(src_));
     float* y = static_cast<float*>(rc.ptr(dst_));
+    if (sst_[1] < sst_[3])
+      RunChannelsInner(x, y);
+    else
+      RunPlanes(x, y);
+  }
+
+ private:
+  void RunChannelsInner(const float* x, float* y) const {
     const int64_t n = ddims_[0], c = ddims_[1], oh = ddims_[2], ow = ddims_[3];
+    const int64_t sc = sst_[1], dc = dst_st_[1];
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < n; ++b)
       for (int64_t i = 0; i < oh; ++i) {
@@ -231,20 +248,49 @@ class BilinearExec : public StepExec {
         for (int64_t j = 0; j < ow; ++j) {
           const float dx1 = tx_.d1[j], dx2 = tx_.d2[j];
           const float w11 = dx2 * dy2, w21 = dx1 * dy2, w12 = dx2 * dy1, w22 = dx1 * dy1;
-          const int64_t o1 = tx_.c1[j] * sst_[3], o2 = tx_.c2[j] * sst_[3];
+          const float *a = r1 + ox1_[j], *bb = r1 + ox2_[j], *cc = r2 + ox1_[j], *d = r2 + ox2_[j];
           float* o = out + j * dst_st_[3];
-          for (int64_t k = 0; k < c; ++k) {
-            const int64_t ko = k * sst_[1];
-            o[k * dst_st_[1]] = w11 * r1[ko + o1] + w21 * r1[ko + o2] + w12 * r2[ko + o1] + w22 * r2[ko + o2];
+          if (sc == 1 && dc == 1) {  // contiguous channels: one vector loop
+            for (int64_t k = 0; k < c; ++k) o[k] = w11 * a[k] + w21 * bb[k] + w12 * cc[k] + w22 * d[k];
+          } else {
+            for (int64_t k = 0; k < c; ++k)
+              o[k * dc] = w11 * a[k * sc] + w21 * bb[k * sc] + w12 * cc[k * sc] + w22 * d[k * sc];
           }
         }
       }
   }
+  void RunPlanes(const float* x, float* y) const {
+    const int64_t n = ddims_[0], c = ddims_[1], oh = ddims_[2], ow = ddims_[3];
+    const int64_t dw = dst_st_[3];
+    const float* dx1 = tx_.d1.data();
+    const float* dx2 = tx_.d2.data();
+    const int64_t* o1 = ox1_.data();
+    const int64_t* o2 = ox2_.data();
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t i = 0; i < oh; ++i) {
+          const float dy1 = ty_.d1[i], dy2 = ty_.d2[i];
+          const float* plane = x + b * sst_[0] + k * sst_[1];
+          const float* r1 = plane + ty_.c1[i] * sst_[2];
+          const float* r2 = plane + ty_.c2[i] * sst_[2];
+          float* out = y + b * dst_st_[0] + k * dst_st_[1] + i * dst_st_[2];
+          if (dw == 1) {
+            for (int64_t j = 0; j < ow; ++j)
+              out[j] = dx2[j] * dy2 * r1[o1[j]] + dx1[j] * dy2 * r1[o2[j]] + dx2[j] * dy1 * r2[o1[j]] +
+                       dx1[j] * dy1 * r2[o2[j]];
+          } else {
+            for (int64_t j = 0; j < ow; ++j)
+              out[j * dw] = dx2[j] * dy2 * r1[o1[j]] + dx1[j] * dy2 * r1[o2[j]] + dx2[j] * dy1 * r2[o1[j]] +
+                            dx1[j] * dy1 * r2[o2[j]];
+          }
+        }
+  }
 
- private:
   int src_, dst_;
   int64_t sst_[4], dst_st_[4], ddims_[4];
   BilinearTaps ty_, tx_;
+  std::vector<int64_t> ox1_, ox2_;  // tx's taps times the source's W stride
 };
 
 
@@ -485,15 +531,30 @@ CheckResult LowerResize(LowerContext& ctx, int node) {
   std::string why;
   if (!ResolveResize(ctx.graph(), n, &spec, &why)) return ctx.Fail(node, why);
   const int x = In(n, 0), y = Out(n, 0);
-  if (spec.bilinear) {  // kBilinear in the source's layout when that is channels-last, else plain
+  if (spec.bilinear) {
+    // kBilinear reads any strided layout in place and writes the same dimension order (a strided operand has tag 0
+    // and strides). A blocked source (nChw16c) is reordered to channels-last rather than to plain: the same copy,
+    // and then each pixel's channels are one contiguous vector for the kernel. Portable layouts stay plain.
     Step st;
     st.kind = StepKind::kBilinear;
     st.name = NodeName(ctx, node);
     const Operand* cur = ctx.Peek(x);
-    const bool nhwc = cur && cur->tag == static_cast<uint32_t>(dnnl_nhwc);
-    st.ops.push_back(nhwc ? ctx.Use(x) : ctx.UsePlain(x));
-    st.ops.push_back(nhwc ? ctx.Define(y, Md(spec.dst_dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc))
-                          : ctx.DefinePlain(y));
+    const Md cur_desc = cur ? DescOfOperand(*cur) : Md();
+    const bool strided = cur && cur->tag == 0 && cur_desc.data.ndims == 4 && cur_desc.data.format_kind == dnnl_blocked &&
+                         cur_desc.data.format_desc.blocking.inner_nblks == 0;
+    if (strided) {
+      st.ops.push_back(ctx.Use(x));
+      const Md dst = SameLayoutAs(DescOfOperand(st.ops[0]), spec.dst_dims);
+      if (dst.data.ndims != 4) return ctx.Fail(node, "no destination layout like the source's");
+      st.ops.push_back(ctx.Define(y, dst));
+    } else if (cur && !ctx.options().portable_layouts) {
+      st.ops.push_back(ctx.UseAs(x, F32Desc(spec.src_dims, static_cast<uint32_t>(dnnl_nhwc))));
+      if (!st.ops[0].present()) return ctx.Fail(node, "source not available in channels-last layout");
+      st.ops.push_back(ctx.Define(y, F32Desc(spec.dst_dims, static_cast<uint32_t>(dnnl_nhwc))));
+    } else {
+      st.ops.push_back(ctx.UsePlain(x));
+      st.ops.push_back(ctx.DefinePlain(y));
+    }
     st.ints.push_back(spec.bilinear_mode);
     st.floats = {spec.scale_h, spec.scale_w};
     ctx.Emit(std::move(st));

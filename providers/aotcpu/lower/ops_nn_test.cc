@@ -179,13 +179,69 @@ TEST(OpsNn, ConvBatchNormAddReluIsOneStep) {
     if (!Supported(b, i, &why)) GTEST_SKIP() << "needs ops_math (" << b.g.nodes[i].op << "): " << why;
   Compiled c;
   ASSERT_TRUE(Compile(b, &c));
-  EXPECT_EQ(Kinds(c.parsed), "Conv,Conv(2),Conv");
+  // Where brgemm kernels exist and brgconv refuses the fused Add, the Add (with the Relu) is its own step.
+  const unsigned avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  const bool brg = (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) == avx512;
+  const std::string kinds = Kinds(c.parsed);
+  EXPECT_TRUE(kinds == "Conv,Conv(2),Conv" || (brg && kinds == "Conv,Conv,Binary(1),Conv")) << kinds;
   auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
   const std::vector<float> r = to_float(RefConv2d(x, xd, w1, w1d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
   std::vector<double> want = RefConv2d(r, xd, w, wd, &bias, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
   RefBatchNorm(&want, 16, 81, p);
   for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(0.0, want[i] + r[i]);
   ExpectNear(Execute(c, {x})[0], RefConv2d(to_float(want), xd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+}
+
+// A residual block as ISNet's (x -> 1x1 Conv -> Relu -> r; r -> 3x3 Conv -> Relu -> Add(r) -> y -> 1x1 Conv -> z): where
+// oneDNN has brgemm convolutions (AVX-512) every Conv step runs one, the residual Add fused only when brgconv takes
+// it, else its own step (fusing it put ISNet's 11 such convolutions on the jit kernel at about half the speed).
+TEST(OpsNn, ResidualConvKeepsBrgemmKernel) {
+  const Dims xd = {1, 32, 12, 12}, wd = {32, 32, 3, 3}, w1d = {32, 32, 1, 1}, w2d = {8, 32, 1, 1};
+  const std::vector<float> x = UniformFloats(Numel(xd), 51), w = UniformFloats(Numel(wd), 52, -0.1f, 0.1f),
+                           bias = UniformFloats(32, 53), w1 = UniformFloats(Numel(w1d), 54, -0.3f, 0.3f),
+                           w2 = UniformFloats(Numel(w2d), 55, -0.2f, 0.2f);
+  GraphBuilder b;
+  b.Input("x", xd);
+  b.F32("w1", w1d, w1);
+  b.Out("c1", xd);
+  b.N("Conv", {"x", "w1"}, {"c1"}, 11);
+  b.Out("r", xd);
+  b.N("Relu", {"c1"}, {"r"}, 14);
+  b.F32("w", wd, w);
+  b.F32("bias", {32}, bias);
+  b.Out("c", xd);
+  b.N("Conv", {"r", "w", "bias"}, {"c"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.Out("cr", xd);
+  b.N("Relu", {"c"}, {"cr"}, 14);
+  b.Out("y", xd);
+  b.N("Add", {"cr", "r"}, {"y"}, 14);
+  b.F32("w2", w2d, w2);
+  b.Out("z", {1, 8, 12, 12});
+  b.N("Conv", {"y", "w2"}, {"z"}, 11);
+  b.Output("z");
+  std::string why;
+  for (size_t i = 0; i < b.g.nodes.size(); ++i)
+    if (!Supported(b, i, &why)) GTEST_SKIP() << "needs ops_math (" << b.g.nodes[i].op << "): " << why;
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  std::vector<double> r = RefConv2d(x, xd, w1, w1d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1);
+  for (double& v : r) v = std::max(0.0, v);
+  const std::vector<float> rf = to_float(r);
+  std::vector<double> y = RefConv2d(rf, xd, w, wd, &bias, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = std::max(0.0, y[i]) + rf[i];
+  ExpectNear(Execute(c, {x})[0], RefConv2d(to_float(y), xd, w2, w2d, nullptr, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1));
+  const unsigned avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  if ((static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & avx512) != avx512) return;
+  for (int threads : {1, 2}) {
+    std::unique_ptr<Executor> e = OptimizedExecutor(c, threads);
+    ASSERT_NE(e, nullptr);
+    for (size_t i = 0; i < c.parsed.steps.size(); ++i)  // the 3x3 residual convolution (the last one writes plain)
+      if (c.parsed.steps[i].kind == StepKind::kConv &&
+          c.parsed.steps[i].ops[1].dims == std::vector<int64_t>{32, 32, 3, 3})
+        EXPECT_EQ(e->step_impl(i).rfind("brg", 0), 0u)
+            << threads << " threads: step " << i << " " << DescribeStep(c.parsed.steps[i]) << " runs " << e->step_impl(i);
+  }
 }
 
 // PP-OCRv4's convolution block as PaddlePaddle exports it: Conv -> Mul/Add by constants (a batch normalization as
@@ -1262,6 +1318,79 @@ TEST(OpsNn, ResizeNearestAndLinear) {
         const float want = abc + d;
         EXPECT_EQ(out[1][k], want) << ch << " " << oh << " " << ow;
       }
+}
+
+// ONNX Runtime's bilinear floats for an nchw `x` (half_pixel): product weights, one rounding per operation
+// (volatile), summed left to right.
+std::vector<float> BilinearReference(const std::vector<float>& x, int64_t c, int64_t h, int64_t w, int64_t oh,
+                                     int64_t ow, float sh, float sw) {
+  auto axis = [](int64_t o, int64_t in, float scale, int64_t* c1, int64_t* c2, float* d1, float* d2) {
+    const float v = std::min(std::max((static_cast<float>(o) + 0.5f) / scale - 0.5f, 0.0f), float(in - 1));
+    *c1 = static_cast<int64_t>(v);
+    *c2 = std::min(*c1 + 1, in - 1);
+    *d1 = *c1 == *c2 ? 0.5f : std::fabs(v - float(*c1));
+    *d2 = *c1 == *c2 ? 0.5f : std::fabs(v - float(*c2));
+  };
+  std::vector<float> y;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t h1, h2, w1, w2;
+        float dh1, dh2, dw1, dw2;
+        axis(i, h, sh, &h1, &h2, &dh1, &dh2);
+        axis(j, w, sw, &w1, &w2, &dw1, &dw2);
+        auto at = [&](int64_t r, int64_t q) { return x[static_cast<size_t>((ch * h + r) * w + q)]; };
+        volatile float p1 = dw2 * dh2, p2 = dw1 * dh2, p3 = dw2 * dh1, p4 = dw1 * dh1;
+        volatile float a = p1 * at(h1, w1), bb = p2 * at(h1, w2), cc = p3 * at(h2, w1), d = p4 * at(h2, w2);
+        volatile float ab = a + bb;
+        volatile float abc = ab + cc;
+        y.push_back(abc + d);
+      }
+  return y;
+}
+
+// kBilinear reads a Conv's output in a channels-last layout (a blocked one is reordered to nhwc, not to plain), so
+// each pixel's channels are one vector; a plain source is swept plane by plane. Both give ONNX Runtime's floats.
+TEST(OpsNn, BilinearKeepsChannelsLastAndPlainSourcesExact) {
+  const int64_t c = 16, h = 5, w = 6;
+  const Dims xd = {1, 3, h, w};
+  const std::vector<float> x = UniformFloats(Numel(xd), 31), wt = UniformFloats(c * 3, 32);
+  for (bool conv_first : {true, false}) {
+    GraphBuilder b;
+    b.Input("x", conv_first ? xd : Dims{1, c, h, w});
+    b.F32("w", {c, 3, 1, 1}, wt);
+    b.F32("sc", {4}, {1, 1, 2, 1.5f});
+    b.Out("l", {1, c, 2 * h, 9});
+    if (conv_first) {
+      b.Out("c", {1, c, h, w});
+      b.N("Conv", {"x", "w"}, {"c"}, 11);
+      b.Output("c");
+    }
+    b.N("Resize", {conv_first ? "c" : "x", "", "sc"}, {"l"}, 13).attrs["mode"] = StrA("linear");
+    b.Output("l");
+    Compiled comp;
+    ASSERT_TRUE(Compile(b, &comp));
+    const Step* bil = nullptr;
+    for (const Step& st : comp.parsed.steps)
+      if (st.kind == StepKind::kBilinear) bil = &st;
+    ASSERT_NE(bil, nullptr);
+    const Operand& src = bil->ops[0];
+    // The Conv's output is read channels-last (channel stride 1); the graph input is read plain.
+    ASSERT_EQ(src.tag, 0u);
+    if (conv_first) {
+      ASSERT_EQ(src.strides.size(), 4u);
+      EXPECT_EQ(src.strides[1], 1);
+    } else {
+      EXPECT_TRUE(src.strides.empty() || src.strides[3] == 1);
+    }
+    const std::vector<float> in = conv_first ? x : UniformFloats(c * h * w, 33);
+    std::vector<std::vector<float>> out = Execute(comp, {in});
+    const std::vector<float>& plane = conv_first ? out[0] : in;
+    const std::vector<float> want = BilinearReference(plane, c, h, w, 2 * h, 9, 2.0f, 1.5f);
+    const std::vector<float>& got = out.back();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) ASSERT_EQ(got[k], want[k]) << (conv_first ? "conv" : "plain") << " " << k;
+  }
 }
 
 // ---- gemm --------------------------------------------------------------------------------------------------------

@@ -109,6 +109,39 @@ TEST(OpsQuant, DynamicQuantizeMatchesOnnxRuntime) {
   }
 }
 
+// The range pass runs 16 lanes at a time plus a scalar tail: the extremes placed in each lane, in the tail and at a
+// chunk's last element must all be found (the scale and zero point equal the scalar reference's).
+TEST(OpsQuant, DynamicQuantizeRangeFindsExtremesInEveryLane) {
+  const int64_t n = 16384 * 2 + 16 * 3 + 7;
+  GraphBuilder b;
+  b.Input("x", {n});
+  b.Out("q", {n});
+  b.Out("s", {});
+  b.Out("z", {});
+  b.g.v(b.g.Find("q")).dtype = kU8;
+  b.g.v(b.g.Find("z")).dtype = kU8;
+  b.N("DynamicQuantizeLinear", {"x"}, {"q", "s", "z"}, 11);
+  for (const char* o : {"q", "s", "z"}) b.Output(o);
+  Compiled c;
+  ASSERT_TRUE(Compile(b, &c));
+  std::vector<int64_t> places = {n - 1, n - 7, 16383, 16384, 0};
+  for (int64_t lane = 0; lane < 16; ++lane) places.push_back(16 * 37 + lane);
+  for (int64_t at : places) {
+    for (int sign = 0; sign < 2; ++sign) {
+      std::vector<float> x = UniformFloats(n, 11, -1.f, 1.f);
+      x[static_cast<size_t>(at)] = sign ? 9.5f : -7.25f;
+      std::vector<uint8_t> q(static_cast<size_t>(n), 99), want_q;
+      float s = 0, want_s = 0;
+      uint8_t z = 7, want_z = 0;
+      ASSERT_TRUE(c.exec->Run({x.data()}, {q.data(), &s, &z}).ok);
+      RefDynamicQuantize(x, &want_q, &want_s, &want_z);
+      EXPECT_EQ(s, want_s) << at << " " << sign;
+      EXPECT_EQ(z, want_z) << at << " " << sign;
+      EXPECT_EQ(q, want_q) << at << " " << sign;
+    }
+  }
+}
+
 TEST(OpsQuant, DequantizeLinearPerTensor) {
   const std::vector<uint8_t> data = {0, 1, 7, 128, 200, 255, 3, 90};
   const float scale = 0.0375f;
