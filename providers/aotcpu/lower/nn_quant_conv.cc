@@ -457,38 +457,7 @@ CheckResult BuildShiftedConvInt8(BuildContext& bc, const std::vector<Md>& md, si
     return bc.Fail("a shifted int8 convolution needs a dense channels-last destination");
   std::vector<EpilogueOp> ops;
   std::vector<int> op_slots;
-  for (const PostOp& p : s.post_ops) {
-    EpilogueOp e;
-    int slot = -1;
-    if (p.kind == PostOp::kEltwise) {
-      if (p.scale != 1.f) return bc.Fail("an eltwise post-op with a scale is not run by the window-sum epilogue");
-      if (p.alg == dnnl_eltwise_relu) e.kind = EpilogueOp::kRelu;
-      else if (p.alg == dnnl_eltwise_clip_v2) e.kind = EpilogueOp::kClip;
-      else if (p.alg == dnnl_eltwise_linear) e.kind = EpilogueOp::kLinear;
-      else return bc.Fail("eltwise algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
-      e.alpha = p.alpha;
-      e.beta = p.beta;
-    } else {  // kBinary (CheckPostOpOperands refused the other kinds)
-      if (p.alg == dnnl_binary_add) e.kind = EpilogueOp::kAdd;
-      else if (p.alg == dnnl_binary_mul) e.kind = EpilogueOp::kMul;
-      else return bc.Fail("binary algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
-      const Operand& o = s.ops[p.operand];
-      Md od;
-      CheckResult c = bc.Desc(p.operand, &od);
-      if (!c.ok) return c;
-      if (o.dtype != kF32) return bc.Fail("binary post-op operand " + I2S(p.operand) + " is not float");
-      std::vector<int64_t> per_channel(dd.size(), 1);
-      per_channel[1] = dd[1];
-      if (o.dims == std::vector<int64_t>(dd.size(), 1)) e.operand = EpilogueOp::kScalar;
-      else if (o.dims == per_channel && IsPlain(o)) e.operand = EpilogueOp::kChannel;
-      else if (o.dims == std::vector<int64_t>(dd.begin(), dd.end()) && SameLayout(od, md[3])) e.operand = EpilogueOp::kFull;
-      else return bc.Fail("binary post-op operand " + I2S(p.operand) + " is neither one value, one per channel, nor "
-                          "in the destination's layout");
-      slot = bc.Slot(p.operand, od);
-    }
-    ops.push_back(e);
-    op_slots.push_back(slot);
-  }
+  if (CheckResult c = WindowEpilogueOps(bc, dd, md[3], &ops, &op_slots); !c.ok) return c;
   WindowGeometry g;
   g.n = sd[0];
   g.c = sd[1];

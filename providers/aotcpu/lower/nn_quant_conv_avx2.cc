@@ -158,6 +158,47 @@ CheckResult LowerConvInt8Avx2(LowerContext& ctx, int node, const ConvSpec& spec,
   return CheckResult::Ok();
 }
 
+CheckResult WindowEpilogueOps(BuildContext& bc, const memory::dims& dd, const Md& dst_md, std::vector<EpilogueOp>* ops,
+                              std::vector<int>* slots) {
+  const Step& s = bc.step();
+  for (const PostOp& p : s.post_ops) {
+    EpilogueOp e;
+    int slot = -1;
+    if (p.kind == PostOp::kEltwise) {
+      if (p.scale != 1.f) return bc.Fail("an eltwise post-op with a scale is not run by the window-sum epilogue");
+      if (p.alg == dnnl_eltwise_relu) e.kind = EpilogueOp::kRelu;
+      else if (p.alg == dnnl_eltwise_clip_v2) e.kind = EpilogueOp::kClip;
+      else if (p.alg == dnnl_eltwise_linear) e.kind = EpilogueOp::kLinear;
+      else return bc.Fail("eltwise algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
+      e.alpha = p.alpha;
+      e.beta = p.beta;
+    } else if (p.kind == PostOp::kBinary) {
+      if (p.alg == dnnl_binary_add) e.kind = EpilogueOp::kAdd;
+      else if (p.alg == dnnl_binary_mul) e.kind = EpilogueOp::kMul;
+      else return bc.Fail("binary algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
+      const Operand& o = s.ops[p.operand];
+      Md od;
+      CheckResult c = bc.Desc(p.operand, &od);
+      if (!c.ok) return c;
+      if (o.dtype != kF32) return bc.Fail("binary post-op operand " + I2S(p.operand) + " is not float");
+      std::vector<int64_t> per_channel(dd.size(), 1);
+      per_channel[1] = dd[1];
+      if (o.dims == std::vector<int64_t>(dd.size(), 1)) e.operand = EpilogueOp::kScalar;
+      else if (o.dims == per_channel && IsPlain(o)) e.operand = EpilogueOp::kChannel;
+      else if (o.dims == std::vector<int64_t>(dd.begin(), dd.end()) && SameLayout(od, dst_md))
+        e.operand = EpilogueOp::kFull;
+      else return bc.Fail("binary post-op operand " + I2S(p.operand) + " is neither one value, one per channel, nor "
+                          "in the destination's layout");
+      slot = bc.Slot(p.operand, od);
+    } else {
+      return bc.Fail("post-op kind " + I2S(p.kind) + " is not run by the window-sum epilogue");
+    }
+    ops->push_back(e);
+    slots->push_back(slot);
+  }
+  return CheckResult::Ok();
+}
+
 CheckResult BuildConvInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out) {
   const Step& s = bc.step();
   if (s.ints.size() < 2) return bc.Fail("expected groups and spatial rank in ints");
@@ -233,39 +274,7 @@ CheckResult BuildConvInt8Avx2(BuildContext& bc, std::unique_ptr<StepExec>* out) 
   // The epilogue's ops: the scale, the bias, the chain (as BuildConvInt8's shifted form).
   std::vector<EpilogueOp> ops;
   std::vector<int> op_slots;
-  for (const PostOp& p : s.post_ops) {
-    EpilogueOp e;
-    int slot = -1;
-    if (p.kind == PostOp::kEltwise) {
-      if (p.scale != 1.f) return bc.Fail("an eltwise post-op with a scale is not run by the window-sum epilogue");
-      if (p.alg == dnnl_eltwise_relu) e.kind = EpilogueOp::kRelu;
-      else if (p.alg == dnnl_eltwise_clip_v2) e.kind = EpilogueOp::kClip;
-      else if (p.alg == dnnl_eltwise_linear) e.kind = EpilogueOp::kLinear;
-      else return bc.Fail("eltwise algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
-      e.alpha = p.alpha;
-      e.beta = p.beta;
-    } else if (p.kind == PostOp::kBinary) {
-      if (p.alg == dnnl_binary_add) e.kind = EpilogueOp::kAdd;
-      else if (p.alg == dnnl_binary_mul) e.kind = EpilogueOp::kMul;
-      else return bc.Fail("binary algorithm " + I2S(p.alg) + " is not run by the window-sum epilogue");
-      const Operand& o = s.ops[p.operand];
-      Md od;
-      if (!(c = bc.Desc(p.operand, &od)).ok) return c;
-      if (o.dtype != kF32) return bc.Fail("binary post-op operand " + I2S(p.operand) + " is not float");
-      std::vector<int64_t> per_channel(dd.size(), 1);
-      per_channel[1] = dd[1];
-      if (o.dims == std::vector<int64_t>(dd.size(), 1) && IsPlain(o)) e.operand = EpilogueOp::kScalar;
-      else if (o.dims == per_channel && IsPlain(o)) e.operand = EpilogueOp::kChannel;
-      else if (o.dims == std::vector<int64_t>(dd.begin(), dd.end()) && SameLayout(od, md[3])) e.operand = EpilogueOp::kFull;
-      else return bc.Fail("binary post-op operand " + I2S(p.operand) + " is neither one value, one per channel, nor "
-                          "in the destination's layout");
-      slot = bc.Slot(p.operand, od);
-    } else {
-      return bc.Fail("post-op kind " + I2S(p.kind) + " is not run by the window-sum epilogue");
-    }
-    ops.push_back(e);
-    op_slots.push_back(slot);
-  }
+  if (!(c = WindowEpilogueOps(bc, dd, md[3], &ops, &op_slots)).ok) return c;
   const int src_slot = bc.Slot(0, md[0]), w_slot = bc.Slot(1, md[1]), sums_slot = bc.Slot(2, md[2]),
             dst_slot = bc.Slot(3, md[3]);
   const int zp_slot = zp.present() ? bc.Slot(4, md[4]) : -1;

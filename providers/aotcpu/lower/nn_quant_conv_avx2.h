@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "providers/aotcpu/lower/nn_common.h"
+#include "providers/aotcpu/lower/nn_quant_window.h"
 #include "providers/aotcpu/lower/quant_common.h"
 
 namespace epctx {
@@ -40,6 +41,13 @@ struct ConvInt8Avx2Plan {
 // zero point `wz`) and absorbs the Cast, the Mul, the bias Add and the chain entries it runs.
 CheckResult LowerConvInt8Avx2(LowerContext& ctx, int node, const ConvSpec& spec, const Int8Tail& tail, const Value& wv,
                               int32_t wz, const ConvInt8Avx2Plan& plan);
+
+// The window-sum epilogue's ops (nn_quant_window.h) for the step's post-ops: eltwise relu, clip and linear (scale 1),
+// binary add and mul of one value, one per channel (plain) or a tensor of the destination's dims `dd` in its layout
+// `dst_md`; `slots` gets each op's operand slot, or -1. Anything else is refused with its reason. Shared by
+// kConvInt8's shifted form (nn_quant_conv.cc) and kConvInt8Avx2.
+CheckResult WindowEpilogueOps(BuildContext& bc, const memory::dims& dd, const Md& dst_md, std::vector<EpilogueOp>* ops,
+                              std::vector<int>* slots);
 
 }  // namespace aotcpu
 }  // namespace epctx
