@@ -190,6 +190,24 @@ bool MatchMatMul(const Graph& g, const Uses& uses, const Node& n, Match* m) {
   return MatchQ(g, uses, n.outputs[0], &m->y) && m->y.type == m->x.type;
 }
 
+// Removes the nodes in `drop` and each DequantizeLinear in `dqs` that no remaining node, graph output or subgraph
+// (`sub_reads`) reads, keeping the order of the rest.
+void DropNodes(Graph* g, const std::set<std::string>& sub_reads, const std::set<const Node*>& dqs,
+               std::set<size_t>* drop) {
+  std::set<std::string> read(sub_reads);
+  for (const ValueInfo& o : g->outputs) read.insert(o.name);
+  for (size_t i = 0; i < g->nodes.size(); ++i)
+    if (!drop->count(i))
+      for (const std::string& in : g->nodes[i].inputs) read.insert(in);
+  for (const Node* dq : dqs)
+    if (!read.count(dq->outputs[0])) drop->insert(static_cast<size_t>(dq - g->nodes.data()));
+  std::vector<Node> kept;
+  kept.reserve(g->nodes.size() - drop->size());
+  for (size_t i = 0; i < g->nodes.size(); ++i)
+    if (!drop->count(i)) kept.push_back(std::move(g->nodes[i]));
+  g->nodes = std::move(kept);
+}
+
 bool FuseGraph(Graph* g, CpuFusionStats* stats) {
   std::set<std::string> sub_reads;
   CollectSubgraphReads(*g, &sub_reads);
@@ -237,19 +255,7 @@ bool FuseGraph(Graph* g, CpuFusionStats* stats) {
     if (m.has_bias) dqs.insert(m.b.node);
   }
   for (size_t k = 0; k < matches.size(); ++k) g->nodes[matches[k].op] = std::move(fused[k]);
-  // A DequantizeLinear is dropped when no remaining node, graph output or subgraph reads its output.
-  std::set<std::string> read(sub_reads);
-  for (const ValueInfo& o : g->outputs) read.insert(o.name);
-  for (size_t i = 0; i < g->nodes.size(); ++i)
-    if (!drop.count(i))
-      for (const std::string& in : g->nodes[i].inputs) read.insert(in);
-  for (const Node* dq : dqs)
-    if (!read.count(dq->outputs[0])) drop.insert(static_cast<size_t>(dq - g->nodes.data()));
-  std::vector<Node> kept;
-  kept.reserve(g->nodes.size() - drop.size());
-  for (size_t i = 0; i < g->nodes.size(); ++i)
-    if (!drop.count(i)) kept.push_back(std::move(g->nodes[i]));
-  g->nodes = std::move(kept);
+  DropNodes(g, sub_reads, dqs, &drop);
   return true;
 }
 
@@ -426,18 +432,7 @@ bool FuseLookups(Graph* g, CpuFusionStats* stats) {
     g->nodes[qi] = std::move(t);
     ++stats->qdq_lookups;
   }
-  std::set<std::string> read(sub_reads);
-  for (const ValueInfo& o : g->outputs) read.insert(o.name);
-  for (size_t i = 0; i < g->nodes.size(); ++i)
-    if (!drop.count(i))
-      for (const std::string& in : g->nodes[i].inputs) read.insert(in);
-  for (const Node* dq : dqs)
-    if (!read.count(dq->outputs[0])) drop.insert(static_cast<size_t>(dq - g->nodes.data()));
-  std::vector<Node> kept;
-  kept.reserve(g->nodes.size() - drop.size());
-  for (size_t i = 0; i < g->nodes.size(); ++i)
-    if (!drop.count(i)) kept.push_back(std::move(g->nodes[i]));
-  g->nodes = std::move(kept);
+  DropNodes(g, sub_reads, dqs, &drop);
   return true;
 }
 
