@@ -286,8 +286,12 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   int64_t parts = 1;
   if (vmax > hi) parts = std::max<int64_t>(parts, (vmax + hi - 1) / hi);
   if (vmin < lo) parts = std::max<int64_t>(parts, (-vmin + -lo - 1) / -lo);
-  // Below VNNI with AVX2, weights that would need parts run whole on our own exact kernel (kQConvAvx2) instead.
-  const bool own = parts > 1 && groups == 1 && OwnInt8Conv(ctx.options());
+  // Below VNNI with AVX2, weights that would need parts run whole on our own exact kernel (kQConvAvx2) instead,
+  // when its windows are long enough to feed it: below 64 values per window (an RGB stem's 3 x 3 x 3) building the
+  // rows and the epilogue dominate (ppocr_v4_det_qdq's stem: 2.7 ms against 0.56 ms split), and such weights are
+  // small, so their parts cost the binary little.
+  constexpr int64_t kOwnMinWindow = 64;
+  const bool own = parts > 1 && groups == 1 && icg * ksize >= kOwnMinWindow && OwnInt8Conv(ctx.options());
   if (own) parts = 1;
   if (parts > kMaxParts) return ctx.Fail(node, "weights need more than 4 int8 parts");
   const int64_t picg = parts * icg;

@@ -822,8 +822,9 @@ void CheckQdqConv(const QdqConvCase& t, const std::string& isa = "") {
     EXPECT_NE(s.kind, StepKind::kConv) << "step " << s.name;
   }
   EXPECT_EQ(qconv, 1);
-  // Weights in [-64, 64] need no parts; the test's weights (|w| up to 127) need them unless depthwise or grouped.
-  if (isa == "avx2" && int8gemm::Available()) EXPECT_EQ(own, t.group == 1 ? 1 : 0);
+  // The test's weights (|w| up to 127) need parts; group-1 convolutions with windows of at least 64 values run
+  // whole on kQConvAvx2, the others (depthwise, grouped, short windows) on kQConv.
+  if (isa == "avx2" && int8gemm::Available()) EXPECT_EQ(own, t.group == 1 && t.c * t.k * t.k >= 64 ? 1 : 0);
   for (size_t i = 0; i < c.parsed.steps.size(); ++i)  // oneDNN's reference kernel is 10-100x slower (issue 26)
     if (c.parsed.steps[i].kind == StepKind::kQConv)
       EXPECT_NE(c.exec->step_impl(i).compare(0, 3, "ref"), 0) << "step " << i << " runs " << c.exec->step_impl(i);
@@ -881,7 +882,9 @@ TEST(OpsQuantQdq, QdqConvWithoutVnniRunsWholeWeightsEqualToTheInt32Reference) {
     CheckQdqConv({16, 16, 3, 16, 2, 1, true, true, false, true, 97, 3}, "avx2");
     CheckQdqConv({24, 40, 1, 1, 1, 0, false, false, false, true, 0, 0}, "avx2");
     CheckQdqConv({12, 12, 3, 3, 1, 1, true, true, false, false, 5, 200}, "avx2");
-    CheckQdqConv({7, 19, 3, 1, 2, 1, true, true, false, false, 0, 0}, "avx2");  // odd channels, stride 2, zp 0
+    CheckQdqConv({8, 19, 3, 1, 2, 1, true, true, false, false, 0, 0}, "avx2");  // odd OC, stride 2, zero points 0
+    CheckQdqConv({3, 16, 3, 1, 2, 1, true, true, false, true, 9, 128}, "avx2");  // an RGB stem: split (short windows)
+    CheckQdqConv({80, 12, 1, 1, 1, 0, true, true, false, true, 3, 128, 5}, "avx2");  // 1x1 on 5x5
     CheckQdqConv({96, 24, 1, 1, 1, 0, true, true, false, true, 111, 128, 1}, "avx2");
     CheckQdqConv({32, 16, 3, 1, 1, 1, false, false, true, true, 0, 128}, "avx2");   // extremes
     CheckQdqConv({32, 16, 3, 1, 1, 1, true, false, true, false, 255, 128}, "avx2");  // extremes, u8 result
@@ -1006,10 +1009,16 @@ TEST(OpsQuantQdq, DamagedQConvStepIsRefused) {
   // The same convolution with weights that need parts, compiled for a CPU without VNNI: one kQConvAvx2 step; damaged
   // copies of it are refused by its builder with the reason.
   if (!int8gemm::Available()) return;
-  const int8_t big[4 * 2] = {100, -2, 3, -120, 5, -6, 7, 127};
-  b.g.v(b.g.Find("wq")).data = big;
+  std::vector<int8_t> big(4 * 64);  // 64 input channels: long enough windows for kQConvAvx2
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int8_t>(i % 2 ? 127 - i % 50 : -100);
+  // The same graph with 64 input channels and weights that need parts.
+  GraphBuilder b2 = b;
+  for (const char* v : {"x", "xq", "xd"}) b2.g.v(b2.g.Find(v)).dims = {1, 64, 5, 5};
+  b2.g.v(b2.g.Find("wq")).dims = {4, 64, 1, 1};
+  b2.g.v(b2.g.Find("wd")).dims = {4, 64, 1, 1};
+  b2.g.v(b2.g.Find("wq")).data = big.data();
   Compiled own;
-  ASSERT_TRUE(Compile(b, &own, "avx2"));
+  ASSERT_TRUE(Compile(b2, &own, "avx2"));
   int at = -1;
   for (size_t i = 0; i < own.parsed.steps.size(); ++i)
     if (own.parsed.steps[i].kind == StepKind::kQConvAvx2) at = static_cast<int>(i);
@@ -1020,7 +1029,7 @@ TEST(OpsQuantQdq, DamagedQConvStepIsRefused) {
   };
   const Damage damages[] = {
       {[](Step& s) { s.ops[6].dims = {3}, s.ops[6].strides = {1}; }, "the scales must be plain float [OC]"},
-      {[](Step& s) { s.ops[1].dims = {s.ops[1].dims[0] - 1}; }, "filters of 2 values need"},
+      {[](Step& s) { s.ops[1].dims = {s.ops[1].dims[0] - 1}; }, "filters of 64 values need"},
       {[](Step& s) { s.post_ops[0].alg = dnnl_eltwise_relu; }, "the first post-op must be the round half to even"},
       {[](Step& s) { s.post_ops.push_back(EltwisePostOp(dnnl_eltwise_relu, 0.f, 0.f)); },
        "an 8-bit dst takes no post-op after the round"},
