@@ -11,7 +11,9 @@
 //
 // Without VNNI oneDNN sums u8 x s8 pairs in int16 with saturation (quant_common.h): each weight is then split into
 // parts in [-64, 64] stacked along the input channels of each group, over a source copied once per part, as
-// nn_quant_conv.cc does for ConvInteger; the int32 sum stays exact.
+// nn_quant_conv.cc does for ConvInteger; the int32 sum stays exact. Where the target has AVX2, a group-1 convolution
+// whose weights would need parts runs instead on our own exact kernel with whole weights (kQConvAvx2,
+// nn_quant_conv_avx2.h), with the same arithmetic and post-ops.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "providers/aotcpu/lower/nn_common.h"
+#include "providers/aotcpu/lower/nn_quant_conv_avx2.h"
 #include "providers/aotcpu/lower/quant_common.h"
 
 namespace epctx {
@@ -283,6 +286,13 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
   int64_t parts = 1;
   if (vmax > hi) parts = std::max<int64_t>(parts, (vmax + hi - 1) / hi);
   if (vmin < lo) parts = std::max<int64_t>(parts, (-vmin + -lo - 1) / -lo);
+  // Below VNNI with AVX2, weights that would need parts run whole on our own exact kernel (kQConvAvx2) instead,
+  // when its windows are long enough to feed it: below 64 values per window (an RGB stem's 3 x 3 x 3) building the
+  // rows and the epilogue dominate (ppocr_v4_det_qdq's stem: 2.7 ms against 0.56 ms split), and such weights are
+  // small, so their parts cost the binary little.
+  constexpr int64_t kOwnMinWindow = 64;
+  const bool own = parts > 1 && groups == 1 && icg * ksize >= kOwnMinWindow && OwnInt8Conv(ctx.options());
+  if (own) parts = 1;
   if (parts > kMaxParts) return ctx.Fail(node, "weights need more than 4 int8 parts");
   const int64_t picg = parts * icg;
   std::string wbytes(static_cast<size_t>(oc * picg * ksize), '\0');
@@ -384,6 +394,46 @@ CheckResult LowerQdqConv(LowerContext& ctx, int node, const QdqConv& m) {
               plain ? plain_tag : static_cast<memory::format_tag>(cl));
   };
   const bool dst_zp = dq_y < 0 && m.y_zp != 0;
+  if (own) {
+    const memory::data_type odt = dq_y >= 0 ? memory::data_type::f32
+                                  : ydt == kU8 ? memory::data_type::u8
+                                               : memory::data_type::s8;
+    const Md dst_md(memory::dims(spec.dst_dims.begin(), spec.dst_dims.end()), odt, static_cast<memory::format_tag>(cl));
+    const size_t k = EpilogueChainLength(chain, other_mds, dst_md);
+    Step st;
+    st.kind = StepKind::kQConvAvx2;
+    std::vector<int> absorbed = {m.q};
+    if (dq_y >= 0) absorbed.push_back(dq_y);
+    for (size_t i = 0; i < k; ++i) absorbed.push_back(chain[i].node);
+    st.name = JoinNames(ctx, node, absorbed);
+    int8gemm::ConvGeometry geom;
+    Operand w_op, sums_op, b_op, s_op, szp, dzp;
+    CheckResult r = AddOwnConvWeights(ctx, node, m.wq, spec, w, &geom, &w_op, &sums_op);
+    if (!r.ok) return r;
+    if (has_bias) {
+      const Value& b = g.v(m.bq);
+      r = ctx.AddWeight(WeightName(ctx, node, m.bq, "int32"),
+                        std::string(static_cast<const char*>(b.data), static_cast<size_t>(oc) * 4),
+                        PlainDesc({oc}, kI32), &b_op);
+      if (!r.ok) return r;
+    }
+    r = ctx.AddWeight(WeightName(ctx, node, m.wq, "requant_scales"), scales, PlainDesc({oc}, kF32), &s_op);
+    if (!r.ok) return r;
+    if (m.x_zp != 0 && !(szp = Int32Weight(ctx, g.v(m.xq).name + ":zp_int32", m.x_zp, &r), r).ok) return r;
+    if (dst_zp && !(dzp = Int32Weight(ctx, g.v(m.yq).name + ":zp_int32", m.y_zp, &r), r).ok) return r;
+    st.ops = {src_op, w_op, sums_op, Operand(), szp, dzp, s_op, b_op};
+    st.post_ops = list;
+    if (!(r = AppendPostOps(ctx, node, chain, k, other_mds, &st)).ok) return r;
+    st.ops[3] = ctx.Define(k == 0 ? cur : chain[k - 1].out, dst_md);
+    st.ints = {1, static_cast<int64_t>(spec.w.rank())};
+    std::vector<int64_t> dil = DnnlDilations(spec.w);
+    for (const std::vector<int64_t>* v :
+         {&spec.w.kernel, &spec.w.stride, &dil, &spec.w.pad_begin, &spec.w.pad_end_dnnl})
+      st.ints.insert(st.ints.end(), v->begin(), v->end());
+    for (int a : absorbed) ctx.Absorb(a);
+    ctx.Emit(std::move(st));
+    return CheckResult::Ok();
+  }
 
   // The longest chain oneDNN runs in a direct kernel; the weights layout it chooses at the first thread count the
   // executor may use, checked at the others (the builder finds it again, or binds it explicitly).

@@ -16,6 +16,7 @@
 #include "providers/aotcpu/lower/nn_common.h"
 #include "providers/aotcpu/lower/nn_quant_window.h"
 #include "providers/aotcpu/lower/quant_common.h"
+#include "providers/int8gemm/int8_gemm.h"
 
 namespace epctx {
 namespace aotcpu {
@@ -42,12 +43,22 @@ struct ConvInt8Avx2Plan {
 CheckResult LowerConvInt8Avx2(LowerContext& ctx, int node, const ConvSpec& spec, const Int8Tail& tail, const Value& wv,
                               int32_t wz, const ConvInt8Avx2Plan& plan);
 
+// Packs the int8 weights `w` ([OC, C, kernel...] of `spec`, group 1) in int8gemm's panels (taps outer, channels
+// inner) and adds them and their OC column sums as weights named after value `weights_value` of `node`. `geom` gets
+// the kernel's geometry. Shared by kConvInt8Avx2 and kQConvAvx2.
+CheckResult AddOwnConvWeights(LowerContext& ctx, int node, int weights_value, const ConvSpec& spec, const int8_t* w,
+                              int8gemm::ConvGeometry* geom, Operand* w_op, Operand* sums_op);
+
+// How many leading entries of `chain` the window-sum epilogue runs with the destination `dst` (each post-op one it
+// runs, each operand in dst's layout).
+size_t EpilogueChainLength(const std::vector<FusedOp>& chain, const std::vector<Md>& other_mds, const Md& dst);
+
 // The window-sum epilogue's ops (nn_quant_window.h) for the step's post-ops: eltwise relu, clip and linear (scale 1),
 // binary add and mul of one value, one per channel (plain) or a tensor of the destination's dims `dd` in its layout
 // `dst_md`; `slots` gets each op's operand slot, or -1. Anything else is refused with its reason. Shared by
 // kConvInt8's shifted form (nn_quant_conv.cc) and kConvInt8Avx2.
 CheckResult WindowEpilogueOps(BuildContext& bc, const memory::dims& dd, const Md& dst_md, std::vector<EpilogueOp>* ops,
-                              std::vector<int>* slots);
+                              std::vector<int>* slots, size_t first_post_op = 0);
 
 }  // namespace aotcpu
 }  // namespace epctx

@@ -197,5 +197,42 @@ void ConvInt8WindowEpilogue(const WindowGeometry& g, const uint8_t* src, int32_t
   }
 }
 
+void QConvEpilogue(const int32_t* acc, int64_t positions, int64_t oc, const int32_t* bias, const float* scales,
+                   const std::vector<EpilogueOp>& ops, uint32_t dst_dtype, int32_t dst_zp, void* dst) {
+  const int64_t per_chunk = std::max<int64_t>(1, kChunk / oc);
+  const int64_t chunks = (positions + per_chunk - 1) / per_chunk;
+  const float lo = dst_dtype == 2 ? 0.f : -128.f, hi = dst_dtype == 2 ? 255.f : 127.f, zp = static_cast<float>(dst_zp);
+#pragma omp parallel if (chunks > 1)
+  {
+    std::vector<float> fbuf(static_cast<size_t>(per_chunk * oc));
+#pragma omp for schedule(static)
+    for (int64_t ci = 0; ci < chunks; ++ci) {
+      const int64_t p0 = ci * per_chunk, np = std::min(per_chunk, positions - p0), first = p0 * oc;
+      const int32_t* a = acc + first;
+      for (int64_t p = 0; p < np; ++p)
+        for (int64_t k = 0; k < oc; ++k) {
+          const int64_t i = p * oc + k;
+          const int32_t s = bias ? static_cast<int32_t>(static_cast<uint32_t>(a[i]) + static_cast<uint32_t>(bias[k]))
+                                 : a[i];
+          fbuf[static_cast<size_t>(i)] = std::nearbyint(static_cast<float>(s) * scales[k]);
+        }
+      for (const EpilogueOp& op : ops)
+        Apply(op, fbuf.data(), np, oc, op.operand == EpilogueOp::kFull ? op.data + first : nullptr);
+      const int64_t cnt = np * oc;
+      if (dst_dtype == 1) {
+        std::memcpy(static_cast<float*>(dst) + first, fbuf.data(), static_cast<size_t>(cnt) * sizeof(float));
+      } else if (dst_dtype == 2) {
+        uint8_t* out = static_cast<uint8_t*>(dst) + first;
+        for (int64_t i = 0; i < cnt; ++i)
+          out[i] = static_cast<uint8_t>(static_cast<int32_t>(std::min(hi, std::max(lo, fbuf[static_cast<size_t>(i)] + zp))));
+      } else {
+        int8_t* out = static_cast<int8_t*>(dst) + first;
+        for (int64_t i = 0; i < cnt; ++i)
+          out[i] = static_cast<int8_t>(static_cast<int32_t>(std::min(hi, std::max(lo, fbuf[static_cast<size_t>(i)] + zp))));
+      }
+    }
+  }
+}
+
 }  // namespace aotcpu
 }  // namespace epctx

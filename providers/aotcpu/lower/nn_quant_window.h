@@ -55,6 +55,13 @@ struct EpilogueOp {
 void ConvInt8WindowEpilogue(const WindowGeometry& geom, const uint8_t* src, int32_t xz, int32_t d, void* acc_dst,
                             const std::vector<EpilogueOp>& ops);
 
+// kQConvAvx2's epilogue, kQConv's arithmetic (oneDNN's int8 convolution with output scales and a round post-op):
+// acc holds `positions` x `oc` int32 sums (channels-last); v = float(acc + bias[o]) * scales[o] (the bias added in
+// int32, wrapping; none when null), rounded half to even, then `ops`; written as float to `dst` (dst_dtype 1; dst
+// may be acc itself), or (dst_dtype 2 u8, 3 i8) + dst_zp and saturated. One rounding per operation.
+void QConvEpilogue(const int32_t* acc, int64_t positions, int64_t oc, const int32_t* bias, const float* scales,
+                   const std::vector<EpilogueOp>& ops, uint32_t dst_dtype, int32_t dst_zp, void* dst);
+
 }  // namespace aotcpu
 }  // namespace epctx
 

@@ -78,6 +78,7 @@ EPCTX_AOT_STEP(MatMulInt8Avx2)  // MatMulInteger -> Cast -> Mul on our own AVX2 
 EPCTX_AOT_OP(ConvInteger)  // ConvInteger -> Cast to float -> Mul by a scale [-> bias Add]
 EPCTX_AOT_STEP(ConvInt8)
 EPCTX_AOT_STEP(ConvInt8Avx2)  // ConvInteger on our own AVX2 kernel, whole weights (no VNNI; nn_quant_conv_avx2.cc)
+EPCTX_AOT_STEP(QConvAvx2)     // a QDQ Conv on our own AVX2 kernel, whole weights (no VNNI; nn_quant_conv_avx2.cc)
 EPCTX_AOT_STEP(Bilinear)       // Resize linear over H and W in ONNX Runtime's order (nn_pool.cc)
 EPCTX_AOT_STEP(RoundFloat16)   // a Cast to float16 in a float16 graph computed in float32 (tensor_view.cc)
 // nn_quant.cc: QuantizeLinear (per tensor)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -57,9 +58,12 @@ int Const(GraphBuilder& b, const std::string& name, uint32_t dtype, Dims dims, c
   const std::string records = SerializeProgram(c->cg.program);
   uint32_t version = 0;
   std::memcpy(&version, records.data() + 8, 4);
-  bool own_conv = false;  // kConvInt8Avx2 is version 7, the other 8-bit kinds 6
-  for (const Step& s : c->cg.program.steps) own_conv = own_conv || s.kind == StepKind::kConvInt8Avx2;
-  if (version != (own_conv ? 7u : 6u)) return ::testing::AssertionFailure() << "stamped version " << version;
+  uint32_t want = 6;  // kConvInt8Avx2 is version 7, kQConvAvx2 8, the other 8-bit kinds 6
+  for (const Step& s : c->cg.program.steps) {
+    if (s.kind == StepKind::kConvInt8Avx2) want = std::max(want, 7u);
+    if (s.kind == StepKind::kQConvAvx2) want = std::max(want, 8u);
+  }
+  if (version != want) return ::testing::AssertionFailure() << "stamped version " << version << ", want " << want;
   r = ParseProgram(records, static_cast<uint32_t>(c->cg.weights.size()), &c->parsed);
   if (!r.ok) return ::testing::AssertionFailure() << "parse: " << r.reason;
   std::vector<WeightRef> w;
@@ -749,8 +753,12 @@ struct QdqConvCase {
 };
 
 // Q(x) -> DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> Q [-> DQ]: one kQConv step, no dequantized weights in
-// the program, and the result equal to the exact int32 sum requantized once (QLinearConv's arithmetic).
-void CheckQdqConv(const QdqConvCase& t) {
+// the program, and the result equal to the exact int32 sum requantized once (QLinearConv's arithmetic). `isa`
+// "avx2" compiles for a CPU without VNNI: a group-1 convolution whose weights oneDNN would split runs whole on
+// kQConvAvx2 instead (with the same arithmetic).
+void CheckQdqConv(const QdqConvCase& t, const std::string& isa = "") {
+  SCOPED_TRACE("isa '" + isa + "' c " + std::to_string(t.c) + " oc " + std::to_string(t.oc) + " group " +
+               std::to_string(t.group));
   const int64_t H = t.hw ? t.hw : 12, W = t.hw ? t.hw : 11, icg = t.c / t.group;
   const int64_t OH = (H + 2 * t.pad - t.k) / t.stride + 1, OW = (W + 2 * t.pad - t.k) / t.stride + 1;
   std::vector<int8_t> w(static_cast<size_t>(t.oc * icg * t.k * t.k));
@@ -805,14 +813,18 @@ void CheckQdqConv(const QdqConvCase& t) {
     b.Output("yq");
   }
   Compiled c;
-  ASSERT_TRUE(Compile(b, &c));
-  int qconv = 0;
+  ASSERT_TRUE(Compile(b, &c, isa));
+  int qconv = 0, own = 0;
   for (const Step& s : c.parsed.steps) {
-    qconv += s.kind == StepKind::kQConv;
+    qconv += s.kind == StepKind::kQConv || s.kind == StepKind::kQConvAvx2;
+    own += s.kind == StepKind::kQConvAvx2;
     EXPECT_NE(s.kind, StepKind::kDequantize) << "step " << s.name;
     EXPECT_NE(s.kind, StepKind::kConv) << "step " << s.name;
   }
   EXPECT_EQ(qconv, 1);
+  // The test's weights (|w| up to 127) need parts; group-1 convolutions with windows of at least 64 values run
+  // whole on kQConvAvx2, the others (depthwise, grouped, short windows) on kQConv.
+  if (isa == "avx2" && int8gemm::Available()) EXPECT_EQ(own, t.group == 1 && t.c * t.k * t.k >= 64 ? 1 : 0);
   for (size_t i = 0; i < c.parsed.steps.size(); ++i)  // oneDNN's reference kernel is 10-100x slower (issue 26)
     if (c.parsed.steps[i].kind == StepKind::kQConv)
       EXPECT_NE(c.exec->step_impl(i).compare(0, 3, "ref"), 0) << "step " << i << " runs " << c.exec->step_impl(i);
@@ -856,6 +868,27 @@ TEST(OpsQuantQdq, QdqConvIsOneInt8StepEqualToTheInt32Reference) {
   CheckQdqConv({16, 16, 3, 16, 2, 1, true, true, false, true, 97, 3});     // depthwise, stride 2
   CheckQdqConv({24, 40, 1, 1, 1, 0, false, false, false, true, 0, 0});     // 1x1, no bias, per tensor, no zero points
   CheckQdqConv({12, 12, 3, 3, 1, 1, true, true, false, false, 5, 200});    // grouped
+}
+
+// The same cases compiled for a CPU without VNNI: group-1 convolutions on kQConvAvx2 (whole weights), the others
+// (depthwise, grouped) on kQConv, every value equal to the int32 reference.
+TEST(OpsQuantQdq, QdqConvWithoutVnniRunsWholeWeightsEqualToTheInt32Reference) {
+  if (!int8gemm::Available()) GTEST_SKIP() << "no AVX2";
+  for (int threads : {1, 2}) {
+    OmpThreadsScope scope(threads);
+    // c, oc, k, group, stride, pad, bias, per_channel, extreme, float_out, xz, yz, hw
+    CheckQdqConv({8, 16, 3, 1, 1, 1, true, true, false, true, 111, 128}, "avx2");
+    CheckQdqConv({8, 16, 3, 1, 1, 1, true, true, false, false, 111, 128}, "avx2");
+    CheckQdqConv({16, 16, 3, 16, 2, 1, true, true, false, true, 97, 3}, "avx2");
+    CheckQdqConv({24, 40, 1, 1, 1, 0, false, false, false, true, 0, 0}, "avx2");
+    CheckQdqConv({12, 12, 3, 3, 1, 1, true, true, false, false, 5, 200}, "avx2");
+    CheckQdqConv({8, 19, 3, 1, 2, 1, true, true, false, false, 0, 0}, "avx2");  // odd OC, stride 2, zero points 0
+    CheckQdqConv({3, 16, 3, 1, 2, 1, true, true, false, true, 9, 128}, "avx2");  // an RGB stem: split (short windows)
+    CheckQdqConv({80, 12, 1, 1, 1, 0, true, true, false, true, 3, 128, 5}, "avx2");  // 1x1 on 5x5
+    CheckQdqConv({96, 24, 1, 1, 1, 0, true, true, false, true, 111, 128, 1}, "avx2");
+    CheckQdqConv({32, 16, 3, 1, 1, 1, false, false, true, true, 0, 128}, "avx2");   // extremes
+    CheckQdqConv({32, 16, 3, 1, 1, 1, true, false, true, false, 255, 128}, "avx2");  // extremes, u8 result
+  }
 }
 
 // 1x1 convolutions over a 1x1 input (ppocr_v4_det_qdq's squeeze-excitation blocks: 96 -> 24 -> 96 channels, and
@@ -972,6 +1005,49 @@ TEST(OpsQuantQdq, DamagedQConvStepIsRefused) {
   const CheckResult r = Executor::Create(p, std::move(wr), 1, &exec);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.reason.find("scales must be plain float [OC]"), std::string::npos) << r.reason;
+
+  // The same convolution with weights that need parts, compiled for a CPU without VNNI: one kQConvAvx2 step; damaged
+  // copies of it are refused by its builder with the reason.
+  if (!int8gemm::Available()) return;
+  std::vector<int8_t> big(4 * 64);  // 64 input channels: long enough windows for kQConvAvx2
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int8_t>(i % 2 ? 127 - i % 50 : -100);
+  // The same graph with 64 input channels and weights that need parts.
+  GraphBuilder b2 = b;
+  for (const char* v : {"x", "xq", "xd"}) b2.g.v(b2.g.Find(v)).dims = {1, 64, 5, 5};
+  b2.g.v(b2.g.Find("wq")).dims = {4, 64, 1, 1};
+  b2.g.v(b2.g.Find("wd")).dims = {4, 64, 1, 1};
+  b2.g.v(b2.g.Find("wq")).data = big.data();
+  Compiled own;
+  ASSERT_TRUE(Compile(b2, &own, "avx2"));
+  int at = -1;
+  for (size_t i = 0; i < own.parsed.steps.size(); ++i)
+    if (own.parsed.steps[i].kind == StepKind::kQConvAvx2) at = static_cast<int>(i);
+  ASSERT_GE(at, 0);
+  struct Damage {
+    std::function<void(Step&)> apply;
+    const char* expect;
+  };
+  const Damage damages[] = {
+      {[](Step& s) { s.ops[6].dims = {3}, s.ops[6].strides = {1}; }, "the scales must be plain float [OC]"},
+      {[](Step& s) { s.ops[1].dims = {s.ops[1].dims[0] - 1}; }, "filters of 64 values need"},
+      {[](Step& s) { s.post_ops[0].alg = dnnl_eltwise_relu; }, "the first post-op must be the round half to even"},
+      {[](Step& s) { s.post_ops.push_back(EltwisePostOp(dnnl_eltwise_relu, 0.f, 0.f)); },
+       "an 8-bit dst takes no post-op after the round"},
+      {[](Step& s) { s.ints[0] = 2; }, "groups 2 is not 1"},
+      {[](Step& s) { s.ints[2 + 1] = 2; }, "do not give the destination's"},
+      {[](Step& s) { s.ops[7] = s.ops[6]; }, "the bias must be plain int32 [OC]"},
+      {[](Step& s) { s.ops[4].dtype = kU8; }, "zero point operand 4 must be one plain int32"},
+  };
+  for (const Damage& d : damages) {
+    Program q = own.parsed;
+    d.apply(q.steps[static_cast<size_t>(at)]);
+    std::vector<WeightRef> wo;
+    for (const TensorInput& t : own.cg.weights) wo.push_back({t.bytes.data(), t.bytes.size()});
+    std::unique_ptr<Executor> e;
+    const CheckResult rr = Executor::Create(q, std::move(wo), 1, &e);
+    EXPECT_FALSE(rr.ok) << d.expect;
+    EXPECT_NE(rr.reason.find(d.expect), std::string::npos) << rr.reason;
+  }
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ const StepEntry kSteps[] = {
     {StepKind::kBilinear, BuildBilinear}, {StepKind::kRoundFloat16, BuildRoundFloat16},
     {StepKind::kQuantize, BuildQuantize}, {StepKind::kQConv, BuildQConv},
     {StepKind::kMatMulInt8Avx2, BuildMatMulInt8Avx2}, {StepKind::kConvInt8Avx2, BuildConvInt8Avx2},
+    {StepKind::kQConvAvx2, BuildQConvAvx2},
 };
 
 }  // namespace

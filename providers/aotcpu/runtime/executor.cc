@@ -441,6 +441,7 @@ int DstOperand(const Step& s) {
       return 2;
     case StepKind::kConv: case StepKind::kDeconv: case StepKind::kMatMul: case StepKind::kInnerProduct:
     case StepKind::kLayerNorm: case StepKind::kConvInt8: case StepKind::kQConv: case StepKind::kConvInt8Avx2:
+    case StepKind::kQConvAvx2:
       return 3;
     case StepKind::kBatchNorm:
       return 5;

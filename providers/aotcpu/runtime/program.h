@@ -25,10 +25,10 @@ namespace aotcpu {
 // algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19); 6 adds the 8-bit steps
 // (kDynamicQuantize, kDequantize, kMatMulInt8, kConvInt8, kQuantize, kQConv, kMatMulInt8Avx2), kBilinear,
 // kRoundFloat16 and float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
-// converts at its edges and where it casts to float16) (issue 26); 7 adds kConvInt8Avx2. The writer stamps the
+// converts at its edges and where it casts to float16) (issue 26); 7 adds kConvInt8Avx2; 8 adds kQConvAvx2. The writer stamps the
 // lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
 // builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 7;
+inline constexpr uint32_t kProgramVersion = 8;
 inline constexpr size_t kMaxRank = 12;
 // kPad's mode (its first integer parameter).
 enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2, kPadWrap = 3 };           // DNNL_MAX_NDIMS
@@ -156,6 +156,19 @@ enum class StepKind : uint32_t {
                          //   int32, as kConvInt8's shifted form (window sums, then its float epilogue): ConvInteger
                          //   -> Cast -> Mul (-> ...) on our own exact AVX2 kernel with each weight stored once,
                          //   chosen where oneDNN's int8 products are not exact (no VNNI). Needs AVX2.
+  kQConvAvx2 = 31,       // (version 8) ops: src u8 channels-last dense [N, C, spatial...], weights u8 [bytes] (the
+                         //   symmetric int8 weights [OC, C, kernel...] in providers/int8gemm's panels, taps outer and
+                         //   channels inner: int8gemm::PackedConvWeightsSize bytes), their column sums i32 [OC] (a
+                         //   weight), dst u8|i8|f32 channels-last dense, src zero point i32 [1]|none, dst zero point
+                         //   i32 [1]|none (8-bit dst only), requantization scales f32 [OC] (a weight), bias i32
+                         //   [OC]|none (a weight), then post-op operands. ints: groups (1), rank r, kernel[r],
+                         //   strides[r], dilations[r] (ONNX - 1), pads_begin[r], pads_end[r]. kQConv's arithmetic
+                         //   on our own exact AVX2 kernel with each weight stored once: v = float(sum over taps inside
+                         //   src of (src - zp) * w + bias, in int32) * scale[oc], then the post-ops (the first a round
+                         //   half to even; after it, for a float dst only: eltwise relu, clip_v2, linear, binary
+                         //   add/mul by one value, one per channel or an operand in dst's layout), then + dst zp,
+                         //   saturated. Chosen for QDQ convolutions whose weights oneDNN would split (no VNNI).
+                         //   Needs AVX2.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 

@@ -161,7 +161,8 @@ StepWork EstimateStepWork(const Step& s) {
       macs = Numel(big) * Numel(wd) / static_cast<double>(ch);
       break;
     }
-    case StepKind::kConvInt8Avx2: {  // every output element: C x taps products (ints: groups, r, kernel[r], ...)
+    case StepKind::kConvInt8Avx2:
+    case StepKind::kQConvAvx2: {  // every output element: C x taps products (ints: groups, r, kernel[r], ...)
       const auto& src = dims(0);
       double taps = 1;
       const size_t r = s.ints.size() > 1 && s.ints[1] > 0 && s.ints[1] <= 3 ? static_cast<size_t>(s.ints[1]) : 0;
