@@ -190,18 +190,10 @@ bool EpilogueRuns(const PostOp& p) {
 // The shifted form: weights stored once as s = w - shift in int8, the int32 rest added by the window-sum epilogue.
 // False (nothing emitted) when oneDNN has no direct int8 kernel for it here: the caller splits the weights instead.
 bool ShiftedConvInt8(const ConvSpec& spec, const Value& wv, int32_t wz, ConvInt8Parts* p) {
-  const int64_t numel = wv.numel();
-  auto raw = [&](int64_t i) {
-    return wv.dtype == kU8 ? int32_t{static_cast<const uint8_t*>(wv.data)[i]}
-                           : int32_t{static_cast<const int8_t*>(wv.data)[i]};
-  };
-  int32_t rmin = 255, rmax = -128;
-  for (int64_t i = 0; i < numel; ++i) rmin = std::min(rmin, raw(i)), rmax = std::max(rmax, raw(i));
-  // The shift nearest wz that brings every weight into [-128, 127] (8-bit weights span at most 255).
-  const int32_t shift = std::min(std::max(wz, rmax - 127), rmin + 128);
-  if (shift == wz || rmax - shift > 127 || rmin - shift < -128) return false;
-  p->wbytes.assign(static_cast<size_t>(numel), '\0');
-  for (int64_t i = 0; i < numel; ++i) p->wbytes[static_cast<size_t>(i)] = static_cast<char>(static_cast<int8_t>(raw(i) - shift));
+  const int32_t shift = WeightShift(wv, wz);
+  if (shift == wz) return false;  // w - wz fits int8 already: the plain form
+  p->wbytes.assign(static_cast<size_t>(wv.numel()), '\0');
+  ShiftWeights(wv, shift, reinterpret_cast<int8_t*>(p->wbytes.data()));
   p->wdims = spec.wdims;
 
   // The epilogue's post-ops: the chain up to the first one it does not run, or whose operand is not in the

@@ -147,22 +147,35 @@ bool OwnInt8Conv(const CompileOptions& options) {
   return int8gemm::Available();
 }
 
+namespace {
+int32_t WeightAt(const Value& wv, int64_t i) {
+  return wv.dtype == kU8 ? int32_t{static_cast<const uint8_t*>(wv.data)[i]}
+                         : int32_t{static_cast<const int8_t*>(wv.data)[i]};
+}
+}  // namespace
+
+int32_t WeightShift(const Value& wv, int32_t wz) {
+  int32_t rmin = 255, rmax = -128;
+  for (int64_t i = 0; i < wv.numel(); ++i) {
+    const int32_t w = WeightAt(wv, i);
+    rmin = std::min(rmin, w);
+    rmax = std::max(rmax, w);
+  }
+  return std::min(std::max(wz, rmax - 127), rmin + 128);
+}
+
+void ShiftWeights(const Value& wv, int32_t shift, int8_t* s) {
+  for (int64_t i = 0; i < wv.numel(); ++i) s[i] = static_cast<int8_t>(WeightAt(wv, i) - shift);
+}
+
 CheckResult LowerConvInt8Avx2(LowerContext& ctx, int node, const ConvSpec& spec, const Int8Tail& tail, const Value& wv,
                               int32_t wz, const ConvInt8Avx2Plan& plan) {
   const Node& n = ctx.node(node);
   const size_t r = spec.w.rank(), rank = r + 2;
-  const int64_t numel = wv.numel();
-  auto raw = [&](int64_t i) {
-    return wv.dtype == kU8 ? int32_t{static_cast<const uint8_t*>(wv.data)[i]}
-                           : int32_t{static_cast<const int8_t*>(wv.data)[i]};
-  };
-  // Stored once as s = w - shift in int8 with the shift nearest wz (8-bit weights span at most 256 values); the
-  // step adds d = shift - wz times the window sums.
-  int32_t rmin = 255, rmax = -128;
-  for (int64_t i = 0; i < numel; ++i) rmin = std::min(rmin, raw(i)), rmax = std::max(rmax, raw(i));
-  const int32_t shift = std::min(std::max(wz, rmax - 127), rmin + 128);
-  std::vector<int8_t> s(static_cast<size_t>(numel));
-  for (int64_t i = 0; i < numel; ++i) s[static_cast<size_t>(i)] = static_cast<int8_t>(raw(i) - shift);
+  // Stored once as s = w - shift in int8; the step adds d = shift - wz times the window sums.
+  const int32_t shift = WeightShift(wv, wz);
+  std::vector<int8_t> s(static_cast<size_t>(wv.numel()));
+  ShiftWeights(wv, shift, s.data());
   int8gemm::ConvGeometry g;
   Operand w_op, sums_op;
   CheckResult rc = AddOwnConvWeights(ctx, node, In(n, 1), spec, s.data(), &g, &w_op, &sums_op);

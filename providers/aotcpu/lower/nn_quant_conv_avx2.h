@@ -53,6 +53,12 @@ CheckResult AddOwnConvWeights(LowerContext& ctx, int node, int weights_value, co
 // runs, each operand in dst's layout).
 size_t EpilogueChainLength(const std::vector<FusedOp>& chain, const std::vector<Md>& other_mds, const Md& dst);
 
+// 8-bit weights stored once as s = w - shift in int8 (both ConvInteger forms that keep whole weights): the shift
+// nearest the zero point `wz` that brings every weight of `wv` (uint8 or int8) into [-128, 127] (8-bit weights span
+// at most 256 values), and the shifted values written to `s` (wv.numel() of them).
+int32_t WeightShift(const Value& wv, int32_t wz);
+void ShiftWeights(const Value& wv, int32_t shift, int8_t* s);
+
 // The window-sum epilogue's ops (nn_quant_window.h) for the step's post-ops: eltwise relu, clip and linear (scale 1),
 // binary add and mul of one value, one per channel (plain) or a tensor of the destination's dims `dd` in its layout
 // `dst_md`; `slots` gets each op's operand slot, or -1. Anything else is refused with its reason. Shared by
