@@ -30,10 +30,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # model -> the input that carries the free dims, and its three shapes (the case's own first).
 SHAPES = {
     "ppocr_v4_det": ("x", [(1, 3, 320, 448), (1, 3, 224, 320), (1, 3, 480, 640)]),
+    "ppocr_v4_det_qdq": ("x", [(1, 3, 320, 448), (1, 3, 224, 320), (1, 3, 480, 640)]),
     "ppocr_v4_rec": ("x", [(1, 3, 48, 320), (1, 3, 48, 160), (1, 3, 48, 640)]),
     "ppocr_mobile_v2_cls": ("x", [(2, 3, 48, 192), (1, 3, 48, 96), (3, 3, 48, 320)]),
     "oww_melspectrogram": ("input", [(1, 1760), (1, 1280), (1, 3200)]),
     "oww_embedding": ("input_1", [(2, 76, 32, 1), (1, 76, 32, 1), (4, 76, 32, 1)]),
+}
+# Tolerances that differ from the zoo's, with the measurement that sets them.
+ATOL = {
+    # At 480x640 the CPU EP (fused int8, = ONNX Runtime at 'all' to 1e-7) and AotCpu (= ONNX Runtime with
+    # optimizations disabled to 0.042) are 0.371 apart on 205 pixels, exactly ONNX Runtime's own gap between its two
+    # levels at that shape: two uint8 logit steps where the zoo's 0.35 allows one. 0.4 still fails the unfused float
+    # path (0.65-0.82 off, tests/zoo/zoo.json).
+    "ppocr_v4_det_qdq": 0.4,
 }
 # Not here: the Silero models, whose compiled nodes sit in If bodies. There the free dims arrive through outer-scope
 # values the runtime gives without a rank, so no shape is known symbolically and AotCpu takes nothing from them with
@@ -114,7 +123,7 @@ def main():
         eps = set(dyn.get_partition_assignments().values())
         if "AotCpuExecutionProvider" not in eps:
             errors.append(f"{name}: AotCpu took no partition with its dims free")
-        rtol, atol = tol[name]
+        rtol, atol = tol[name][0], ATOL.get(name, tol[name][1])
         feed_name, shapes = SHAPES[name]
         base = load_case(case)
         print(f"{name}: JIT session {created:.0f} ms, _ctx.onnx session {ctx_created:.0f} ms, partitions {sorted(eps)}, "

@@ -582,6 +582,7 @@ class Infer {
   bool Expand(const Node& n);
   bool Tile(const Node& n);
   bool ConstantOfShape(const Node& n);
+  bool Quantize(const Node& n);
   bool ConvPool(const Node& n);
   bool GlobalPool(const Node& n);
   bool Reduce(const Node& n);
@@ -760,6 +761,9 @@ bool Infer::Node1(const Node& n) {
   if (op == "Split") return Split(n);
   if (op == "Pad") return Pad(n);
   if (op == "Resize") return Resize(n);
+  if (OneOf(op, {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})) return Quantize(n);
+  if (op == "MatMulInteger") return MatMul(n);
+  if (op == "ConvInteger") return ConvPool(n);
   return Fail("no symbolic shape rule for " + op);
 }
 
@@ -1262,6 +1266,21 @@ bool Infer::Tile(const Node& n) {
   return SetDims(n, 0, out);
 }
 
+// QuantizeLinear / DequantizeLinear: the input's dims (the scale and zero point broadcast along one axis or are
+// scalars). DynamicQuantizeLinear: the input's dims, then a scalar scale and zero point.
+bool Infer::Quantize(const Node& n) {
+  Dims d;
+  if (!InDims(n, 0, &d)) return false;
+  if (n.op == "DynamicQuantizeLinear") {
+    for (size_t i = 1; i < 3 && i < n.outputs.size(); ++i)
+      if (HasOut(n, i) && !SetDims(n, i, {})) return false;
+  } else {
+    for (size_t i = 1; i < n.outputs.size(); ++i)
+      if (HasOut(n, i)) return Fail("extra output");
+  }
+  return SetDims(n, 0, d);
+}
+
 bool Infer::ConstantOfShape(const Node& n) {
   Dims shape;
   if (!InElems(n, 0, &shape, "ConstantOfShape shape")) return false;
@@ -1272,7 +1291,7 @@ bool Infer::ConstantOfShape(const Node& n) {
 
 bool Infer::ConvPool(const Node& n) {
   const std::string& op = n.op;
-  const bool conv = op == "Conv" || op == "ConvTranspose", transpose = op == "ConvTranspose";
+  const bool conv = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger", transpose = op == "ConvTranspose";
   Dims x, w;
   if (!InDims(n, 0, &x)) return false;
   if (x.size() < 3) return Fail("input rank below 3");

@@ -471,6 +471,36 @@ TEST(Symbolic, ConvPoolChain) {
   EXPECT_EQ(out.v(out.Find("c2")).dims, (Dims{1, 8, 16, 8}));
 }
 
+// The quantized ops of ONNX Runtime's dynamic quantizer and of static QDQ models (issue 27: ppocr_v4_det_qdq and
+// turn_detector took nothing with their dims free: "no symbolic shape rule for DequantizeLinear").
+TEST(Symbolic, QuantizedOpsKeepTheirShapes) {
+  GraphBuilder b;
+  b.SymInput("x", {-1, 3, -1, -1}, {"N", "", "H", "W"});
+  b.SymInput("a", {-1, 16}, {"N", ""});
+  b.F32("w", {8, 3, 3, 3}, std::vector<float>(8 * 27, 1.f));
+  b.F32("bm", {16, 5}, std::vector<float>(16 * 5, 1.f));
+  b.F32("sc", {}, {0.5f});
+  b.F32("zp", {}, {0.f});
+  for (const char* v : {"xq", "xs", "xz", "c", "q", "dq", "aq", "as", "az", "mm"}) Unknown(b, v);
+  b.N("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  b.N("ConvInteger", {"xq", "w", "xz"}, {"c"}).attrs = {{"strides", IntsA({2, 2})}, {"pads", IntsA({1, 1, 1, 1})}};
+  b.N("QuantizeLinear", {"x", "sc", "zp"}, {"q"});
+  b.N("DequantizeLinear", {"q", "sc", "zp"}, {"dq"});
+  b.N("DynamicQuantizeLinear", {"a"}, {"aq", "as", "az"});
+  b.N("MatMulInteger", {"aq", "bm", "az"}, {"mm"});
+  SymbolicShapes s;
+  ASSERT_TRUE(InferSymbolic(b.g, &s)) << (s.why.empty() ? "" : s.why[0]);
+  for (int64_t H : {5, 8, 33}) {
+    const Binding bind{{"N", 2}, {"H", H}, {"W", 10}};
+    EXPECT_EQ(Eval(s, b.g, "xq", bind), (Dims{2, 3, H, 10}));
+    EXPECT_EQ(Eval(s, b.g, "xs", bind), (Dims{}));
+    EXPECT_EQ(Eval(s, b.g, "xz", bind), (Dims{}));
+    EXPECT_EQ(Eval(s, b.g, "c", bind), (Dims{2, 8, (H - 1) / 2 + 1, 5}));
+    EXPECT_EQ(Eval(s, b.g, "dq", bind), (Dims{2, 3, H, 10}));
+    EXPECT_EQ(Eval(s, b.g, "mm", bind), (Dims{2, 5}));
+  }
+}
+
 TEST(Symbolic, SqueezeUnsqueezeTransposeExpandTileFlattenReduce) {
   GraphBuilder b;
   b.SymInput("x", {-1, 1, -1}, {"a", "", "b"});
