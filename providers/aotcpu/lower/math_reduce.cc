@@ -379,7 +379,15 @@ bool ReduceAlg(const std::string& op, dnnl_alg_kind_t* alg) {
   else if (op == "ReduceMax") *alg = dnnl_reduction_max;
   else if (op == "ReduceMin") *alg = dnnl_reduction_min;
   else if (op == "ReduceSum") *alg = dnnl_reduction_sum;
+  else if (op == "ReduceL2") *alg = dnnl_reduction_norm_lp_sum;             // sqrt(sum x^2): p 2, eps 0
+  else if (op == "ReduceSumSquare") *alg = dnnl_reduction_norm_lp_power_p_sum;  // sum x^2: p 2, eps 0
   else return false;
+  return true;
+}
+
+// oneDNN's p parameter of reduction algorithm `alg` (2 for the L2 forms, unused by the others).
+float ReduceP(dnnl_alg_kind_t alg) {
+  return alg == dnnl_reduction_norm_lp_sum || alg == dnnl_reduction_norm_lp_power_p_sum ? 2.f : 0.f;
   return true;
 }
 
@@ -516,7 +524,7 @@ CheckResult LowerReduce(LowerContext& ctx, int node) {
       const Dims tdims = {a, b, r}, ydims = {a, b, 1};
       try {
         dnnl::reduction::primitive_desc pd(
-            dnnl::reduction::desc(static_cast<dnnl::algorithm>(alg), PlainDesc(tdims, kF32), PlainDesc(ydims, kF32), 0.f, 0.f),
+            dnnl::reduction::desc(static_cast<dnnl::algorithm>(alg), PlainDesc(tdims, kF32), PlainDesc(ydims, kF32), ReduceP(alg), 0.f),
             ctx.engine());
         if (!IsRefImpl(pd)) {
           const Operand t = ctx.NewPlain(kF32, tdims);
@@ -534,7 +542,7 @@ CheckResult LowerReduce(LowerContext& ctx, int node) {
           red.name = n.name;
           red.ops = {t, DefineAs(ctx, n.outputs[0], ydims)};
           red.ints = {static_cast<int64_t>(alg)};
-          red.floats = {0.f, 0.f};
+          red.floats = {ReduceP(alg), 0.f};
           ctx.Emit(std::move(red));
           return CheckResult::Ok();
         }
@@ -549,7 +557,7 @@ CheckResult LowerReduce(LowerContext& ctx, int node) {
   s.ops = {Reshaped(src, sd), DefineAs(ctx, n.outputs[0], kd)};
   if (s.kind == StepKind::kReduction) {
     s.ints = {static_cast<int64_t>(alg)};
-    s.floats = {0.f, 0.f};
+    s.floats = {ReduceP(alg), 0.f};
   }
   ctx.Emit(std::move(s));
   return CheckResult::Ok();

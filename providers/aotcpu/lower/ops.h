@@ -11,6 +11,7 @@
 //   tensor_concat.cc Concat, Split                           (tensor_common.h: what the tensor files share)
 //   tensor_gather.cc Gather
 //   tensor_pad.cc  Pad
+//   math_int.cc    int64/int32/bool arithmetic, comparisons, logic, Where, Cast across types, Sin/Cos, Shape
 //   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, QuantizeLinear, MatMulInteger (8-bit steps)
 //   nn_quant_conv.cc ConvInteger (int8 convolution step)
 //   nn_qdq.cc      QDQ: DequantizeLinear -> Conv -> QuantizeLinear (int8 convolution with requantization)
@@ -105,6 +106,16 @@ EPCTX_AOT_STEP(Concat)
 EPCTX_AOT_STEP(Gather)
 EPCTX_AOT_STEP(Pad)
 EPCTX_AOT_STEP(StridedCopy)
+
+// math_int.cc: integer/bool/cast elementwise ops (kTypedEltwise) and the dispatchers that send the float forms of
+// shared op types to math_eltwise.cc / tensor_view.cc
+EPCTX_AOT_OP(Arith)           // Add, Sub, Mul, Div: float -> Binary, int64/int32 -> typed
+EPCTX_AOT_OP(CompareAny)      // Equal, Less, ...: float -> Compare, int64/int32/bool -> typed
+EPCTX_AOT_OP(UnaryAny)        // Neg, Abs: float -> Unary, int64/int32 -> typed
+EPCTX_AOT_OP(Cast)            // views and int -> float reorders (tensor_view.cc), the rest typed
+EPCTX_AOT_OP(Elementwise)     // Where, Not, And, Or, Xor, Sin, Cos
+EPCTX_AOT_OP(Shape)           // Shape of a static value (constant folding normally computes it first)
+EPCTX_AOT_STEP(TypedEltwise)
 
 // runtime/executor.cc
 EPCTX_AOT_STEP(Reorder)

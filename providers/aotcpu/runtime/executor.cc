@@ -447,7 +447,7 @@ int DstOperand(const Step& s) {
       return 5;
     case StepKind::kLstm:  // also writes operands 7 and 8 when present; its builder checks those
       return 6;
-    case StepKind::kConcat:
+    case StepKind::kConcat: case StepKind::kTypedEltwise:
       return static_cast<int>(s.ops.size()) - 1;
   }
   return -1;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <type_traits>
 
 #include <omp.h>
 
@@ -483,45 +484,6 @@ std::string UnaryKernel(const Graph&, const Node& n, const std::vector<GTensor>&
   return "";
 }
 
-template <typename From>
-std::string CastFrom(const From* x, const GTensor& out, int64_t count) {
-  switch (out.dtype) {
-    case kF32: for (int64_t i = 0; i < count; ++i) static_cast<float*>(out.data)[i] = static_cast<float>(x[i]); break;
-    case kI64: for (int64_t i = 0; i < count; ++i) static_cast<int64_t*>(out.data)[i] = static_cast<int64_t>(x[i]); break;
-    case kI32: for (int64_t i = 0; i < count; ++i) static_cast<int32_t*>(out.data)[i] = static_cast<int32_t>(x[i]); break;
-    case kBool: for (int64_t i = 0; i < count; ++i) static_cast<bool*>(out.data)[i] = x[i] != From(0); break;
-    case kU8: for (int64_t i = 0; i < count; ++i) static_cast<uint8_t*>(out.data)[i] = static_cast<uint8_t>(x[i]); break;
-    case kI8: for (int64_t i = 0; i < count; ++i) static_cast<int8_t*>(out.data)[i] = static_cast<int8_t>(x[i]); break;
-    default: return "unsupported target type";
-  }
-  return "";
-}
-
-std::string CastKernel(const Graph&, const Node&, const std::vector<GTensor>& in,
-                    const std::vector<GTensor>& out, int /*threads*/) {
-  if (in[0].dims != out[0].dims) return Mismatch("Cast", in[0].dims, out[0].dims);
-  const int64_t count = in[0].numel();
-  switch (in[0].dtype) {
-    case kF32: {
-      // float -> integer is undefined in C++ outside the target's range: refuse instead of guessing.
-      const float* x = static_cast<const float*>(in[0].data);
-      if (out[0].dtype != kF32 && out[0].dtype != kBool)
-        for (int64_t i = 0; i < count; ++i)
-          if (!(x[i] > -9.2e18f && x[i] < 9.2e18f)) return "a value out of the integer range";
-      if (out[0].dtype == kI32 || out[0].dtype == kU8 || out[0].dtype == kI8)
-        for (int64_t i = 0; i < count; ++i)
-          if (!(x[i] > -2.1e9f && x[i] < 2.1e9f)) return "a value out of the integer range";
-      return CastFrom(x, out[0], count);
-    }
-    case kI64: return CastFrom(static_cast<const int64_t*>(in[0].data), out[0], count);
-    case kI32: return CastFrom(static_cast<const int32_t*>(in[0].data), out[0], count);
-    case kBool: return CastFrom(static_cast<const bool*>(in[0].data), out[0], count);
-    case kU8: return CastFrom(static_cast<const uint8_t*>(in[0].data), out[0], count);
-    case kI8: return CastFrom(static_cast<const int8_t*>(in[0].data), out[0], count);
-    default: return "unsupported source type";
-  }
-}
-
 std::string SoftmaxKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
                     const std::vector<GTensor>& out, int /*threads*/) {
   const Dims& d = in[0].dims;
@@ -582,6 +544,10 @@ std::string MatMulTransposedB(const Graph&, const Node&, const std::vector<GTens
   return MatMulImpl(in, out, threads, true);
 }
 
+namespace {
+GenericKernel TypedElementwiseFor(const Graph& g, const Node& n);
+}  // namespace
+
 GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why) {
   const std::string& op = n.op;
   auto no = [&](const std::string& w) -> GenericKernel { *why = op + ": " + w; return nullptr; };
@@ -594,6 +560,7 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
   const uint32_t in0 = n.inputs.empty() ? 0 : DtypeOf(g, n.inputs[0]);
   if (n.outputs.size() != 1 || n.outputs[0] < 0) return no("not one output");
   const uint32_t out0 = DtypeOf(g, n.outputs[0]);
+  if (GenericKernel k = TypedElementwiseFor(g, n)) return k;  // issue 27 item 6 (below)
   if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" || op == "Identity")
     return CopyKernel;
   if (op == "Concat") return ConcatKernel;
@@ -631,13 +598,332 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
     if (in0 != kF32 || out0 != kF32) return no("not f32");
     return UnaryKernel;
   }
-  if (op == "Cast") return CastKernel;
+  if (op == "Cast") {  // the typed kernel above takes every cast it computes
+    std::vector<uint32_t> types;
+    for (int v : n.inputs) types.push_back(DtypeOf(g, v));
+    ElemOp cast = ElemOp::kCast;
+    return no(CheckElementwise(cast, types, out0));
+  }
   if (op == "Softmax" || op == "LogSoftmax") {
     if (in0 != kF32 || out0 != kF32) return no("not f32");
     return SoftmaxKernel;
   }
   return no("no shape-generic kernel");
 }
+
+// ---- Typed elementwise ops (issue 27 item 6; generic_ops.h) ---------------------------------------------------------
+
+namespace {
+
+bool IsInt(uint32_t t) { return t == kI64 || t == kI32; }
+
+std::string TypeName(uint32_t t) {
+  switch (t) {
+    case kF32: return "float";
+    case kI64: return "int64";
+    case kI32: return "int32";
+    case kBool: return "bool";
+    case kU8: return "uint8";
+    case kI8: return "int8";
+    default: return "element type " + std::to_string(t);
+  }
+}
+bool IsNumber(uint32_t t) { return t == kF32 || IsInt(t); }
+
+// Calls f with a value of the C type that holds dtype `t` (bool as its byte); false for another type.
+template <typename F>
+bool WithType(uint32_t t, F f) {
+  switch (t) {
+    case kF32: f(float{}); return true;
+    case kI64: f(int64_t{}); return true;
+    case kI32: f(int32_t{}); return true;
+    case kBool: case kU8: f(uint8_t{}); return true;
+    case kI8: f(int8_t{}); return true;
+    default: return false;
+  }
+}
+
+// One element of a Cast from a non-bool type.
+template <typename To, typename From>
+To CastElem(From x) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    // [-2^(bits-1), 2^(bits-1)) is exact in float for 32 and 64 bits; outside it (and NaN) the minimum.
+    const From lo = static_cast<From>(std::numeric_limits<To>::min());
+    if (!(x >= lo && x < -lo)) return std::numeric_limits<To>::min();
+    return static_cast<To>(x);
+  } else if constexpr (std::is_integral_v<From> && std::is_integral_v<To>) {
+    return static_cast<To>(static_cast<std::make_unsigned_t<To>>(x));  // the low bits
+  } else {
+    return static_cast<To>(x);
+  }
+}
+
+template <typename T>
+bool ArithElem(ElemOp op, T a, T b, T* r) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case ElemOp::kAdd: *r = static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); return true;
+      case ElemOp::kSub: *r = static_cast<T>(static_cast<U>(a) - static_cast<U>(b)); return true;
+      case ElemOp::kMul: *r = static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); return true;
+      case ElemOp::kDiv:
+        if (b == 0 || (a == std::numeric_limits<T>::min() && b == static_cast<T>(-1))) return false;
+        *r = static_cast<T>(a / b);  // C++ truncates toward zero, as ONNX Runtime
+        return true;
+      default: return false;
+    }
+  } else {
+    switch (op) {
+      case ElemOp::kAdd: *r = a + b; return true;
+      case ElemOp::kSub: *r = a - b; return true;
+      case ElemOp::kMul: *r = a * b; return true;
+      case ElemOp::kDiv: *r = a / b; return true;
+      default: return false;
+    }
+  }
+}
+
+template <typename T>
+uint8_t CompareElem(ElemOp op, T a, T b) {
+  switch (op) {
+    case ElemOp::kEqual: return a == b;
+    case ElemOp::kLess: return a < b;
+    case ElemOp::kGreater: return a > b;
+    case ElemOp::kLessOrEqual: return a <= b;
+    case ElemOp::kGreaterOrEqual: return a >= b;
+    default: return 0;
+  }
+}
+
+template <typename T>
+T UnaryElem(ElemOp op, T x) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    const T neg = static_cast<T>(U(0) - static_cast<U>(x));
+    if (op == ElemOp::kNeg) return neg;
+    if (op == ElemOp::kAbs) return x < 0 ? neg : x;
+    return x;
+  } else {
+    switch (op) {
+      case ElemOp::kNeg: return -x;
+      case ElemOp::kAbs: return std::fabs(x);
+      case ElemOp::kSin: return std::sin(x);
+      case ElemOp::kCos: return std::cos(x);
+      default: return x;
+    }
+  }
+}
+
+size_t ElemOpInputs(ElemOp op) {
+  const int64_t c = static_cast<int64_t>(op);
+  return c < 10 ? 1 : c < 40 ? 2 : 3;
+}
+
+}  // namespace
+
+bool ElemOpOf(const std::string& op, ElemOp* out) {
+  static const std::map<std::string, ElemOp> m = {
+      {"Cast", ElemOp::kCast}, {"Neg", ElemOp::kNeg}, {"Abs", ElemOp::kAbs}, {"Not", ElemOp::kNot},
+      {"Sin", ElemOp::kSin}, {"Cos", ElemOp::kCos}, {"Add", ElemOp::kAdd}, {"Sub", ElemOp::kSub},
+      {"Mul", ElemOp::kMul}, {"Div", ElemOp::kDiv}, {"Equal", ElemOp::kEqual}, {"Less", ElemOp::kLess},
+      {"Greater", ElemOp::kGreater}, {"LessOrEqual", ElemOp::kLessOrEqual},
+      {"GreaterOrEqual", ElemOp::kGreaterOrEqual}, {"And", ElemOp::kAnd}, {"Or", ElemOp::kOr},
+      {"Xor", ElemOp::kXor}, {"Where", ElemOp::kWhere}};
+  auto it = m.find(op);
+  if (it == m.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+bool ValidElemOp(int64_t code, size_t* inputs) {
+  static const int64_t kCodes[] = {0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 20, 21, 22, 23, 24, 30, 31, 32, 40};
+  if (std::find(std::begin(kCodes), std::end(kCodes), code) == std::end(kCodes)) return false;
+  *inputs = ElemOpInputs(static_cast<ElemOp>(code));
+  return true;
+}
+
+std::string CheckElementwise(ElemOp op, const std::vector<uint32_t>& in, uint32_t out) {
+  size_t arity = 0;
+  if (!ValidElemOp(static_cast<int64_t>(op), &arity)) return "unknown elementwise op";
+  if (in.size() != arity) return "expects " + std::to_string(arity) + " inputs";
+  auto tn = [](uint32_t t) { return TypeName(t); };
+  switch (op) {
+    case ElemOp::kCast: {
+      const uint32_t f = in[0];
+      if (GenericElementSize(f) == 0) return "Cast from " + tn(f) + " is not computed here";
+      if (GenericElementSize(out) == 0) return "Cast to " + tn(out) + " is not computed here";
+      if (f == kF32 && (out == kU8 || out == kI8))
+        return "Cast from float to " + tn(out) + " is not computed here (ONNX Runtime's result outside the range "
+               "depends on its vectorization)";
+      return "";
+    }
+    case ElemOp::kNeg: case ElemOp::kAbs:
+      if (!IsNumber(in[0]) || out != in[0]) return "input and output must be one of float, int64, int32";
+      return "";
+    case ElemOp::kSin: case ElemOp::kCos:
+      if (in[0] != kF32 || out != kF32) return "only float";
+      return "";
+    case ElemOp::kNot:
+      if (in[0] != kBool || out != kBool) return "only bool";
+      return "";
+    case ElemOp::kAdd: case ElemOp::kSub: case ElemOp::kMul: case ElemOp::kDiv:
+      if (!IsNumber(in[0]) || in[1] != in[0] || out != in[0])
+        return "inputs and output must be of one type among float, int64, int32 (here " + tn(in[0]) + ", " +
+               tn(in[1]) + " -> " + tn(out) + ")";
+      return "";
+    case ElemOp::kEqual: case ElemOp::kLess: case ElemOp::kGreater: case ElemOp::kLessOrEqual:
+    case ElemOp::kGreaterOrEqual:
+      if (in[1] != in[0] || out != kBool || !(IsNumber(in[0]) || (op == ElemOp::kEqual && in[0] == kBool)))
+        return "inputs must be of one type among float, int64, int32 (bool for Equal), the output bool";
+      return "";
+    case ElemOp::kAnd: case ElemOp::kOr: case ElemOp::kXor:
+      if (in[0] != kBool || in[1] != kBool || out != kBool) return "only bool";
+      return "";
+    case ElemOp::kWhere:
+      if (in[0] != kBool) return "the condition must be bool";
+      if (GenericElementSize(in[1]) == 0 || in[1] != in[2] || out != in[1])
+        return "the branches and the output must be of one type among float, int64, int32, bool, uint8, int8";
+      return "";
+  }
+  return "unknown elementwise op";
+}
+
+std::string RunElementwise(ElemOp op, const std::vector<GTensor>& in, const GTensor& out, int /*threads*/) {
+  std::vector<uint32_t> types;
+  for (const GTensor& t : in) types.push_back(t.dtype);
+  std::string why = CheckElementwise(op, types, out.dtype);
+  if (!why.empty()) return why;
+  for (const GTensor& t : in)
+    if (!t.data) return "an input is missing";
+  const size_t arity = in.size();
+  if (op == ElemOp::kCast || arity == 1) {
+    if (in[0].dims != out.dims) return Mismatch("elementwise", in[0].dims, out.dims);
+  } else {
+    Dims od = in[0].dims;
+    for (size_t k = 1; k < arity; ++k) {
+      Dims t;
+      if (!BcastDims(od, in[k].dims, &t)) return "input dims " + DimsText(in[k].dims) + " do not broadcast with " + DimsText(od);
+      od = t;
+    }
+    if (od != out.dims) return Mismatch("elementwise", od, out.dims);
+  }
+  const int64_t count = out.numel();
+  if (op == ElemOp::kCast) {
+    const bool from_bool = in[0].dtype == kBool, to_bool = out.dtype == kBool;
+    WithType(in[0].dtype, [&](auto fx) {
+      using F = decltype(fx);
+      WithType(out.dtype, [&](auto tx) {
+        using T = decltype(tx);
+        const F* x = static_cast<const F*>(in[0].data);
+        T* y = static_cast<T*>(out.data);
+        if (to_bool || from_bool)
+          for (int64_t i = 0; i < count; ++i) y[i] = static_cast<T>(x[i] != F(0));
+        else
+          for (int64_t i = 0; i < count; ++i) y[i] = CastElem<T, F>(x[i]);
+      });
+    });
+    return "";
+  }
+  if (arity == 1) {
+    if (op == ElemOp::kNot) {
+      const auto* x = static_cast<const uint8_t*>(in[0].data);
+      auto* y = static_cast<uint8_t*>(out.data);
+      for (int64_t i = 0; i < count; ++i) y[i] = x[i] == 0;
+      return "";
+    }
+    WithType(in[0].dtype, [&](auto tx) {
+      using T = decltype(tx);
+      const T* x = static_cast<const T*>(in[0].data);
+      T* y = static_cast<T*>(out.data);
+      for (int64_t i = 0; i < count; ++i) y[i] = UnaryElem<T>(op, x[i]);
+    });
+    return "";
+  }
+  if (arity == 3) {  // Where
+    Dims s[3];
+    for (size_t k = 0; k < 3; ++k) BcastStrides(in[k].dims, out.dims, &s[k]);
+    WithType(out.dtype, [&](auto tx) {
+      using T = decltype(tx);
+      const auto* c = static_cast<const uint8_t*>(in[0].data);
+      const T* x = static_cast<const T*>(in[1].data);
+      const T* y = static_cast<const T*>(in[2].data);
+      T* z = static_cast<T*>(out.data);
+      ForEachRow(out.dims, s, [&](int64_t o, const int64_t* off, int64_t cnt, const int64_t* is) {
+        for (int64_t i = 0; i < cnt; ++i)
+          z[o + i] = c[off[0] + i * is[0]] != 0 ? x[off[1] + i * is[1]] : y[off[2] + i * is[2]];
+      });
+    });
+    return "";
+  }
+  Dims s[2];
+  BcastStrides(in[0].dims, out.dims, &s[0]);
+  BcastStrides(in[1].dims, out.dims, &s[1]);
+  const int64_t code = static_cast<int64_t>(op);
+  bool ok = true;
+  if (code >= 30) {  // And, Or, Xor on bool bytes
+    const auto* a = static_cast<const uint8_t*>(in[0].data);
+    const auto* b = static_cast<const uint8_t*>(in[1].data);
+    auto* z = static_cast<uint8_t*>(out.data);
+    ForEachRow(out.dims, s, [&](int64_t o, const int64_t* off, int64_t cnt, const int64_t* is) {
+      for (int64_t i = 0; i < cnt; ++i) {
+        const bool x = a[off[0] + i * is[0]] != 0, y = b[off[1] + i * is[1]] != 0;
+        z[o + i] = op == ElemOp::kAnd ? (x && y) : op == ElemOp::kOr ? (x || y) : (x != y);
+      }
+    });
+    return "";
+  }
+  WithType(in[0].dtype, [&](auto tx) {
+    using T = decltype(tx);
+    const T* a = static_cast<const T*>(in[0].data);
+    const T* b = static_cast<const T*>(in[1].data);
+    const bool bool_in = in[0].dtype == kBool;
+    if (code >= 20) {
+      auto* z = static_cast<uint8_t*>(out.data);
+      ForEachRow(out.dims, s, [&](int64_t o, const int64_t* off, int64_t cnt, const int64_t* is) {
+        for (int64_t i = 0; i < cnt; ++i) {
+          T x = a[off[0] + i * is[0]], y = b[off[1] + i * is[1]];
+          if (bool_in) x = x != 0, y = y != 0;
+          z[o + i] = CompareElem<T>(op, x, y);
+        }
+      });
+      return;
+    }
+    T* z = static_cast<T*>(out.data);
+    ForEachRow(out.dims, s, [&](int64_t o, const int64_t* off, int64_t cnt, const int64_t* is) {
+      for (int64_t i = 0; i < cnt; ++i) ok &= ArithElem<T>(op, a[off[0] + i * is[0]], b[off[1] + i * is[1]], &z[o + i]);
+    });
+  });
+  return ok ? "" : "integer division by zero (or the minimum divided by -1)";
+}
+
+namespace {
+
+std::string TypedKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                        int threads) {
+  ElemOp op;
+  if (!ElemOpOf(n.op, &op)) return "not an elementwise op";
+  return RunElementwise(op, in, out[0], threads);
+}
+
+// The typed kernel for the nodes it covers beyond the float ones above: every Cast, Not, Xor, Sin, Cos, and the
+// arithmetic, comparisons and Where of inputs that are not all float (the float ones keep their kernels).
+GenericKernel TypedElementwiseFor(const Graph& g, const Node& n) {
+  ElemOp op;
+  if (!ElemOpOf(n.op, &op) || n.outputs.size() != 1 || n.outputs[0] < 0) return nullptr;
+  std::vector<uint32_t> types;
+  bool all_float = true;
+  for (int v : n.inputs) {
+    if (v < 0) return nullptr;
+    types.push_back(g.v(v).dtype);
+    all_float &= g.v(v).dtype == kF32;
+  }
+  const bool own = op == ElemOp::kCast || op == ElemOp::kNot || op == ElemOp::kXor || op == ElemOp::kSin ||
+                   op == ElemOp::kCos || !all_float;
+  if (!own || !CheckElementwise(op, types, g.v(n.outputs[0]).dtype).empty()) return nullptr;
+  return TypedKernel;
+}
+
+}  // namespace
 
 }  // namespace aotcpu
 }  // namespace epctx

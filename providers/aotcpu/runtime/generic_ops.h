@@ -39,6 +39,36 @@ std::string MatMulTransposedB(const Graph& g, const Node& n, const std::vector<G
 // `why` otherwise.
 GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why);
 
+// ---- Typed elementwise ops (issue 27 item 6) ---------------------------------------------------------------------
+// The integer, bool and cast arithmetic that transformer and TTS graphs do around their float compute (masks, shape
+// and index arithmetic, mean pooling), in one implementation for the static step kTypedEltwise (program version 9,
+// lower/math_int.cc) and the shape-generic kernels here, so both compute the same bits. ONNX Runtime's semantics:
+//   Add/Sub/Mul on integers wrap (two's complement); Div on integers truncates toward zero (a zero divisor, or the
+//   minimum divided by -1, fails the run instead of trapping); comparisons give bool; And/Or/Xor/Not on bool;
+//   Neg/Abs on integers wrap (Neg of the minimum is the minimum); Sin/Cos on float;
+//   Where(cond bool, x, y) of any listed type;
+//   Cast: float -> int64/int32 truncates toward zero, NaN, infinities and values outside the target's range give the
+//   target's minimum (x86's "integer indefinite", what ONNX Runtime's cast instructions give); int64 -> int32/8-bit
+//   keeps the low bits; integers -> float round to nearest; anything -> bool is (x != 0) (NaN is true); bool -> any
+//   is 0/1. Float -> 8-bit integers is refused (ONNX Runtime's result there depends on its vectorization).
+// bool is one byte, read as (byte != 0), written 0/1. Inputs broadcast to the output (numpy, right-aligned).
+enum class ElemOp : int64_t {
+  kCast = 0, kNeg = 1, kAbs = 2, kNot = 3, kSin = 4, kCos = 5,
+  kAdd = 10, kSub = 11, kMul = 12, kDiv = 13,
+  kEqual = 20, kLess = 21, kGreater = 22, kLessOrEqual = 23, kGreaterOrEqual = 24,
+  kAnd = 30, kOr = 31, kXor = 32,
+  kWhere = 40,
+};
+// The op of ONNX op type `op` (Cast, Neg, ..., Where); false for others.
+bool ElemOpOf(const std::string& op, ElemOp* out);
+// Whether `code` is an ElemOp; its operand count (1, 2 or 3).
+bool ValidElemOp(int64_t code, size_t* inputs);
+// "" when `op` computes `out` from inputs of types `in` (ONNX codes), else why.
+std::string CheckElementwise(ElemOp op, const std::vector<uint32_t>& in, uint32_t out);
+// Runs `op` (checked with CheckElementwise) over dense row-major tensors; every input's dims broadcast to out's.
+// "" on success, else why (the output dims, an integer division by zero); `out` may be partly written then.
+std::string RunElementwise(ElemOp op, const std::vector<GTensor>& in, const GTensor& out, int threads);
+
 // Bytes per element of an ONNX dtype this file handles (f32, i64, i32, bool, u8, i8); 0 otherwise.
 size_t GenericElementSize(uint32_t dtype);
 

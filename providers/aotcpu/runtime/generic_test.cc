@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include "providers/aotcpu/ir/test_graph.h"
@@ -160,6 +161,37 @@ TEST(AotCpuGenericOps, BinarySoftmaxAndErrors) {
   Node& n = g.N("Conv", {"a"}, {"y"});
   EXPECT_EQ(FindGenericKernel(g.g, n, &why), nullptr);
   EXPECT_NE(why.find("Conv"), std::string::npos);
+}
+
+// Issue 27 item 6: the typed elementwise kernels (RunElementwise, shared with the static kTypedEltwise step).
+TEST(AotCpuGenericOps, TypedElementwiseInt64BoolAndCasts) {
+  const int64_t mn = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> a = {7, -7, 7, -7, mn, 5}, b = {2, 2, -2, -2, 3, -1}, q(6);
+  ASSERT_EQ(RunKernel("Div", {}, {TI(a, {6}), TI(b, {6})}, {TI(q, {6})}), "");
+  EXPECT_EQ(q, (std::vector<int64_t>{3, -3, -3, 3, mn / 3, -5}));
+  std::vector<int64_t> m1 = {-1};
+  EXPECT_NE(RunKernel("Div", {}, {TI(a, {6}), TI(m1, {1})}, {TI(q, {6})}).find("division by zero"), std::string::npos);
+  ASSERT_EQ(RunKernel("Neg", {}, {TI(a, {6})}, {TI(q, {6})}), "");
+  EXPECT_EQ(q, (std::vector<int64_t>{-7, 7, -7, 7, mn, -5}));
+  // Cast float -> int64: truncation toward zero, NaN and out-of-range values give the minimum (ORT on x86).
+  std::vector<float> f = {-2.7f, 2.7f, std::nanf(""), 1e19f};
+  std::vector<int64_t> fi(4);
+  ASSERT_EQ(RunKernel("Cast", {{"to", IntA(7)}}, {T(f, {4})}, {TI(fi, {4})}), "");
+  EXPECT_EQ(fi, (std::vector<int64_t>{-2, 2, mn, mn}));
+  // Equal -> Not -> Xor, Where on int64 with broadcast.
+  std::vector<uint8_t> eq(6), nt(6), flag = {1, 0, 1}, x(6);
+  std::vector<int64_t> zero = {-7}, w(6);
+  ASSERT_EQ(RunKernel("Equal", {}, {TI(a, {2, 3}), TI(zero, {1})}, {Over(eq, {2, 3}, kBool)}), "");
+  EXPECT_EQ(eq, (std::vector<uint8_t>{0, 1, 0, 1, 0, 0}));
+  ASSERT_EQ(RunKernel("Not", {}, {Over(eq, {2, 3}, kBool)}, {Over(nt, {2, 3}, kBool)}), "");
+  ASSERT_EQ(RunKernel("Xor", {}, {Over(nt, {2, 3}, kBool), Over(flag, {3}, kBool)}, {Over(x, {2, 3}, kBool)}), "");
+  EXPECT_EQ(x, (std::vector<uint8_t>{0, 0, 0, 0, 1, 0}));
+  ASSERT_EQ(RunKernel("Where", {}, {Over(eq, {2, 3}, kBool), TI(b, {2, 3}), TI(zero, {1})}, {TI(w, {2, 3})}), "");
+  EXPECT_EQ(w, (std::vector<int64_t>{-7, 2, -7, -2, -7, -7}));
+  // Refused with a reason: float -> uint8, And of int64.
+  std::vector<uint8_t> u(4);
+  EXPECT_NE(RunKernel("Cast", {{"to", IntA(2)}}, {T(f, {4})}, {Over(u, {4}, kU8)}), "");
+  EXPECT_NE(RunKernel("And", {}, {TI(a, {6}), TI(b, {6})}, {Over(x, {6}, kBool)}), "");
 }
 
 // ---- the generic form of a dynamic graph ---------------------------------------------------------------------------

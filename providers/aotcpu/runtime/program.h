@@ -25,10 +25,11 @@ namespace aotcpu {
 // algorithm (kEltwise or an eltwise post-op: ONNX Mish) and kPad's wrap mode (Pad-19); 6 adds the 8-bit steps
 // (kDynamicQuantize, kDequantize, kMatMulInt8, kConvInt8, kQuantize, kQConv, kMatMulInt8Avx2), kBilinear,
 // kRoundFloat16 and float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
-// converts at its edges and where it casts to float16) (issue 26); 7 adds kConvInt8Avx2; 8 adds kQConvAvx2. The writer stamps the
+// converts at its edges and where it casts to float16) (issue 26); 7 adds kConvInt8Avx2; 8 adds kQConvAvx2; 9 adds
+// kTypedEltwise (issue 27). The writer stamps the
 // lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
 // builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
-inline constexpr uint32_t kProgramVersion = 8;
+inline constexpr uint32_t kProgramVersion = 9;
 inline constexpr size_t kMaxRank = 12;
 // kPad's mode (its first integer parameter).
 enum PadMode : int64_t { kPadConstant = 0, kPadReflect = 1, kPadEdge = 2, kPadWrap = 3 };           // DNNL_MAX_NDIMS
@@ -169,6 +170,13 @@ enum class StepKind : uint32_t {
                          //   add/mul by one value, one per channel or an operand in dst's layout), then + dst zp,
                          //   saturated. Chosen for QDQ convolutions whose weights oneDNN would split (no VNNI).
                          //   Needs AVX2.
+  kTypedEltwise = 32,    // (version 9) ops: src0 [, src1 [, src2]], dst; dense row-major, every src of dst's rank
+                         //   (>= 1) with each dim equal to dst's or 1 (broadcast; a one-src op: equal dims). ints: op
+                         //   (runtime/generic_ops.h ElemOp: 0 Cast, 1 Neg, 2 Abs, 3 Not, 4 Sin, 5 Cos, 10 Add, 11 Sub,
+                         //   12 Mul, 13 Div, 20 Equal, 21 Less, 22 Greater, 23 LessOrEqual, 24 GreaterOrEqual, 30 And,
+                         //   31 Or, 32 Xor, 40 Where), with the element types and semantics listed there (integer
+                         //   arithmetic wraps, Div truncates toward zero and fails the run on a zero divisor, Cast
+                         //   float -> int64/int32 truncates, NaN and out-of-range values give the minimum). Our loop.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
