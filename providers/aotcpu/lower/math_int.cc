@@ -1,9 +1,10 @@
 // The integer, bool and cast elementwise ops around a transformer's float compute (issue 27 item 6): int64
-// arithmetic and comparisons, And/Or/Xor/Not, Where, Neg/Abs of integers, Sin/Cos, Cast between float, int64, int32,
-// bool and 8-bit integers, Shape of a static value. One step kind, kTypedEltwise (program version 9), runs
-// runtime/generic_ops.h's RunElementwise, the same loops the shape-generic kernels run, so a static, a per-shape and
-// a shape-generic partition compute the same bits. The float forms of the shared op types keep their oneDNN
-// lowering (math_eltwise.cc, tensor_view.cc): the dispatchers below pick by element type.
+// arithmetic and comparisons, And/Or/Xor/Not, Where, Neg/Abs of integers, Sin/Cos/Ceil/Floor, Cast between float,
+// int64, int32, bool and 8-bit integers, Shape of a static value; Trilu (step kTrilu: a decoder's causal mask). One
+// step kind, kTypedEltwise (program version 9), runs runtime/generic_ops.h's RunElementwise, the same loops the
+// shape-generic kernels run, so a static, a per-shape and a shape-generic partition compute the same bits. The float
+// forms of the shared op types keep their oneDNN lowering (math_eltwise.cc, tensor_view.cc): the dispatchers below
+// pick by element type.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -182,6 +183,92 @@ CheckResult LowerShape(LowerContext& ctx, int node) {
   s.ops = {w, ctx.DefinePlain(n.outputs[0])};
   s.ints = {0, 1};
   ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+// ---- Trilu ----------------------------------------------------------------------------------------------------------
+
+namespace {
+// k of a Trilu: its constant second input, 0 when absent; false when it is computed at run time or not one int64.
+bool TriluK(const Graph& g, const Node& n, int64_t* k) {
+  *k = 0;
+  if (n.inputs.size() < 2 || n.inputs[1] < 0) return true;
+  std::vector<int64_t> ks;
+  if (g.v(n.inputs[1]).dtype != kI64 || !g.ConstInts(n.inputs[1], &ks) || ks.size() != 1) return false;
+  *k = ks[0];
+  return *k >= -(int64_t{1} << 40) && *k <= (int64_t{1} << 40);
+}
+
+class TriluExec : public StepExec {
+ public:
+  TriluExec(int src, int dst, GTensor shape, bool upper, int64_t k, std::string name)
+      : src_(src), dst_(dst), shape_(std::move(shape)), upper_(upper), k_(k), name_(std::move(name)) {}
+  void Run(RunContext& rc) override {
+    GTensor in = shape_, out = shape_;
+    in.data = rc.ptr(src_);
+    out.data = rc.ptr(dst_);
+    const std::string why = RunTrilu(in, out, upper_, k_);
+    if (!why.empty()) rc.Fail("step '" + name_ + "': " + why);
+  }
+
+ private:
+  int src_, dst_;
+  GTensor shape_;
+  bool upper_;
+  int64_t k_;
+  std::string name_;
+};
+}  // namespace
+
+bool SupportTrilu(const Graph& g, const Node& n, std::string* why) {
+  if (n.inputs.empty() || n.inputs.size() > 2 || n.inputs[0] < 0 || n.outputs.size() != 1 || n.outputs[0] < 0)
+    return Reject(why, "needs an input, an optional k and one output");
+  const Value &x = g.v(n.inputs[0]), &y = g.v(n.outputs[0]);
+  if (!x.has_shape || !y.has_shape) return Reject(why, "shapes must be static");
+  if (x.dtype != y.dtype || GenericElementSize(x.dtype) == 0) return Reject(why, "unsupported element type");
+  if (x.dims != y.dims) return Reject(why, "output shape differs from the input's");
+  if (x.dims.size() < 2 || x.dims.size() > kMaxRank) return Reject(why, "rank below 2 or above " + std::to_string(kMaxRank));
+  if (Numel(x.dims) == 0) return Reject(why, "empty tensor");
+  int64_t k;
+  if (!TriluK(g, n, &k)) return Reject(why, "k is not a constant int64 scalar (within +-2^40)");
+  return true;
+}
+
+CheckResult LowerTrilu(LowerContext& ctx, int node) {
+  const Graph& g = ctx.graph();
+  const Node& n = ctx.node(node);
+  int64_t k;
+  if (!TriluK(g, n, &k)) return ctx.Fail(node, "k is not a constant int64 scalar");
+  Operand src = ctx.UsePlain(n.inputs[0]);
+  if (!IsRowMajor(src)) return ctx.Fail(node, "input is not row-major");
+  Step s;
+  s.kind = StepKind::kTrilu;
+  s.name = StepName(g, n);
+  s.ints = {n.Int("upper", 1) != 0 ? 1 : 0, k};
+  s.ops = {src, ctx.DefinePlain(n.outputs[0])};
+  ctx.Emit(std::move(s));
+  return CheckResult::Ok();
+}
+
+CheckResult BuildTrilu(BuildContext& bc, std::unique_ptr<StepExec>* out) {
+  CheckResult r = bc.ExpectCounts(2, false, 2, 0);
+  if (!r.ok) return r;
+  const Step& s = bc.step();
+  if (!s.post_ops.empty()) return bc.Fail("takes no post-ops");
+  const Operand &src = s.ops[0], &dst = s.ops[1];
+  if (!src.present() || !dst.present() || !IsPlain(src) || !IsPlain(dst)) return bc.Fail("operands must be dense row-major");
+  if (src.dtype != dst.dtype || GenericElementSize(src.dtype) == 0) return bc.Fail("unsupported element types");
+  if (src.dims != dst.dims || src.dims.size() < 2) return bc.Fail("src and dst must have equal dims of rank >= 2");
+  for (int64_t d : src.dims)
+    if (d <= 0) return bc.Fail("empty or negative dims");
+  if ((s.ints[0] != 0 && s.ints[0] != 1) || s.ints[1] < -(int64_t{1} << 40) || s.ints[1] > (int64_t{1} << 40))
+    return bc.Fail("upper must be 0 or 1 and k within +-2^40");
+  dnnl::memory::desc d0, d1;
+  if (!(r = bc.Desc(0, &d0)).ok || !(r = bc.Desc(1, &d1)).ok) return r;
+  GTensor shape;
+  shape.dims = src.dims;
+  shape.dtype = src.dtype;
+  *out = std::make_unique<TriluExec>(bc.Slot(0, d0), bc.Slot(1, d1), shape, s.ints[0] == 1, s.ints[1], s.name);
   return CheckResult::Ok();
 }
 

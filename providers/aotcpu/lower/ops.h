@@ -113,9 +113,11 @@ EPCTX_AOT_OP(Arith)           // Add, Sub, Mul, Div: float -> Binary, int64/int3
 EPCTX_AOT_OP(CompareAny)      // Equal, Less, ...: float -> Compare, int64/int32/bool -> typed
 EPCTX_AOT_OP(UnaryAny)        // Neg, Abs: float -> Unary, int64/int32 -> typed
 EPCTX_AOT_OP(Cast)            // views and int -> float reorders (tensor_view.cc), the rest typed
-EPCTX_AOT_OP(Elementwise)     // Where, Not, And, Or, Xor, Sin, Cos
+EPCTX_AOT_OP(Elementwise)     // Where, Not, And, Or, Xor, Sin, Cos, Ceil, Floor
+EPCTX_AOT_OP(Trilu)           // a constant k
 EPCTX_AOT_OP(Shape)           // Shape of a static value (constant folding normally computes it first)
 EPCTX_AOT_STEP(TypedEltwise)
+EPCTX_AOT_STEP(Trilu)
 
 // runtime/executor.cc
 EPCTX_AOT_STEP(Reorder)

@@ -80,6 +80,9 @@ const OpEntry kOps[] = {
     {"Xor", SupportElementwise, LowerElementwise},
     {"Sin", SupportElementwise, LowerElementwise},
     {"Cos", SupportElementwise, LowerElementwise},
+    {"Ceil", SupportElementwise, LowerElementwise},
+    {"Floor", SupportElementwise, LowerElementwise},
+    {"Trilu", SupportTrilu, LowerTrilu},
     {"Shape", SupportShape, LowerShape},
     {"ReduceL2", SupportReduce, LowerReduce},
     {"ReduceSumSquare", SupportReduce, LowerReduce},
@@ -106,6 +109,7 @@ const StepEntry kSteps[] = {
     {StepKind::kQuantize, BuildQuantize}, {StepKind::kQConv, BuildQConv},
     {StepKind::kMatMulInt8Avx2, BuildMatMulInt8Avx2}, {StepKind::kConvInt8Avx2, BuildConvInt8Avx2},
     {StepKind::kQConvAvx2, BuildQConvAvx2}, {StepKind::kTypedEltwise, BuildTypedEltwise},
+    {StepKind::kTrilu, BuildTrilu},
 };
 
 }  // namespace

@@ -434,7 +434,7 @@ int DstOperand(const Step& s) {
     case StepKind::kReorder: case StepKind::kPool: case StepKind::kEltwise: case StepKind::kSoftmax:
     case StepKind::kReduction: case StepKind::kResample: case StepKind::kErf: case StepKind::kPad:
     case StepKind::kStridedCopy: case StepKind::kDynamicQuantize: case StepKind::kDequantize:
-    case StepKind::kBilinear: case StepKind::kRoundFloat16: case StepKind::kQuantize:
+    case StepKind::kBilinear: case StepKind::kRoundFloat16: case StepKind::kQuantize: case StepKind::kTrilu:
       return 1;
     case StepKind::kBinary: case StepKind::kGather: case StepKind::kMaskedSoftmax: case StepKind::kMatMulInt8:
     case StepKind::kMatMulInt8Avx2:

@@ -546,6 +546,8 @@ std::string MatMulTransposedB(const Graph&, const Node&, const std::vector<GTens
 
 namespace {
 GenericKernel TypedElementwiseFor(const Graph& g, const Node& n);
+std::string TriluKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                        int threads);
 }  // namespace
 
 GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why) {
@@ -561,6 +563,11 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
   if (n.outputs.size() != 1 || n.outputs[0] < 0) return no("not one output");
   const uint32_t out0 = DtypeOf(g, n.outputs[0]);
   if (GenericKernel k = TypedElementwiseFor(g, n)) return k;  // issue 27 item 6 (below)
+  if (op == "Trilu") {
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0 && DtypeOf(g, n.inputs[1]) != kI64) return no("k is not int64");
+    if (in0 != out0) return no("element types");
+    return TriluKernel;
+  }
   if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" || op == "Identity")
     return CopyKernel;
   if (op == "Concat") return ConcatKernel;
@@ -709,6 +716,8 @@ T UnaryElem(ElemOp op, T x) {
       case ElemOp::kAbs: return std::fabs(x);
       case ElemOp::kSin: return std::sin(x);
       case ElemOp::kCos: return std::cos(x);
+      case ElemOp::kCeil: return std::ceil(x);
+      case ElemOp::kFloor: return std::floor(x);
       default: return x;
     }
   }
@@ -724,7 +733,8 @@ size_t ElemOpInputs(ElemOp op) {
 bool ElemOpOf(const std::string& op, ElemOp* out) {
   static const std::map<std::string, ElemOp> m = {
       {"Cast", ElemOp::kCast}, {"Neg", ElemOp::kNeg}, {"Abs", ElemOp::kAbs}, {"Not", ElemOp::kNot},
-      {"Sin", ElemOp::kSin}, {"Cos", ElemOp::kCos}, {"Add", ElemOp::kAdd}, {"Sub", ElemOp::kSub},
+      {"Sin", ElemOp::kSin}, {"Cos", ElemOp::kCos}, {"Ceil", ElemOp::kCeil}, {"Floor", ElemOp::kFloor},
+      {"Add", ElemOp::kAdd}, {"Sub", ElemOp::kSub},
       {"Mul", ElemOp::kMul}, {"Div", ElemOp::kDiv}, {"Equal", ElemOp::kEqual}, {"Less", ElemOp::kLess},
       {"Greater", ElemOp::kGreater}, {"LessOrEqual", ElemOp::kLessOrEqual},
       {"GreaterOrEqual", ElemOp::kGreaterOrEqual}, {"And", ElemOp::kAnd}, {"Or", ElemOp::kOr},
@@ -736,7 +746,7 @@ bool ElemOpOf(const std::string& op, ElemOp* out) {
 }
 
 bool ValidElemOp(int64_t code, size_t* inputs) {
-  static const int64_t kCodes[] = {0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 20, 21, 22, 23, 24, 30, 31, 32, 40};
+  static const int64_t kCodes[] = {0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 20, 21, 22, 23, 24, 30, 31, 32, 40};
   if (std::find(std::begin(kCodes), std::end(kCodes), code) == std::end(kCodes)) return false;
   *inputs = ElemOpInputs(static_cast<ElemOp>(code));
   return true;
@@ -760,7 +770,7 @@ std::string CheckElementwise(ElemOp op, const std::vector<uint32_t>& in, uint32_
     case ElemOp::kNeg: case ElemOp::kAbs:
       if (!IsNumber(in[0]) || out != in[0]) return "input and output must be one of float, int64, int32";
       return "";
-    case ElemOp::kSin: case ElemOp::kCos:
+    case ElemOp::kSin: case ElemOp::kCos: case ElemOp::kCeil: case ElemOp::kFloor:
       if (in[0] != kF32 || out != kF32) return "only float";
       return "";
     case ElemOp::kNot:
@@ -896,7 +906,42 @@ std::string RunElementwise(ElemOp op, const std::vector<GTensor>& in, const GTen
   return ok ? "" : "integer division by zero (or the minimum divided by -1)";
 }
 
+std::string RunTrilu(const GTensor& in, const GTensor& out, bool upper, int64_t k) {
+  if (in.dims != out.dims) return Mismatch("Trilu", in.dims, out.dims);
+  if (in.dims.size() < 2) return "Trilu needs rank >= 2";
+  if (in.dtype != out.dtype || GenericElementSize(in.dtype) == 0) return "Trilu: unsupported element types";
+  const size_t es = GenericElementSize(in.dtype);
+  const int64_t rows = in.dims[in.dims.size() - 2], cols = in.dims.back();
+  const int64_t mats = rows * cols == 0 ? 0 : in.numel() / (rows * cols);
+  const auto* x = static_cast<const unsigned char*>(in.data);
+  auto* y = static_cast<unsigned char*>(out.data);
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t at = (m * rows + i) * cols;
+      // Kept columns: upper [max(0, i + k), cols), lower [0, min(cols, i + k + 1)); k is bounded by the caller.
+      const int64_t lo = upper ? std::min(cols, std::max<int64_t>(0, i + k)) : 0;
+      const int64_t hi = upper ? cols : std::max<int64_t>(0, std::min(cols, i + k + 1));
+      std::memset(y + at * static_cast<int64_t>(es), 0, static_cast<size_t>(cols) * es);
+      if (hi > lo)
+        std::memcpy(y + (at + lo) * static_cast<int64_t>(es), x + (at + lo) * static_cast<int64_t>(es),
+                    static_cast<size_t>(hi - lo) * es);
+    }
+  return "";
+}
+
 namespace {
+
+std::string TriluKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                        int /*threads*/) {
+  int64_t k = 0;
+  if (in.size() > 1 && in[1].data) {
+    std::vector<int64_t> ks;
+    if (!ReadInts(in[1], &ks) || ks.size() != 1) return "k is not one integer";
+    k = ks[0];
+  }
+  if (k < -(int64_t{1} << 40) || k > (int64_t{1} << 40)) return "k out of range";
+  return RunTrilu(in[0], out[0], n.Int("upper", 1) != 0, k);
+}
 
 std::string TypedKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
                         int threads) {
@@ -918,7 +963,7 @@ GenericKernel TypedElementwiseFor(const Graph& g, const Node& n) {
     all_float &= g.v(v).dtype == kF32;
   }
   const bool own = op == ElemOp::kCast || op == ElemOp::kNot || op == ElemOp::kXor || op == ElemOp::kSin ||
-                   op == ElemOp::kCos || !all_float;
+                   op == ElemOp::kCos || op == ElemOp::kCeil || op == ElemOp::kFloor || !all_float;
   if (!own || !CheckElementwise(op, types, g.v(n.outputs[0]).dtype).empty()) return nullptr;
   return TypedKernel;
 }

@@ -45,7 +45,7 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
 // lower/math_int.cc) and the shape-generic kernels here, so both compute the same bits. ONNX Runtime's semantics:
 //   Add/Sub/Mul on integers wrap (two's complement); Div on integers truncates toward zero (a zero divisor, or the
 //   minimum divided by -1, fails the run instead of trapping); comparisons give bool; And/Or/Xor/Not on bool;
-//   Neg/Abs on integers wrap (Neg of the minimum is the minimum); Sin/Cos on float;
+//   Neg/Abs on integers wrap (Neg of the minimum is the minimum); Sin/Cos/Ceil/Floor on float;
 //   Where(cond bool, x, y) of any listed type;
 //   Cast: float -> int64/int32 truncates toward zero, NaN, infinities and values outside the target's range give the
 //   target's minimum (x86's "integer indefinite", what ONNX Runtime's cast instructions give); int64 -> int32/8-bit
@@ -53,7 +53,7 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
 //   is 0/1. Float -> 8-bit integers is refused (ONNX Runtime's result there depends on its vectorization).
 // bool is one byte, read as (byte != 0), written 0/1. Inputs broadcast to the output (numpy, right-aligned).
 enum class ElemOp : int64_t {
-  kCast = 0, kNeg = 1, kAbs = 2, kNot = 3, kSin = 4, kCos = 5,
+  kCast = 0, kNeg = 1, kAbs = 2, kNot = 3, kSin = 4, kCos = 5, kCeil = 6, kFloor = 7,
   kAdd = 10, kSub = 11, kMul = 12, kDiv = 13,
   kEqual = 20, kLess = 21, kGreater = 22, kLessOrEqual = 23, kGreaterOrEqual = 24,
   kAnd = 30, kOr = 31, kXor = 32,
@@ -68,6 +68,11 @@ std::string CheckElementwise(ElemOp op, const std::vector<uint32_t>& in, uint32_
 // Runs `op` (checked with CheckElementwise) over dense row-major tensors; every input's dims broadcast to out's.
 // "" on success, else why (the output dims, an integer division by zero); `out` may be partly written then.
 std::string RunElementwise(ElemOp op, const std::vector<GTensor>& in, const GTensor& out, int threads);
+
+// Trilu (ONNX, issue 27 item 6): out = in with the elements outside the kept triangle of each matrix (the last two
+// dims) set to zero: upper keeps column - row >= k, lower keeps column - row <= k. Any element type above (bytes
+// copied or zeroed); in and out of equal dims, rank >= 2. "" or why.
+std::string RunTrilu(const GTensor& in, const GTensor& out, bool upper, int64_t k);
 
 // Bytes per element of an ONNX dtype this file handles (f32, i64, i32, bool, u8, i8); 0 otherwise.
 size_t GenericElementSize(uint32_t dtype);

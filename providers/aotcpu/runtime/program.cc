@@ -17,9 +17,9 @@ constexpr char kMagic[8] = {'A', 'O', 'T', 'P', 'R', 'G', '1', '\0'};
 constexpr uint32_t kMaxIo = 4096;
 constexpr uint32_t kMaxSteps = 1u << 20;
 constexpr uint32_t kMaxName = 1u << 16;
-constexpr uint32_t kMaxKind = 32;
+constexpr uint32_t kMaxKind = 33;
 // The newest step kind of each program version (index = version).
-constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20, 20, 29, 30, 31, 32};
+constexpr uint32_t kMaxKindOfVersion[] = {0, 16, 17, 20, 20, 20, 29, 30, 31, 33};
 static_assert(sizeof(kMaxKindOfVersion) / sizeof(kMaxKindOfVersion[0]) == kProgramVersion + 1);
 
 using record_io::Reader;
@@ -95,7 +95,7 @@ const char* StepKindName(uint32_t kind) {
                                        "BatchNorm", "MaskedSoftmax", "Pad", "Lstm", "StridedCopy",
                                        "DynamicQuantize", "Dequantize", "MatMulInt8", "ConvInt8", "Bilinear", "RoundFloat16",
                                        "Quantize", "QConv", "MatMulInt8Avx2", "ConvInt8Avx2",
-                                       "QConvAvx2", "TypedEltwise"};
+                                       "QConvAvx2", "TypedEltwise", "Trilu"};
   return kind <= kMaxKind ? kNames[kind] : "unknown";
 }
 

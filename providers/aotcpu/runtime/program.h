@@ -26,7 +26,7 @@ namespace aotcpu {
 // (kDynamicQuantize, kDequantize, kMatMulInt8, kConvInt8, kQuantize, kQConv, kMatMulInt8Avx2), kBilinear,
 // kRoundFloat16 and float16 (dtype 10) operands and fused inputs/outputs (a float16 graph computed in float32
 // converts at its edges and where it casts to float16) (issue 26); 7 adds kConvInt8Avx2; 8 adds kQConvAvx2; 9 adds
-// kTypedEltwise (issue 27). The writer stamps the
+// kTypedEltwise and kTrilu (issue 27). The writer stamps the
 // lowest version that holds the program's step kinds (a program without the newer kinds stays readable by older
 // builds); readers accept 1..kProgramVersion and refuse a step kind newer than the stamped version.
 inline constexpr uint32_t kProgramVersion = 9;
@@ -177,6 +177,10 @@ enum class StepKind : uint32_t {
                          //   31 Or, 32 Xor, 40 Where), with the element types and semantics listed there (integer
                          //   arithmetic wraps, Div truncates toward zero and fails the run on a zero divisor, Cast
                          //   float -> int64/int32 truncates, NaN and out-of-range values give the minimum). Our loop.
+                         //   Version 9 also: 6 Ceil, 7 Floor (float).
+  kTrilu = 33,           // (version 9) ops: src, dst; dense row-major, equal dims of rank >= 2, one element type.
+                         //   ints: upper (0/1), k (|k| <= 2^40). ONNX Trilu: each matrix (last two dims) keeps the
+                         //   elements with column - row >= k (upper) or <= k (lower), the others are zero.
 };
 const char* StepKindName(uint32_t kind);  // "Reorder", ..., "unknown"
 
