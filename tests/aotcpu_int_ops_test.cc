@@ -314,5 +314,55 @@ TEST_F(AotCpuIntOps, ReduceL2WithKeepdimsAndAxes) {
   CheckJitAndFromContext(path, dir, 1, check);
 }
 
+TEST_F(AotCpuIntOps, TriluAndFloatRoundingAndTrig) {
+  // A decoder's causal mask: Trilu(upper, k 1) of a float matrix stack, Trilu(lower, k -1) of int64; Sin, Cos,
+  // Floor and Ceil of float (our loops: std::sin etc., as the references here).
+  onnx::ModelProto m = NewModel("trilu");
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "X", {2, 3, 4}, kF32);
+  AddTensorValueInfo(g->add_input(), "I", {3, 3}, kI64);
+  AddTensorValueInfo(g->add_output(), "up", {2, 3, 4}, kF32);
+  AddTensorValueInfo(g->add_output(), "lo", {3, 3}, kI64);
+  for (const char* y : {"sin", "cos", "floor", "ceil"}) AddTensorValueInfo(g->add_output(), y, {2, 3, 4}, kF32);
+  AddInt64s(g, "k1", {}, {1});
+  AddInt64s(g, "km1", {}, {-1});
+  SetInt(AddNode(g, "Trilu", "t0", {"X", "k1"}, "up"), "upper", 1);
+  SetInt(AddNode(g, "Trilu", "t1", {"I", "km1"}, "lo"), "upper", 0);
+  AddNode(g, "Sin", "s", {"X"}, "sin");
+  AddNode(g, "Cos", "c", {"X"}, "cos");
+  AddNode(g, "Floor", "f", {"X"}, "floor");
+  AddNode(g, "Ceil", "e", {"X"}, "ceil");
+  TempDir dir;
+  const std::string path = dir / "model.onnx";
+  WriteFile(path, Serialize(m));
+  std::vector<float> x(24);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.7f * static_cast<float>(i) - 8.3f;
+  std::vector<int64_t> iv = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<int64_t> xd = {2, 3, 4}, id = {3, 3};
+  auto check = [&](Session& s, const std::string& what) {
+    std::vector<Value> in;
+    in.push_back(Tensor(ElementType::FLOAT, x, xd));
+    in.push_back(Tensor(ElementType::INT64, iv, id));
+    std::vector<Value> out = s.Run({"X", "I"}, in, {"up", "lo", "sin", "cos", "floor", "ceil"});
+    ASSERT_EQ(out.size(), 6u) << what;
+    std::vector<float> up, sn, cs, fl, ce;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(i / 4 % 3), c = static_cast<int64_t>(i % 4);
+      up.push_back(c - r >= 1 ? x[i] : 0.f);
+      sn.push_back(std::sin(x[i]));
+      cs.push_back(std::cos(x[i]));
+      fl.push_back(std::floor(x[i]));
+      ce.push_back(std::ceil(x[i]));
+    }
+    EXPECT_EQ(Read<float>(out[0]), up) << what;
+    EXPECT_EQ(Read<int64_t>(out[1]), (std::vector<int64_t>{0, 0, 0, 4, 0, 0, 7, 8, 0})) << what;
+    EXPECT_EQ(Read<float>(out[2]), sn) << what;
+    EXPECT_EQ(Read<float>(out[3]), cs) << what;
+    EXPECT_EQ(Read<float>(out[4]), fl) << what;
+    EXPECT_EQ(Read<float>(out[5]), ce) << what;
+  };
+  CheckJitAndFromContext(path, dir, 1, check);
+}
+
 }  // namespace
 }  // namespace epctx

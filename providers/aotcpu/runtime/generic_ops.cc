@@ -548,6 +548,8 @@ namespace {
 GenericKernel TypedElementwiseFor(const Graph& g, const Node& n);
 std::string TriluKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
                         int threads);
+std::string ReduceL2Kernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                           int threads);
 }  // namespace
 
 GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why) {
@@ -563,6 +565,11 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
   if (n.outputs.size() != 1 || n.outputs[0] < 0) return no("not one output");
   const uint32_t out0 = DtypeOf(g, n.outputs[0]);
   if (GenericKernel k = TypedElementwiseFor(g, n)) return k;  // issue 27 item 6 (below)
+  if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    if (in0 != kF32 || out0 != kF32) return no("not f32");
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0 && DtypeOf(g, n.inputs[1]) != kI64) return no("axes not int64");
+    return ReduceL2Kernel;
+  }
   if (op == "Trilu") {
     if (n.inputs.size() > 1 && n.inputs[1] >= 0 && DtypeOf(g, n.inputs[1]) != kI64) return no("k is not int64");
     if (in0 != out0) return no("element types");
@@ -930,6 +937,52 @@ std::string RunTrilu(const GTensor& in, const GTensor& out, bool upper, int64_t 
 }
 
 namespace {
+
+// ReduceL2 / ReduceSumSquare over f32 (axes from the attribute, or from opset 18 a constant or run-time input; none:
+// every axis unless noop_with_empty_axes), summed in index order in double, then rounded once.
+std::string ReduceL2Kernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                           const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& d = in[0].dims;
+  const int64_t r = static_cast<int64_t>(d.size());
+  std::vector<int64_t> axes;
+  if (n.opset >= 18) {
+    if (in.size() > 1 && in[1].data && !ReadInts(in[1], &axes)) return "axes unreadable";
+  } else {
+    axes = n.Ints("axes");
+  }
+  std::vector<bool> red(d.size(), false);
+  if (axes.empty() && !(n.opset >= 18 && n.Int("noop_with_empty_axes", 0) != 0)) red.assign(d.size(), true);
+  for (int64_t a : axes) {
+    if (a < -r || a >= r) return "axis " + std::to_string(a) + " out of range for rank " + std::to_string(r);
+    if (a < 0) a += r;
+    if (red[static_cast<size_t>(a)]) return "repeated axis";
+    red[static_cast<size_t>(a)] = true;
+  }
+  const bool keep = n.Int("keepdims", 1) != 0;
+  Dims od, kd = d;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (red[i]) kd[i] = 1;
+    if (!red[i] || keep) od.push_back(red[i] ? 1 : d[i]);
+  }
+  if (od != out[0].dims) return Mismatch(n.op.c_str(), od, out[0].dims);
+  const int64_t count = out[0].numel();
+  std::vector<double> acc(static_cast<size_t>(count), 0.0);
+  Dims s[1];
+  BcastStrides(kd, d, &s[0]);  // the input read in order, each element's output index by kd's strides
+  const float* x = static_cast<const float*>(in[0].data);
+  int64_t at = 0;
+  ForEachRow(d, s, [&](int64_t, const int64_t* off, int64_t cnt, const int64_t* is) {
+    for (int64_t i = 0; i < cnt; ++i, ++at) {
+      const double v = x[at];
+      acc[static_cast<size_t>(off[0] + i * is[0])] += v * v;
+    }
+  });
+  float* y = static_cast<float*>(out[0].data);
+  const bool root = n.op == "ReduceL2";
+  for (int64_t i = 0; i < count; ++i)
+    y[i] = static_cast<float>(root ? std::sqrt(acc[static_cast<size_t>(i)]) : acc[static_cast<size_t>(i)]);
+  return "";
+}
 
 std::string TriluKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
                         int /*threads*/) {

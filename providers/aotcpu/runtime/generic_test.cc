@@ -192,6 +192,18 @@ TEST(AotCpuGenericOps, TypedElementwiseInt64BoolAndCasts) {
   std::vector<uint8_t> u(4);
   EXPECT_NE(RunKernel("Cast", {{"to", IntA(2)}}, {T(f, {4})}, {Over(u, {4}, kU8)}), "");
   EXPECT_NE(RunKernel("And", {}, {TI(a, {6}), TI(b, {6})}, {Over(x, {6}, kBool)}), "");
+  // Trilu (upper, k 1) of [2, 3]; ReduceL2 over axis 1 of [2, 3] with keepdims 0 and 1.
+  std::vector<float> m = {1, 2, 3, 4, 5, 6}, tu(6), l0(2), l1(2);
+  std::vector<int64_t> one = {1};
+  ASSERT_EQ(RunKernel("Trilu", {{"upper", IntA(1)}}, {T(m, {2, 3}), TI(one, {})}, {T(tu, {2, 3})}), "");
+  EXPECT_EQ(tu, (std::vector<float>{0, 2, 3, 0, 0, 6}));
+  ASSERT_EQ(RunKernel("ReduceL2", {{"axes", IntsA({1})}, {"keepdims", IntA(0)}}, {T(m, {2, 3})}, {T(l0, {2})}), "");
+  ASSERT_EQ(RunKernel("ReduceL2", {{"axes", IntsA({-1})}}, {T(m, {2, 3})}, {T(l1, {2, 1})}), "");
+  for (std::vector<float>* l : {&l0, &l1}) {
+    EXPECT_FLOAT_EQ((*l)[0], std::sqrt(14.f));
+    EXPECT_FLOAT_EQ((*l)[1], std::sqrt(77.f));
+  }
+  EXPECT_NE(RunKernel("ReduceL2", {{"axes", IntsA({1})}}, {T(m, {2, 3})}, {T(l0, {2})}), "");  // keepdims 1: [2, 1]
 }
 
 // ---- the generic form of a dynamic graph ---------------------------------------------------------------------------
