@@ -1,5 +1,5 @@
 // AotCpu lowerings of the ops real models needed (Pad, Split, Slice of inner rows, ReduceMax/Min/Sum/Mean with axes
-// inputs, Clip with run-time bounds, same-type Cast, Softmax before opset 13): each small model must be claimed whole
+// inputs, Clip with run-time bounds, Cast, Softmax before opset 13): each small model must be claimed whole
 // (one partition, no node left on the CPU EP) and its outputs must match the CPU EP's, in a JIT session and in
 // sessions loaded from the _ctx.onnx it wrote (embed mode 0 and 1). Attribute values the lowerings do not
 // reproduce must leave the node on the CPU EP (and the outputs must still match). The runtime reads opsets up to 17,
@@ -419,8 +419,9 @@ TEST_F(AotCpuOps, ClipWithRunTimeBoundsMatchesTheCpuEp) {
   }
 }
 
-// A Cast to another type changes values (rounding, saturation): it is not a view and stays on the CPU EP.
-TEST_F(AotCpuOps, CastToAnotherTypeStaysOnTheCpuEp) {
+// A Cast to another type changes values (float -> int32 truncates toward zero): not a view but a kTypedEltwise step
+// (issue 27, lower/math_int.cc), claimed and equal to the CPU EP's.
+TEST_F(AotCpuOps, CastToAnotherTypeTruncatesAsTheCpuEp) {
   onnx::ModelProto m = NewModel("cast", 13);
   auto* g = m.mutable_graph();
   AddInput(g, "X", {2, 3});
@@ -429,7 +430,7 @@ TEST_F(AotCpuOps, CastToAnotherTypeStaysOnTheCpuEp) {
   IntAttr(c1, "to", onnx::TensorProto::INT32);
   auto* c2 = Node(g, "Cast", {"i"}, {"Y"});
   IntAttr(c2, "to", onnx::TensorProto::FLOAT);
-  Check(m, {{"X", {2, 3}, Values({2, 3}, 19)}}, false);
+  Check(m, {{"X", {2, 3}, Values({2, 3}, 19)}}, true);
 }
 
 // A same-type Cast is a zero-copy view: claimed inside a partition that computes, but a group of only views (a lone
@@ -560,9 +561,9 @@ TEST_F(AotCpuOps, LstmMatchesTheCpuEp) {
 
 // ---- partitions that pay (providers/aotcpu/capability/partition_cost.h) ----
 
-// X [1, 16, 32, 32] -> Sin -> Conv 3x3 (16 -> 16) -> Relu -> Sin -> Relu -> Sin -> Y. Sin is left on the CPU EP (not
-// compiled by AotCpu), so the claimable nodes form two islands: the Conv + Relu (2.4 M multiply-adds: it pays) and the
-// lone Relu after the second Sin (16 K floats in and out: its partition would cost more than it saves).
+// X [1, 16, 32, 32] -> Sinh -> Conv 3x3 (16 -> 16) -> Relu -> Sinh -> Relu -> Sinh -> Y. Sinh is left on the CPU EP
+// (not compiled by AotCpu), so the claimable nodes form two islands: the Conv + Relu (2.4 M multiply-adds: it pays) and the
+// lone Relu after the second Sinh (16 K floats in and out: its partition would cost more than it saves).
 onnx::ModelProto IslandsModel() {
   onnx::ModelProto m = NewModel("islands", 13);
   auto* g = m.mutable_graph();
@@ -572,12 +573,12 @@ onnx::ModelProto IslandsModel() {
   std::vector<float> w = Values({16, 16, 3, 3}, 59);
   for (float& v : w) v *= 0.05f;
   AddFloats(g, "W", {16, 16, 3, 3}, w);
-  Node(g, "Sin", {"X"}, {"s1"});
+  Node(g, "Sinh", {"X"}, {"s1"});
   IntsAttr(Node(g, "Conv", {"s1", "W"}, {"c"}), "pads", {1, 1, 1, 1});
   Node(g, "Relu", {"c"}, {"r1"});
-  Node(g, "Sin", {"r1"}, {"s2"});
+  Node(g, "Sinh", {"r1"}, {"s2"});
   Node(g, "Relu", {"s2"}, {"r2"});
-  Node(g, "Sin", {"r2"}, {"Y"});
+  Node(g, "Sinh", {"r2"}, {"Y"});
   return m;
 }
 
@@ -614,7 +615,7 @@ TEST_F(AotCpuIslands, AHeavyConvIslandIsClaimedALoneReluIsLeftOnTheCpuEp) {
       << report;
 }
 
-// The _ctx.onnx holds only the claimed partition: one EPContext node, the lone Relu a plain node beside the Sins; its
+// The _ctx.onnx holds only the claimed partition: one EPContext node, the lone Relu a plain node beside the Sinhs; its
 // metadata lists the Relu with the rule's reason; JIT, generating and loaded sessions all match the CPU EP.
 TEST_F(AotCpuIslands, TheContextModelHoldsOnlyClaimedPartitions) {
   TempDir dir;
@@ -640,7 +641,7 @@ TEST_F(AotCpuIslands, TheContextModelHoldsOnlyClaimedPartitions) {
     const onnx::ModelProto proto = epctx::testing::LoadProto(ctx);
     std::vector<std::string> ops;
     for (const auto& n : proto.graph().node()) ops.push_back(n.op_type());
-    EXPECT_EQ(ops, (std::vector<std::string>{"Sin", "EPContext", "Sin", "Relu", "Sin"}));
+    EXPECT_EQ(ops, (std::vector<std::string>{"Sinh", "EPContext", "Sinh", "Relu", "Sinh"}));
     std::string left;
     for (const auto& kv : proto.metadata_props())
       if (kv.key() == "epctx.left_on_cpu") left = kv.value();

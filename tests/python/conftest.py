@@ -28,9 +28,9 @@ def vi(name, dtype, shape):
 
 def mlp_model(seed=0, with_cpu_tail=False):
     """x[8,64] -> MatMul W1 -> Add b1 -> Relu -> MatMul W2 -> y[8,32]: one AotCpu partition. With with_cpu_tail, a
-    Where(Greater(y, zero), A, zero) with a 1 KiB initializer A and a 4-byte one, zero, follows: AotCpu claims the
-    Greater but not the Where, so A and zero stay initializers of the compiled model (what initializer handlers and
-    external initializer files see)."""
+    PRelu(Mod(y, A, fmod=1), zero) with a 1 KiB initializer A and a 4-byte one, zero, follows: AotCpu compiles neither
+    op, so A and zero stay initializers of the compiled model (what initializer handlers and external initializer
+    files see). (It was Where(Greater(y, zero), A, zero) until AotCpu compiled Where, issue 27.)"""
     rng = np.random.default_rng(seed)
     w1 = rng.standard_normal((64, 128)).astype(np.float32) * 0.1
     b1 = rng.standard_normal((128,)).astype(np.float32) * 0.1
@@ -43,8 +43,8 @@ def mlp_model(seed=0, with_cpu_tail=False):
         a = rng.standard_normal((8, 32)).astype(np.float32)
         zero = np.zeros((1,), np.float32)
         inits += [numpy_helper.from_array(a, "A"), numpy_helper.from_array(zero, "zero")]
-        nodes += [helper.make_node("Greater", ["y", "zero"], ["pos"]),
-                  helper.make_node("Where", ["pos", "A", "zero"], ["z"])]
+        nodes += [helper.make_node("Mod", ["y", "A"], ["m"], fmod=1),
+                  helper.make_node("PRelu", ["m", "zero"], ["z"])]
         out = "z"
     return make_model(nodes, [vi("x", TensorProto.FLOAT, [8, 64])], [vi(out, TensorProto.FLOAT, [8, 32])], inits)
 
@@ -54,7 +54,8 @@ def mlp_reference(model, x):
     w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     y = np.maximum(x @ w["W1"] + w["b1"], 0) @ w["W2"]
     if "A" in w:
-        y = np.where(y > 0, w["A"], w["zero"])
+        m = np.fmod(y, w["A"])
+        y = np.where(m > 0, m, m * w["zero"])
     return y
 
 

@@ -22,7 +22,7 @@ from conftest import AOT, assert_outputs_close, decoder_feeds, mlp_model, mlp_re
 # the file to hold the bytes yet (it checks the byte size and the path rules).
 def test_compile_from_file_to_stream_with_initializer_handler(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    model = mlp_model(seed=5, with_cpu_tail=True)  # AotCpu takes the MLP; a Where with initializer A stays on CPU
+    model = mlp_model(seed=5, with_cpu_tail=True)  # AotCpu takes the MLP; a Mod with initializer A stays on CPU
     onnx.save(model, "input_model.onnx")
     handled = []
 
@@ -88,13 +88,13 @@ def test_compile_from_file_to_stream_with_initializer_handler(tmp_path, monkeypa
     assert os.path.exists(output_model_path) == True
     # ---- end of the example ----
 
-    # A (1 KiB, on the CPU EP's Where) went to output_model.bin; "zero" (4 bytes) stayed inline; the MLP's weights
+    # A (1 KiB, on the CPU EP's Mod) went to output_model.bin; "zero" (4 bytes) stayed inline; the MLP's weights
     # are in the embedded context (no initializer of the output model).
     assert sorted(n for n, _ in handled) == ["A", "zero"] and all(e is None for _, e in handled)
     assert os.path.getsize(output_initializer_file_path) == 8 * 32 * 4
     out = onnx.load(output_model_path, load_external_data=False)
     ops = [n.op_type for n in out.graph.node]
-    assert "EPContext" in ops and "Where" in ops
+    assert "EPContext" in ops and "Mod" in ops
     a = next(t for t in out.graph.initializer if t.name == "A")
     assert a.data_location == onnx.TensorProto.EXTERNAL
     assert not [f for f in os.listdir(".") if f.endswith("_aotcpu.bin")]  # embed mode 1: no context binary
