@@ -1,13 +1,16 @@
-// Integer, bool and cast ops on AotCpu (issue 27 item 6; lower/math_int.cc, step kTypedEltwise), and ReduceL2: each
-// model must be taken whole (one partition, no CPU EP node) and give values computed here, in a JIT session and from
-// its _ctx.onnx (embed 0 and 1). ONNX Runtime's semantics: int64 Div truncates toward zero, integer arithmetic wraps,
-// Cast float -> int64/int32 truncates and gives the minimum for NaN, infinities and values out of range (x86's
-// conversion instructions, what ONNX Runtime 1.30 returns: checked with tests/ort/run_model.js), bool is one byte.
+// Integer, bool and cast ops on AotCpu (issue 27 item 6; lower/math_int.cc, steps kTypedEltwise and kTrilu), and
+// ReduceL2: each model must be taken whole (no CPU EP node) and give values computed here, in a JIT session and from
+// its _ctx.onnx (embed 0 and 1; CheckAllClaimed). ONNX Runtime's semantics: int64 Div truncates toward zero, integer
+// arithmetic wraps, Cast float -> int64/int32 truncates and gives the minimum for NaN, infinities and values out of
+// range (x86's conversion instructions, what ONNX Runtime 1.30 returns: checked with tests/ort/run_model.js), bool is
+// one byte.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <limits>
 #include <string>
 #include <vector>
@@ -29,7 +32,36 @@ using epctx::testing::Serialize;
 using epctx::testing::TempDir;
 using epctx::testing::WriteFile;
 
-using AotCpuIntOps = epctx::testing::AotCpuSuite;
+// Each model computes several independent outputs: islands of one node that the partition-cost rule would leave on
+// the CPU EP (partition_cost.h). The rule is turned off (partition_switch_us 0) so that every node is claimed;
+// otherwise as AotCpuSuite::CheckJitAndFromContext: JIT, then the _ctx.onnx at embed 0 and 1 loaded with model
+// compilation disabled, `check` on each session.
+class AotCpuIntOps : public epctx::testing::AotCpuSuite {
+ protected:
+  static void CheckAllClaimed(const std::string& path, const TempDir& dir,
+                              const std::function<void(Session&, const std::string&)>& check) {
+    const std::map<std::string, std::string> every = {{"ep.aotcpuexecutionprovider.partition_switch_us", "0"}};
+    Session jit(*env_, path.c_str(), Options(1, true, every));
+    const std::string report = jit.GetSessionReport();
+    EXPECT_NE(report.find("\"cpu_nodes\":0"), std::string::npos) << report;
+    EXPECT_GE(jit.GetPartitionAssignments().size(), 1u) << report;
+    check(jit, "JIT");
+    for (int embed : {0, 1}) {
+      const std::string ctx = dir / ("model_e" + std::to_string(embed) + "_ctx.onnx");
+      {
+        std::map<std::string, std::string> config = every;
+        config["ep.context_enable"] = "1";
+        config["ep.context_file_path"] = ctx;
+        config["ep.context_embed_mode"] = std::to_string(embed);
+        Session gen(*env_, path.c_str(), Options(1, true, config));
+      }
+      std::map<std::string, std::string> load = every;
+      load["session.disable_model_compile"] = "1";
+      Session loaded(*env_, ctx.c_str(), Options(1, true, load));
+      check(loaded, "loaded from _ctx.onnx, embed " + std::to_string(embed));
+    }
+  }
+};
 constexpr int kI64 = onnx::TensorProto::INT64, kI32 = onnx::TensorProto::INT32, kBool = onnx::TensorProto::BOOL,
               kF32 = onnx::TensorProto::FLOAT;
 constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min(), kMax64 = std::numeric_limits<int64_t>::max();
@@ -96,7 +128,7 @@ TEST_F(AotCpuIntOps, Int64ArithmeticTruncatesAndWraps) {
       EXPECT_NE(std::string(e.what()).find("division by zero"), std::string::npos) << what << ": " << e.what();
     }
   };
-  CheckJitAndFromContext(path, dir, 1, check);
+  CheckAllClaimed(path, dir, check);
 }
 
 TEST_F(AotCpuIntOps, CastBetweenFloatInt64Int32AndBool) {
@@ -143,7 +175,7 @@ TEST_F(AotCpuIntOps, CastBetweenFloatInt64Int32AndBool) {
     EXPECT_EQ(Read<int32_t>(out[4]), (std::vector<int32_t>{-3, 0, 5, 0, 1})) << what;  // the low 32 bits
     EXPECT_EQ(Read<float>(out[5]), (std::vector<float>{1, 0, 1, 1, 1})) << what;
   };
-  CheckJitAndFromContext(path, dir, 1, check);
+  CheckAllClaimed(path, dir, check);
 }
 
 TEST_F(AotCpuIntOps, ComparisonsLogicAndWhere) {
@@ -207,7 +239,7 @@ TEST_F(AotCpuIntOps, ComparisonsLogicAndWhere) {
     EXPECT_EQ(Read<int64_t>(out[4]), wi) << what;
     EXPECT_EQ(Read<float>(out[5]), wf) << what;
   };
-  CheckJitAndFromContext(path, dir, 1, check);
+  CheckAllClaimed(path, dir, check);
 }
 
 TEST_F(AotCpuIntOps, ExpandBroadcastsInt64BoolAndFloat) {
@@ -254,7 +286,7 @@ TEST_F(AotCpuIntOps, ExpandBroadcastsInt64BoolAndFloat) {
     EXPECT_EQ(Read<uint8_t>(out[1]), em) << what;
     EXPECT_EQ(Read<float>(out[2]), ef) << what;
   };
-  CheckJitAndFromContext(path, dir, 1, check);
+  CheckAllClaimed(path, dir, check);
 }
 
 TEST_F(AotCpuIntOps, ReduceL2WithKeepdimsAndAxes) {
@@ -311,7 +343,7 @@ TEST_F(AotCpuIntOps, ReduceL2WithKeepdimsAndAxes) {
     near(Read<float>(out[3]), last, true, what + " axes [2] keepdims 0");
     near(Read<float>(out[4]), last, false, what + " ReduceSumSquare");
   };
-  CheckJitAndFromContext(path, dir, 1, check);
+  CheckAllClaimed(path, dir, check);
 }
 
 TEST_F(AotCpuIntOps, TriluAndFloatRoundingAndTrig) {
@@ -361,7 +393,7 @@ TEST_F(AotCpuIntOps, TriluAndFloatRoundingAndTrig) {
     EXPECT_EQ(Read<float>(out[4]), fl) << what;
     EXPECT_EQ(Read<float>(out[5]), ce) << what;
   };
-  CheckJitAndFromContext(path, dir, 1, check);
+  CheckAllClaimed(path, dir, check);
 }
 
 }  // namespace

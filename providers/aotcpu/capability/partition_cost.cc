@@ -37,8 +37,11 @@ std::string Us(double us) {
 
 }  // namespace
 
-bool IsZeroCopyView(const Node& n) {
-  static const char* const kViews[] = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast"};
+bool IsZeroCopyView(const Graph& g, const Node& n) {
+  if (n.op == "Cast")  // a cast to another type computes (lower/math_int.cc, issue 27)
+    return n.inputs.size() == 1 && n.outputs.size() == 1 && n.inputs[0] >= 0 && n.outputs[0] >= 0 &&
+           g.v(n.inputs[0]).dtype == g.v(n.outputs[0]).dtype;
+  static const char* const kViews[] = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"};
   for (const char* op : kViews)
     if (n.op == op) return true;
   return false;

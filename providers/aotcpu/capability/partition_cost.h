@@ -58,9 +58,9 @@ struct GroupCost {
   bool whole_graph = false;     // no node of the graph outside the group except folded constants
 };
 
-// A node that only renames bytes in AotCpu (Reshape, Squeeze, Unsqueeze, Flatten, Identity, same-type Cast: the
-// only Cast AotCpu claims): no step runs for it inside a partition.
-bool IsZeroCopyView(const Node& n);
+// A node that only renames bytes in AotCpu (Reshape, Squeeze, Unsqueeze, Flatten, Identity, a Cast to the same
+// type; a Cast to another type computes): no step runs for it inside a partition.
+bool IsZeroCopyView(const Graph& g, const Node& n);
 
 // Multiply-adds of Conv, ConvTranspose, MatMul, Gemm and LSTM from their static shapes; 0 for other ops and for
 // nodes whose shapes are not static.

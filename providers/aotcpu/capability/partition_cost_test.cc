@@ -146,8 +146,14 @@ TEST(AotCpuPartitionCost, FoldedNodesAreFreeViewsAreNodes) {
   b.g.nodes[2].inputs.clear();
   b.g.v(b.g.Find("e")).consumers.clear();
   EXPECT_EQ(EstimateGroupCost(b.g, {0, 1}, {false, false, false}, PartitionCostRule()).boundary_bytes, 256u);
-  EXPECT_TRUE(IsZeroCopyView(b.g.nodes[0]));
-  EXPECT_FALSE(IsZeroCopyView(b.g.nodes[1]));
+  EXPECT_TRUE(IsZeroCopyView(b.g, b.g.nodes[0]));
+  EXPECT_FALSE(IsZeroCopyView(b.g, b.g.nodes[1]));
+  // A Cast is a view only to its own type.
+  b.Out("si", {32});
+  b.g.v(b.g.Find("si")).dtype = kI64;
+  b.Out("sf", {32});
+  EXPECT_FALSE(IsZeroCopyView(b.g, b.N("Cast", {"e"}, {"si"})));
+  EXPECT_TRUE(IsZeroCopyView(b.g, b.N("Cast", {"e"}, {"sf"})));
 }
 
 TEST(AotCpuPartitionCost, MultiplyAddsOfTheHeavyOps) {

@@ -306,7 +306,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     // CPU EP) would cost a partition and its boundary copies and compute nothing: it stays on the CPU EP.
     bool computes = false;
     for (int n : group)
-      computes |= !folded[static_cast<size_t>(n)] && !IsZeroCopyView(g.nodes[static_cast<size_t>(n)]);
+      computes |= !folded[static_cast<size_t>(n)] && !IsZeroCopyView(g, g.nodes[static_cast<size_t>(n)]);
     // A group none of whose results is read (dead nodes the runtime did not remove, at the compile API's level 0)
     // would become a fused node with no outputs, which no context model may hold (difftest --dynamic, seed 20261210
     // model 9216): it stays on the CPU EP.

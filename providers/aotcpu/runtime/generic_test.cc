@@ -185,7 +185,7 @@ TEST(AotCpuGenericOps, TypedElementwiseInt64BoolAndCasts) {
   EXPECT_EQ(eq, (std::vector<uint8_t>{0, 1, 0, 1, 0, 0}));
   ASSERT_EQ(RunKernel("Not", {}, {Over(eq, {2, 3}, kBool)}, {Over(nt, {2, 3}, kBool)}), "");
   ASSERT_EQ(RunKernel("Xor", {}, {Over(nt, {2, 3}, kBool), Over(flag, {3}, kBool)}, {Over(x, {2, 3}, kBool)}), "");
-  EXPECT_EQ(x, (std::vector<uint8_t>{0, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(x, (std::vector<uint8_t>{0, 0, 0, 1, 1, 0}));  // Not(eq) {1,0,1,0,1,1} xor flag {1,0,1} per row
   ASSERT_EQ(RunKernel("Where", {}, {Over(eq, {2, 3}, kBool), TI(b, {2, 3}), TI(zero, {1})}, {TI(w, {2, 3})}), "");
   EXPECT_EQ(w, (std::vector<int64_t>{-7, 2, -7, -2, -7, -7}));
   // Refused with a reason: float -> uint8, And of int64.
