@@ -37,6 +37,7 @@ SHAPES = {
     # Silero VAD: the compute sits in If bodies (If on sr), whose free dims come from outer-scope values; a shape may
     # carry other feeds (sr = 8000 takes the other branch). v5 takes only lengths whose encoder gives one frame (ORT
     # refuses 1024 at 16 kHz and 512 at 8 kHz); op18 is fed 64 (32 at 8 kHz) context samples before each frame.
+    "silero_vad_legacy": ("input", [(1, 1536), (1, 512), (1, 1024), ((1, 1536), {"sr": 8000}), ((1, 768), {"sr": 8000})]),
     "silero_vad_op18_ifless": ("input", [(1, 576), (1, 1088), (1, 1600), ((1, 288), {"sr": 8000}),
                                          ((1, 544), {"sr": 8000})]),
 }
@@ -97,7 +98,10 @@ def main():
         tmp = tempfile.mkdtemp(prefix="epctx-dyn-")
         ctx_path = os.path.join(tmp, name + "_ctx.onnx")
         try:
-            ort.ModelCompiler(so, model).compile_to_file(ctx_path)
+            # At level 1 (`epctx compile`'s default, and the JIT session's): the runtime's constant folding turns the
+            # If nodes that test static dims inside Silero's bodies into their branches before AotCpu sees them.
+            ort.ModelCompiler(so, model, graph_optimization_level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+                              ).compile_to_file(ctx_path)
             lso = ort.SessionOptions()
             lso.intra_op_num_threads = 2
             lso.add_session_config_entry("session.disable_model_compile", "1")
