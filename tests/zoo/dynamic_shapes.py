@@ -36,8 +36,10 @@ SHAPES = {
     "oww_embedding": ("input_1", [(2, 76, 32, 1), (1, 76, 32, 1), (4, 76, 32, 1)]),
     # Silero VAD: the compute sits in If bodies (If on sr), whose free dims come from outer-scope values; a shape may
     # carry other feeds (sr = 8000 takes the other branch). v5 takes only lengths whose encoder gives one frame (ORT
-    # refuses 1024 at 16 kHz and 512 at 8 kHz); op18 is fed 64 (32 at 8 kHz) context samples before each frame.
+    # refuses 1024 at 16 kHz and 512 at 8 kHz), and its LSTM cell stays on the CPU EP (an If on that one frame);
+    # op18 is fed 64 (32 at 8 kHz) context samples before each frame.
     "silero_vad_legacy": ("input", [(1, 1536), (1, 512), (1, 1024), ((1, 1536), {"sr": 8000}), ((1, 768), {"sr": 8000})]),
+    "silero_vad_v5": ("input", [(1, 512), (1, 256), (1, 576), ((1, 256), {"sr": 8000})]),
     "silero_vad_op18_ifless": ("input", [(1, 576), (1, 1088), (1, 1600), ((1, 288), {"sr": 8000}),
                                          ((1, 544), {"sr": 8000})]),
 }
