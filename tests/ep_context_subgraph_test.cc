@@ -309,6 +309,111 @@ TEST(SubgraphContextLoop, BodyPartitionIsWrittenInsideTheBodyAndLoadsBack) {
   EXPECT_EQ(run(loaded), expected);
 }
 
+// Free dims reach If and Loop bodies only through outer-scope values (issue 27, item 4): X float[N,4] with N free,
+// Y = If(cond, then: Relu(X + W) * Wt, else: Relu((X - We) * We)) and Z = 2 iterations of x <- Relu(x * W) + X
+// (x declared float[N,4] in the body). AotCpu with dynamic_shapes=1 compiles each body (the outer X carries the
+// symbol N into it), just in time and from a _ctx.onnx, and gives the CPU EP's values at several N. Before, each
+// body's nodes stayed on the CPU EP ("dim 0 is free ('N')").
+TEST(SubgraphContextDynamic, BodiesTakeTheOuterScopeFreeDimsAndCompile) {
+  onnx::ModelProto m = epctx::testing::NewModel("dyn_bodies");
+  auto* g = m.mutable_graph();
+  AddTensorValueInfo(g->add_input(), "cond", {}, onnx::TensorProto::BOOL);
+  *g->add_input() = epctx::testing::FloatNx4("X");
+  *g->add_output() = epctx::testing::FloatNx4("Y");
+  *g->add_output() = epctx::testing::FloatNx4("Z");
+  AddWeight(g, "W", {1.f, -2.f, 3.f, -4.f});
+  auto* iff = epctx::testing::AddNode(g, "If", "if", {"cond"}, "Y");
+  for (bool then : {true, false}) {
+    onnx::GraphProto b;
+    b.set_name(then ? "then" : "else");
+    AddTensorValueInfo(b.add_output(), b.name() + "_out", {});
+    b.mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+    if (then) {
+      AddWeight(&b, "Wt", {0.5f, 2.f, -1.f, 3.f});
+      epctx::testing::AddNode(&b, "Add", "then_add", {"X", "W"}, "t0");
+      epctx::testing::AddNode(&b, "Relu", "then_relu", {"t0"}, "t1");
+      epctx::testing::AddNode(&b, "Mul", "then_mul", {"t1", "Wt"}, "then_out");
+    } else {
+      AddWeight(&b, "We", {-1.f, 0.25f, 2.f, -0.5f});
+      epctx::testing::AddNode(&b, "Sub", "else_sub", {"X", "We"}, "e1");
+      epctx::testing::AddNode(&b, "Mul", "else_mul", {"e1", "We"}, "e2");
+      epctx::testing::AddNode(&b, "Relu", "else_relu", {"e2"}, "else_out");
+    }
+    auto* a = iff->add_attribute();
+    a->set_name(then ? "then_branch" : "else_branch");
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = b;
+  }
+  auto* trip = g->add_initializer();
+  trip->set_name("M");
+  trip->set_data_type(onnx::TensorProto::INT64);
+  trip->add_int64_data(2);
+  auto* loop = epctx::testing::AddNode(g, "Loop", "loop", {"M", "", "X"}, "Z");
+  onnx::GraphProto body;
+  body.set_name("body");
+  AddTensorValueInfo(body.add_input(), "i", {}, onnx::TensorProto::INT64);
+  AddTensorValueInfo(body.add_input(), "c", {}, onnx::TensorProto::BOOL);
+  *body.add_input() = epctx::testing::FloatNx4("x");
+  AddTensorValueInfo(body.add_output(), "c_out", {}, onnx::TensorProto::BOOL);
+  *body.add_output() = epctx::testing::FloatNx4("x_out");
+  epctx::testing::AddNode(&body, "Identity", "cond_copy", {"c"}, "c_out");
+  epctx::testing::AddNode(&body, "Mul", "body_mul", {"x", "W"}, "s");
+  epctx::testing::AddNode(&body, "Relu", "body_relu", {"s"}, "r");
+  epctx::testing::AddNode(&body, "Add", "body_add", {"r", "X"}, "x_out");
+  auto* la = loop->add_attribute();
+  la->set_name("body");
+  la->set_type(onnx::AttributeProto::GRAPH);
+  *la->mutable_g() = body;
+
+  Env env;
+  env.RegisterExecutionProviderLibrary("aotcpu", kAotLib);
+  TempDir dir;
+  const std::string src = dir / "m.onnx", ctx = dir / "m_ctx.onnx";
+  epctx::testing::WriteFile(src, Serialize(m));
+  auto options = [&](const std::map<std::string, std::string>& config) {
+    SessionOptions o;
+    o.SetIntraOpNumThreads(1);
+    o.AppendExecutionProvider_V2(env, DevicesOf(env, kAot, false),
+                                 KeyValuePairs{{"partition_switch_us", "0"}, {"dynamic_shapes", "1"}});
+    for (const auto& [k, v] : config) o.AddConfigEntry(k.c_str(), v.c_str());
+    return o;
+  };
+  auto run = [](const Session& s, int64_t n, bool cond) {
+    std::vector<float> x(static_cast<size_t>(n * 4));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.75f * static_cast<float>(i % 7) - 2.f;
+    int64_t shape[] = {n, 4};
+    bool c = cond;
+    std::vector<Value> in;
+    in.push_back(Value::CreateTensor<bool>(&c, 1, nullptr, 0));
+    in.push_back(Value::CreateTensor<float>(x.data(), x.size(), shape, 2));
+    auto out = s.Run({"cond", "X"}, in, {"Y", "Z"});
+    std::vector<float> v;
+    for (auto& o : out) v.insert(v.end(), o.GetTensorData<float>(), o.GetTensorData<float>() + x.size());
+    return v;
+  };
+  Session cpu(env, src.c_str(), SessionOptions());
+  auto expect_all = [&](const Session& s, const char* what) {
+    for (int64_t n : {1, 3, 6})
+      for (bool c : {true, false}) EXPECT_EQ(run(s, n, c), run(cpu, n, c)) << what << ", N " << n << ", cond " << c;
+  };
+  {
+    Session jit(env, src.c_str(), options({{"ep.context_enable", "1"}, {"ep.context_file_path", ctx}}));
+    const auto assigned = jit.GetPartitionAssignments();
+    EXPECT_EQ(assigned.size(), 3u) << "one partition in each branch and in the loop body\n" << jit.GetSessionReport();
+    for (const auto& [node, ep] : assigned) EXPECT_EQ(ep, kAot) << node;
+    expect_all(jit, "just in time");
+  }
+  const onnx::ModelProto proto = LoadProto(ctx);
+  std::vector<const onnx::NodeProto*> nodes;
+  CollectContextNodes(proto.graph(), &nodes);
+  EXPECT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(OpTypes(Branch(proto.graph(), "then_branch")), (std::vector<std::string>{"EPContext"}));
+  EXPECT_EQ(OpTypes(Branch(proto.graph(), "else_branch")), (std::vector<std::string>{"EPContext"}));
+  Session loaded(env, ctx.c_str(), options({{"session.disable_model_compile", "1"}}));
+  EXPECT_EQ(loaded.GetPartitionAssignments().size(), 3u) << loaded.GetSessionReport();
+  expect_all(loaded, "from the context model");
+}
+
 // Weight sharing (AotCpu, ep.share_ep_contexts=1): two If models compiled as a group write one binary named after
 // the first model; each ctx model's EPContext nodes, branches included, reference it, and each model loads from it
 // alone and with sharing, giving the CPU EP's outputs.

@@ -87,8 +87,11 @@ class Folder {
     for (const auto& v : g_.outputs) graph_outputs_.insert(v.name);
     local_ = graph_inputs_;
     for (const auto& [name, t] : g_.initializers) local_.insert(name);
-    for (const Node& n : g_.nodes)
-      for (const auto& o : n.outputs) local_.insert(o);
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const auto& o : g_.nodes[i].outputs) {
+        local_.insert(o);
+        if (!o.empty()) producer_[o] = i;
+      }
   }
 
   // Nodes removed by `rewrite` and its subgraph rewrites.
@@ -152,6 +155,16 @@ class Folder {
         if (a.g) CollectReads(*a.g, &reads);
         for (const auto& sg : a.graphs) CollectReads(*sg, &reads);
       }
+    }
+    // A Shape (or Size) read only by what folded, say a Gather of its static dims, goes too.
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (removed[i] || !n.domain.empty() || (n.op_type != "Shape" && n.op_type != "Size")) continue;
+      bool read = false;
+      for (const auto& o : n.outputs) read |= !o.empty() && (reads.count(o) || graph_outputs_.count(o));
+      if (read) continue;
+      removed[i] = true;
+      rewrite->remove_nodes.push_back(i);
     }
     for (auto& [name, t] : folded_)
       if (reads.count(name)) rewrite->initializers[name] = t;
@@ -217,6 +230,8 @@ class Folder {
       else input_bytes += in[i]->SizeInBytes();
     }
     if (!all_constant) {
+      if (n.op_type == "Gather" && n.inputs.size() == 2 && n.outputs.size() == 1 && in[1])
+        return FoldGatherOfShape(n, *in[1], &(*outs)[0]);
       if ((n.op_type != "Shape" && n.op_type != "Size") || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
       Shape shape;
       if (!StaticShape(FindType(n.inputs[0]), &shape)) return false;
@@ -260,11 +275,60 @@ class Folder {
     return true;
   }
 
+  // The dims Shape(x) gives for a value `name` made by a Shape node of this graph or an enclosing one, from x's
+  // inferred type: -1 for a dim not known before run time. False when `name` is not a Shape's output or x's rank is
+  // unknown.
+  bool PartialShape(const std::string& name, std::vector<int64_t>* dims) const {
+    if (!local_.count(name)) return parent_ && parent_->PartialShape(name, dims);
+    auto p = producer_.find(name);
+    if (p == producer_.end()) return false;
+    const Node& n = g_.nodes[p->second];
+    if (n.op_type != "Shape" || !n.domain.empty() || n.inputs.size() != 1 || n.inputs[0].empty()) return false;
+    const ValueType* t = FindType(n.inputs[0]);
+    if (!t || t->kind != ValueType::Kind::kTensor || !t->has_shape) return false;
+    const int64_t r = static_cast<int64_t>(t->dims.size());
+    auto clamp = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+    const Attribute* start = n.attr("start");
+    const Attribute* end = n.attr("end");
+    const int64_t b = clamp(start && start->type == Attribute::Type::kInt ? start->i : 0);
+    const int64_t e = end && end->type == Attribute::Type::kInt ? clamp(end->i) : r;
+    dims->clear();
+    for (int64_t i = b; i < e; ++i) dims->push_back(t->dims[static_cast<size_t>(i)].known() ? t->dims[static_cast<size_t>(i)].value : -1);
+    return true;
+  }
+
+  // Gather(Shape(x), constant indices) where every gathered dim of x is static, though others are free: the
+  // conditions exporters compute from static dims and ranks (`if x.shape[1] == 1: squeeze`) fold, and an If on them
+  // becomes its branch while the free dims stay free (Silero VAD's bodies).
+  bool FoldGatherOfShape(const Node& n, const Tensor& indices, Tensor* out) const {
+    std::vector<int64_t> dims;
+    if (!PartialShape(n.inputs[0], &dims)) return false;
+    const Attribute* axis = n.attr("axis");
+    if (axis && axis->type == Attribute::Type::kInt && axis->i != 0 && axis->i != -1) return false;
+    if (indices.dtype() != DataType::kInt64 && indices.dtype() != DataType::kInt32) return false;
+    const int64_t r = static_cast<int64_t>(dims.size());
+    StatusOr<Tensor> t = Tensor::Allocate(DataType::kInt64, indices.shape());
+    if (!t.ok()) return false;
+    for (int64_t i = 0; i < indices.NumElements(); ++i) {
+      int64_t k = indices.dtype() == DataType::kInt64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+      if (k < 0) k += r;
+      if (k < 0 || k >= r || dims[static_cast<size_t>(k)] < 0) return false;
+      t.value().data<int64_t>()[i] = dims[static_cast<size_t>(k)];
+    }
+    Shape expected;  // shape inference and the folded value must agree, as for every folded node
+    const ValueType* ot = g_.FindType(n.outputs[0]);
+    if (ot && ot->has_shape && StaticShape(ot, &expected) && expected != indices.shape()) return false;
+    if (ot && ot->elem_type != DataType::kUndefined && ot->elem_type != DataType::kInt64) return false;
+    *out = std::move(t).value();
+    return true;
+  }
+
   Graph& g_;
   const Folder* parent_;
   ConstantFoldingOptions options_;
   std::unordered_set<std::string> graph_inputs_, graph_outputs_, local_;
   std::unordered_map<std::string, Tensor> folded_;
+  std::unordered_map<std::string, size_t> producer_;  // value -> the node of this graph that makes it
 };
 
 }  // namespace

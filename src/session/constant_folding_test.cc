@@ -514,6 +514,110 @@ TEST(ConstantFoldingTest, AnIfWithAConstantConditionBecomesItsBranch) {
   }
 }
 
+void AddIntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+// Y = If(flag) then Relu(If(X.shape[1] == 1) then Squeeze(X, [1]) else X) * If(X.shape[0] == 1) then 2 else 3
+//     else Squeeze(Neg(X), [1]), with X float[N, 1] and N free (Silero VAD's bodies test static dims like this).
+// The inner If on the static dim 1 folds into its branch inside the outer body, so the Relu there reads a value of
+// rank 1 whose dim is the enclosing graph's symbol N; the one on the free dim 0 stays.
+onnx::ModelProto StaticDimIfInBodyModel() {
+  onnx::ModelProto m = NewModel("static_dim_if", 11);  // Squeeze's axes an attribute, as shape inference needs them
+  auto* g = m.mutable_graph();
+  AddInput(g, "X", {"N", "1"});
+  AddInput(g, "flag", {}, onnx::TensorProto::BOOL);
+  AddOutput(g, "Y", 1);
+  auto* outer = AddNode(g, "If", "outer", {"flag"}, "Y");
+  auto* then_b = AddBranch(outer, "then_branch", "outer_then");
+  AddOutput(then_b, "y_then", -1);
+  AddInt64Constant(then_b, "idx1", {1}, {1});
+  AddInt64Constant(then_b, "idx0", {1}, {0});
+  AddInt64Constant(then_b, "one", {1}, {1});
+  AddNode(then_b, "Shape", "shape", {"X"}, "s");
+  AddNode(then_b, "Gather", "gather1", {"s", "idx1"}, "d1");
+  AddNode(then_b, "Equal", "eq1", {"d1", "one"}, "c1");
+  auto* inner = AddNode(then_b, "If", "inner", {"c1"}, "x1");
+  auto* sq = AddBranch(inner, "then_branch", "inner_then");
+  AddOutput(sq, "x_sq", -1);
+  AddIntsAttr(AddNode(sq, "Squeeze", "squeeze", {"X"}, "x_sq"), "axes", {1});
+  auto* id = AddBranch(inner, "else_branch", "inner_else");
+  AddOutput(id, "x_id", -1);
+  AddNode(id, "Identity", "identity", {"X"}, "x_id");
+  AddNode(then_b, "Relu", "relu", {"x1"}, "r");
+  AddNode(then_b, "Gather", "gather0", {"s", "idx0"}, "d0");
+  AddNode(then_b, "Equal", "eq0", {"d0", "one"}, "c0");
+  auto* free_if = AddNode(then_b, "If", "on_free_dim", {"c0"}, "k");
+  for (const auto& [b, v] : {std::pair<const char*, float>{"then_branch", 2.f}, {"else_branch", 3.f}}) {
+    auto* kb = AddBranch(free_if, b, std::string("k_") + b);
+    AddOutput(kb, std::string("k_") + b, -1);
+    auto* c = AddNode(kb, "Constant", std::string("kc_") + b, {}, std::string("k_") + b);
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_float_data(v);
+  }
+  AddNode(then_b, "Mul", "scale", {"r", "k"}, "y_then");
+  auto* else_b = AddBranch(outer, "else_branch", "outer_else");
+  AddOutput(else_b, "y_else", -1);
+  AddNode(else_b, "Neg", "neg", {"X"}, "nx");
+  AddIntsAttr(AddNode(else_b, "Squeeze", "squeeze_neg", {"nx"}, "y_else"), "axes", {1});
+  return m;
+}
+
+TEST(ConstantFoldingTest, AnIfOnAStaticDimInABodyBecomesItsBranchWithTheOuterSymbolicShape) {
+  const onnx::ModelProto m = StaticDimIfInBodyModel();
+  StatusOr<std::unique_ptr<InferenceSession>> plain = NewSession(m, 0, {});
+  StatusOr<std::unique_ptr<InferenceSession>> folded = NewSession(m, 1, {});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_TRUE(folded.ok()) << folded.status().ToString();
+  const Graph& g = *folded.value()->model().graph;
+  ASSERT_EQ(OpTypes(g), (std::vector<std::string>{"If"}));
+  const Attribute* then_attr = g.nodes[0].attr("then_branch");
+  ASSERT_TRUE(then_attr && then_attr->g);
+  const Graph& body = *then_attr->g;
+  // Shape, both Gathers' static one and Equal of dim 1 fold; the If on dim 1 is its Squeeze; the Gather of the free
+  // dim 0 and its If stay.
+  EXPECT_EQ(OpTypes(body), (std::vector<std::string>{"Shape", "Squeeze", "Relu", "Gather", "Equal", "If", "Mul"}));
+  EXPECT_EQ(body.parent, &g);
+  // The Relu reads a rank-1 value whose dim is the enclosing graph's free dim N (it had no rank while the If stayed:
+  // its branches give ranks 1 and 2).
+  const ValueType* t = body.FindType(body.nodes[2].inputs[0]);
+  ASSERT_TRUE(t && t->has_shape) << TypeOf(body, body.nodes[2].inputs[0]);
+  ASSERT_EQ(t->dims.size(), 1u) << TypeOf(body, body.nodes[2].inputs[0]);
+  EXPECT_FALSE(t->dims[0].known());
+  EXPECT_EQ(t->dims[0].symbol, "N");
+  // The same values as without folding, at sizes of N that take each branch of the If on the free dim.
+  for (const int64_t n : {1, 3}) {
+    for (const bool flag : {true, false}) {
+      auto x = Tensor::Allocate(DataType::kFloat, {n, 1});
+      auto f = Tensor::Allocate(DataType::kBool, {});
+      ASSERT_TRUE(x.ok() && f.ok());
+      for (int64_t i = 0; i < n; ++i) x.value().data<float>()[i] = static_cast<float>(i) - 0.5f;
+      f.value().data<bool>()[0] = flag;
+      std::vector<IValue> a, b;
+      ASSERT_TRUE(plain.value()->Run({"X", "flag"}, {IValue(x.value()), IValue(f.value())}, {}, &a).ok());
+      Status st = folded.value()->Run({"X", "flag"}, {IValue(x.value()), IValue(f.value())}, {}, &b);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(b.size(), 1u);
+      const Tensor& y = b[0].tensor();
+      ASSERT_EQ(y.shape(), (Shape{n}));
+      std::vector<float> want;
+      for (int64_t i = 0; i < n; ++i) {
+        const float xi = static_cast<float>(i) - 0.5f;
+        want.push_back(flag ? std::max(xi, 0.f) * (n == 1 ? 2.f : 3.f) : -xi);
+      }
+      EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + n), want) << "N " << n << " flag " << flag;
+      const Tensor& ya = a[0].tensor();
+      EXPECT_EQ(std::vector<float>(ya.data<float>(), ya.data<float>() + ya.NumElements()), want);
+    }
+  }
+}
+
 TEST(ConstantFoldingTest, CompiledModelsAreNotFolded) {
   Model model;
   model.graph = std::make_shared<Graph>();

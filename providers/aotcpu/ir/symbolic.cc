@@ -756,6 +756,22 @@ bool Infer::Node1(const Node& n) {
   if (op == "Tile") return Tile(n);
   if (op == "ConstantOfShape") return ConstantOfShape(n);
   if (OneOf(op, {"Conv", "ConvTranspose", "MaxPool", "AveragePool"})) return ConvPool(n);
+  if (OneOf(op, {"LSTM", "GRU", "RNN"})) {
+    // X [seq, batch, input] (layout 1: [batch, seq, input]); Y [seq, dirs, batch, hidden] (layout 1: [batch, seq,
+    // dirs, hidden]); Y_h and Y_c [dirs, batch, hidden] (layout 1: [batch, dirs, hidden]).
+    Dims x;
+    if (!InDims(n, 0, &x)) return false;
+    if (x.size() != 3) return Fail("recurrent input of rank " + std::to_string(x.size()));
+    const int64_t hidden = n.Int("hidden_size", 0);
+    if (hidden <= 0) return Fail("hidden_size missing");
+    const DimId dirs = t_.Const(n.Str("direction", "forward") == "bidirectional" ? 2 : 1);
+    const bool batch_first = n.Int("layout", 0) == 1;
+    const DimId seq = batch_first ? x[1] : x[0], batch = batch_first ? x[0] : x[1], h = t_.Const(hidden);
+    if (!SetDims(n, 0, batch_first ? Dims{batch, seq, dirs, h} : Dims{seq, dirs, batch, h})) return false;
+    for (size_t i = 1; i < 3; ++i)
+      if (!SetDims(n, i, batch_first ? Dims{batch, dirs, h} : Dims{dirs, batch, h})) return false;
+    return true;
+  }
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return GlobalPool(n);
   if (OneOf(op, {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"})) return Reduce(n);
   if (op == "Split") return Split(n);
@@ -982,6 +998,19 @@ bool Infer::Slice(const Node& n) {
       }
       out[ax] = t_.Const(len);
       const_ranges[ax] = {s, step};
+      continue;
+    }
+    if (step < 0 && s_const && e_const) {
+      // A reversal of a free dim (x[..., ::-1], a reflection pad's mirrored edge): ONNX clamps start into
+      // [0, dim - 1] and end into [-1, dim - 1]; dim 0 gives -1 and -1, an empty result.
+      const DimId last = t_.Sub(dim, t_.Const(1));
+      auto bound = [&](int64_t c, int64_t lo) {
+        if (c < -(int64_t{1} << 62)) return t_.Const(lo);  // INT64_MIN-style "past the beginning"
+        DimId x = c < 0 ? t_.Add(dim, t_.Const(c)) : t_.Const(c);
+        return t_.Min(t_.Max(x, t_.Const(lo)), last);
+      };
+      const DimId s = bound(sc, 0), e = bound(ec, -1);
+      out[ax] = t_.Max(t_.CeilDiv(t_.Sub(s, e), t_.Const(-step)), t_.Const(0));
       continue;
     }
     if (step < 0) return Fail("Slice with a negative step and a symbolic start, end or dim");

@@ -106,6 +106,27 @@ std::string ShapeReason(const Graph& g, const Node& n, const std::string& why, c
   return why;
 }
 
+// In an If/Loop/Scan body, the values read from enclosing graphs arrive as inputs of the body's view that are not graph
+// inputs. With dynamic shapes they are the body's free-dim sources: marked as graph inputs here, their dims become
+// the symbols the runtime names (the enclosing graph's dim_params, so a body is shape-generic in the same free dims),
+// and the body is probed and judged like a main graph. Returns how many were marked.
+size_t MarkOuterScopeInputs(const EpctxGraph* graph, Graph* g) {
+  std::vector<const EpctxValueInfo*> inputs(g_api->Graph_GetNumInputs(graph));
+  if (EpctxStatus* st = g_api->Graph_GetInputs(graph, inputs.data(), inputs.size())) {
+    g_api->ReleaseStatus(st);
+    return 0;
+  }
+  size_t marked = 0;
+  for (const EpctxValueInfo* vi : inputs) {
+    if (!vi || !g_api->ValueInfo_IsFromOuterScope(vi)) continue;
+    const int v = g->Find(g_api->ValueInfo_GetName(vi));
+    if (v < 0 || g->v(v).is_const() || g->v(v).is_graph_input || g->v(v).producer >= 0) continue;
+    g->v(v).is_graph_input = true;
+    ++marked;
+  }
+  return marked;
+}
+
 void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::string& reason) {
   if (!n.handle || reason.empty()) return;
   EpctxStatus* st = g_api->EpGraphSupportInfo_SetNodeRejectionReason(support, n.handle, reason.c_str());
@@ -135,15 +156,27 @@ void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::strin
   };
   // Two probe sizes per candidate pair (the second catches a shape that binds only by coincidence); larger pairs for
   // graphs whose windows need more (an audio front end's 512-sample STFT window).
-  Graph bound, second;
+  // A size at which some value comes out empty (a 64-sample probe under a 256-tap STFT window in an If body) binds
+  // but judges every node after it unsupported: the next size is tried, and the first binding kept if none is whole.
+  auto any_empty = [](const Graph& b) {
+    for (const Value& v : b.values)
+      if (v.has_shape && v.numel() == 0 && !v.is_const()) return true;
+    return false;
+  };
+  Graph bound, second, first_bound;
   std::string err;
   bool binds = false;
   for (int64_t size : {64, 256, 1024, 4096}) {
     if (Bind(*g, sym, probe(size), &bound, &err) && Bind(*g, sym, probe(size + size / 2), &second, &err)) {
+      if (!binds) first_bound = bound;
       binds = true;
-      break;
+      if (!any_empty(bound) && !any_empty(second)) {
+        first_bound = std::move(bound);
+        break;
+      }
     }
   }
+  bound = std::move(first_bound);
   if (!binds) {
     *probe_error = "dynamic_shapes: the graph binds at none of the probe sizes (64 to 6144 per free dim): " + err;
     return;
@@ -190,6 +223,7 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   std::vector<std::string> symbolic_why;
   std::string probe_error;
   Graph unbound;  // with dynamic shapes: the graph before binding, to judge each partition's symbolic shapes alone
+  if (ep->options.dynamic_shapes) MarkOuterScopeInputs(graph, &g);
   if (ep->options.dynamic_shapes) ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound);
   const Graph original = g;
   std::vector<bool> folded;
