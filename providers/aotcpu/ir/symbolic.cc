@@ -422,6 +422,7 @@ class Infer {
   Infer(const Graph& g, SymbolicShapes* s) : g_(g), s_(*s), t_(s->table) {}
 
   bool Run();
+  void set_runtime(bool runtime) { runtime_ = runtime; }
 
  private:
   using Dims = std::vector<DimId>;
@@ -452,6 +453,7 @@ class Infer {
   // Elements of input i as expressions (a shape value or an integer constant).
   bool InElems(const Node& n, size_t i, Dims* e, const char* what) {
     const SymValue* v = In(n, i);
+    if (v && !v->has_elems && runtime_ && DataElems(n.inputs[i], e)) return true;
     if (!v || !v->has_elems)
       return Fail(std::string(what) + " (input " + std::to_string(i) + ") is neither constant nor computed from shapes");
     *e = v->elems;
@@ -588,6 +590,13 @@ class Infer {
   bool Split(const Node& n);
   bool Pad(const Node& n);
   bool Resize(const Node& n);
+  // Issue 27 item 3: ops whose output sizes or values depend on data.
+  bool runtime_ = false;                 // InferSymbolicRuntime: data-dependent sizes become run-time symbols
+  std::map<int, Dims> data_elems_;       // value -> its elements as run-time symbols (DataElems)
+  bool DataElems(int vi, Dims* e);
+  DimId RuntimeSym(const std::string& name, int node, int value, size_t elem);
+  bool DataDependent(const Node& n);
+  bool RangeRuntime(const Node& n);
 
   void InitValue(int vi);
   void Agree(const Node& n);
@@ -750,7 +759,11 @@ bool Infer::Node1(const Node& n) {
   if (op == "MatMul") return MatMul(n);
   if (op == "Gemm") return Gemm(n);
   if (op == "LayerNormalization") return LayerNorm(n);
-  if (op == "Range") return Range(n);
+  if (op == "Range")
+    return runtime_ && !(IsShapeValue(n, 0) && IsShapeValue(n, 1) && IsShapeValue(n, 2)) ? RangeRuntime(n) : Range(n);
+  if (OneOf(op, {"NonZero", "CumSum", "ScatterND", "GatherND", "GatherElements", "RandomNormalLike",
+                 "RandomUniformLike"}))
+    return DataDependent(n);
   if (op == "Expand") return Expand(n);
   if (op == "Tile") return Tile(n);
   if (op == "ConstantOfShape") return ConstantOfShape(n);
@@ -1504,11 +1517,93 @@ bool Infer::Resize(const Node& n) {
 }
 
 
+DimId Infer::RuntimeSym(const std::string& name, int node, int value, size_t elem) {
+  for (const RuntimeSymbol& r : s_.runtime)
+    if (r.name == name) return t_.Sym(name);
+  RuntimeSymbol r;
+  r.name = name;
+  r.node = node;
+  r.value = value;
+  r.elem = elem;
+  s_.runtime.push_back(std::move(r));
+  return t_.Sym(name);
+}
+
+// An integer tensor of constant length read as sizes, that no rule computes from shapes: its elements become run-time
+// symbols bound from its data once its producer has run. A negative element then fails the run (a symbol is a dim).
+bool Infer::DataElems(int vi, Dims* e) {
+  if (auto it = data_elems_.find(vi); it != data_elems_.end()) return *e = it->second, true;
+  const Value& v = g_.v(vi);
+  const SymValue& sv = s_.values[static_cast<size_t>(vi)];
+  if ((v.dtype != kI64 && v.dtype != kI32) || !sv.known || sv.dims.size() > 1) return false;
+  if (v.producer < 0 && !v.is_graph_input) return false;
+  size_t count = 1;
+  if (!ConstNumel(sv.dims, &count)) {
+    // The runtime's static length (Agree made it a check).
+    if (!v.has_shape || v.dims.size() != sv.dims.size() || (v.dims.size() == 1 && v.dims[0] < 0)) return false;
+    count = v.dims.empty() ? 1 : static_cast<size_t>(v.dims[0]);
+  }
+  if (count > kMaxElems) return false;
+  Dims elems;
+  for (size_t k = 0; k < count; ++k)
+    elems.push_back(RuntimeSym("data:" + v.name + (sv.dims.empty() ? "" : "[" + std::to_string(k) + "]"), -1, vi, k));
+  data_elems_[vi] = elems;
+  *e = std::move(elems);
+  return true;
+}
+
+bool Infer::DataDependent(const Node& n) {
+  const std::string& op = n.op;
+  Dims d;
+  if (!InDims(n, 0, &d)) return false;
+  if (op == "CumSum" || op == "ScatterND" || op == "RandomNormalLike" || op == "RandomUniformLike")
+    return SetDims(n, 0, d);
+  if (op == "GatherElements") {
+    Dims idx;
+    if (!InDims(n, 1, &idx)) return false;
+    if (idx.size() != d.size()) return Fail("GatherElements indices rank differs from the data's");
+    return SetDims(n, 0, idx);
+  }
+  if (op == "GatherND") {
+    Dims idx;
+    if (!InDims(n, 1, &idx)) return false;
+    const int64_t b = n.Int("batch_dims", 0);
+    int64_t m;
+    if (idx.empty() || !t_.IsConst(idx.back(), &m)) return Fail("GatherND index length is not constant");
+    if (b < 0 || m < 1 || b + m > static_cast<int64_t>(d.size()) || b >= static_cast<int64_t>(idx.size()))
+      return Fail("GatherND index length " + std::to_string(m) + " with batch_dims " + std::to_string(b) +
+                  " does not fit data of rank " + std::to_string(d.size()));
+    for (int64_t i = 0; i < b; ++i) Check(idx[static_cast<size_t>(i)], d[static_cast<size_t>(i)], "GatherND batch dim");
+    Dims out(idx.begin(), idx.end() - 1);
+    out.insert(out.end(), d.begin() + b + m, d.end());
+    return SetDims(n, 0, out);
+  }
+  // NonZero: [rank, count], the count known only when it runs.
+  if (!runtime_) return Fail("NonZero's output size depends on data");
+  return SetDims(n, 0, {t_.Const(static_cast<int64_t>(d.size())), RuntimeSym("nonzero:" + n.name, node_, -1, 0)});
+}
+
+// Range whose bounds are computed from data (or whose delta is not constant): a length bound when it runs.
+bool Infer::RangeRuntime(const Node& n) {
+  for (size_t i = 0; i < 3; ++i) {
+    const SymValue* v = In(n, i);
+    if (!v || !v->known || !v->dims.empty()) return Fail("Range operand " + std::to_string(i) + " is not a scalar");
+  }
+  return SetDims(n, 0, {RuntimeSym("range:" + n.name, node_, -1, 0)});
+}
+
 }  // namespace
 
 bool InferSymbolic(const Graph& g, SymbolicShapes* out) {
   *out = SymbolicShapes();
   Infer inf(g, out);
+  return inf.Run();
+}
+
+bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out) {
+  *out = SymbolicShapes();
+  Infer inf(g, out);
+  inf.set_runtime(true);
   return inf.Run();
 }
 

@@ -114,6 +114,7 @@ class DynamicGraph {
                     bool warm_up, std::shared_ptr<Executor>* exec);
   struct Generic;
   CheckResult MakeGeneric(std::unique_ptr<Generic>* out);  // fails (with why) when the form does not apply
+  CheckResult PlanRuntimeSymbols(Generic* gen) const;       // where run-time symbols are bound (issue 27 item 3)
   CheckResult RunGeneric(const std::map<std::string, int64_t>& binding, const std::vector<const void*>& inputs,
                          const std::vector<std::vector<int64_t>>& input_dims, const OutputAlloc& alloc,
                          bool* fallback);

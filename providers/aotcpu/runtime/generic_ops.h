@@ -39,6 +39,13 @@ std::string MatMulTransposedB(const Graph& g, const Node& n, const std::vector<G
 // `why` otherwise.
 GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why);
 
+// Data-dependent sizes (issue 27 item 3): for a node whose output size depends on its input values (NonZero's count,
+// Range's length from run-time bounds), computes the sizes of the run-time symbols it binds (SymbolicShapes::runtime,
+// in `elem` order) from its inputs, before its output buffer is placed. "" on success, else why.
+using GenericSizer = std::string (*)(const Graph& g, const Node& n, const std::vector<GTensor>& in,
+                                     std::vector<int64_t>* sizes);
+GenericSizer FindGenericSizer(const Node& n);
+
 // Bytes per element of an ONNX dtype this file handles (f32, i64, i32, bool, u8, i8); 0 otherwise.
 size_t GenericElementSize(uint32_t dtype);
 
