@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "providers/aotcpu/ir/symbolic.h"
 #include "providers/aotcpu/ir/test_graph.h"
@@ -305,6 +306,86 @@ TEST(AotCpuGeneric, DataDependentSizesNeedTheGenericForm) {
                                        std::shared_ptr<const void>(&kOwner, [](const void*) {}), &d);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.reason.find("depend on data"), std::string::npos) << r.reason;
+}
+
+// A per-shape segment after run-time sizes: y = 2 * Conv(Unsqueeze(Cast(Range(0, sum(dur), 1))), W, B) with pads 1, a
+// Conv over a length known only once the durations are summed. The Conv has no shape-generic kernel: it is bound, lowered
+// and built for each total length, and cached (a length seen before builds nothing).
+TEST(AotCpuGeneric, APerShapeSegmentFollowsARunTimeLength) {
+  GraphBuilder b;
+  const std::vector<float> w = UniformFloats(2 * 1 * 3, 61), bias = UniformFloats(2, 62);
+  b.SymInput("dur", {-1}, {"n"}, kI64);
+  b.F32("W", {2, 1, 3}, w);
+  b.F32("B", {2}, bias);
+  b.F32("two_f", {}, {2.f});
+  b.I64("ax0s", {}, {0});
+  b.I64("zero_s", {}, {0});
+  b.I64("one_s", {}, {1});
+  b.I64("minus1", {-1});
+  b.I64("big", {INT64_MAX});
+  b.I64("ax0", {0});
+  b.I64("ax01", {0, 1});
+  b.g.v(b.FreeOut("cs", {-1})).dtype = kI64;
+  b.g.v(b.Out("tot", {1})).dtype = kI64;
+  b.g.v(b.Out("tot_s", {})).dtype = kI64;
+  b.g.v(b.FreeOut("r", {-1})).dtype = kI64;
+  b.FreeOut("rf", {-1});
+  b.FreeOut("r3", {1, 1, -1});
+  b.FreeOut("cv", {1, 2, -1});
+  b.FreeOut("y", {1, 2, -1});
+  b.N("CumSum", {"dur", "ax0s"}, {"cs"});
+  b.N("Slice", {"cs", "minus1", "big", "ax0"}, {"tot"});
+  b.N("Squeeze", {"tot", "ax0"}, {"tot_s"});
+  b.N("Range", {"zero_s", "tot_s", "one_s"}, {"r"});
+  b.N("Cast", {"r"}, {"rf"}).attrs["to"] = IntA(kF32);
+  b.N("Unsqueeze", {"rf", "ax01"}, {"r3"});
+  Node& conv = b.N("Conv", {"r3", "W", "B"}, {"cv"});
+  conv.attrs["pads"] = IntsA({1, 1});
+  conv.attrs["kernel_shape"] = IntsA({3});
+  b.N("Mul", {"cv", "two_f"}, {"y"});
+  b.Output("y");
+  DynamicGraph::Options o;
+  o.threads = 1;
+  std::unique_ptr<DynamicGraph> d;
+  static const char kOwner = 0;
+  CheckResult r = DynamicGraph::Create(b.g, {"dur"}, {"y"}, o, std::shared_ptr<const void>(&kOwner, [](const void*) {}), &d);
+  ASSERT_TRUE(r.ok) << r.reason;
+  ASSERT_TRUE(d->generic()) << d->why_not_generic();
+  EXPECT_NE(d->GenericSummary().find("1 per-shape segment(s) (1 nodes)"), std::string::npos) << d->GenericSummary();
+  size_t totals = 0;
+  std::set<int64_t> seen;
+  for (int64_t n : {4, 9, 4, 30, 9}) {
+    std::vector<int64_t> dur(static_cast<size_t>(n));
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; ++i) total += dur[i] = 1 + (i * 5 + n) % 3;
+    if (seen.insert(total).second) ++totals;
+    std::vector<float> y;
+    Dims yd;
+    bool invalid = false;
+    const void* in = dur.data();
+    r = d->Run({in}, {{n}}, {kI64},
+               [&](size_t, const std::vector<int64_t>& od, void** data) {
+                 yd = od;
+                 y.assign(static_cast<size_t>(Numel(od)), NAN);
+                 *data = y.data();
+                 return CheckResult::Ok();
+               },
+               &invalid);
+    ASSERT_TRUE(r.ok) << "n " << n << ": " << r.reason;
+    ASSERT_EQ(yd, (Dims{1, 2, total}));
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t t = 0; t < total; ++t) {
+        double want = bias[c];
+        for (int64_t k = 0; k < 3; ++k) {
+          const int64_t at = t + k - 1;
+          if (at >= 0 && at < total) want += double(w[c * 3 + k]) * at;
+        }
+        EXPECT_NEAR(y[c * total + t], 2 * want, 1e-4) << "n " << n << " c " << c << " t " << t;
+      }
+  }
+  const DynamicGraph::Stats s = d->stats();
+  EXPECT_EQ(s.binds, totals);
+  EXPECT_EQ(s.hits, 5 - totals);
 }
 
 }  // namespace

@@ -301,6 +301,68 @@ bool BindKnown(const Graph& g, const SymbolicShapes& s, const std::map<std::stri
   return true;
 }
 
+// Nodes `seg` of `g` as a graph of their own, with the dims (and shape values) of `bound`: values read from outside
+// are its inputs (constants stay constants; symbol-dependent shape values are inputs unless `fold_elems`, where the
+// bound graph's folded elements are read as constants), values read after it or fused outputs are its outputs.
+// `in_values`/`out_values`: their indices in `g`.
+bool SegmentGraph(const Graph& g, const Graph& bound, const std::vector<size_t>& seg, const std::vector<char>& sym_elems,
+                  bool fold_elems, const std::map<std::string, size_t>& fused_outputs, const std::string& name,
+                  Graph* out, std::vector<std::string>* sin, std::vector<std::string>* sout,
+                  std::vector<int>* in_values, std::vector<int>* out_values) {
+  std::set<size_t> in_seg(seg.begin(), seg.end());
+  Graph& sub = *out;
+  sub = Graph();
+  sub.name = name;
+  sub.model_path = g.model_path;
+  std::unordered_map<int, int> map;
+  auto add = [&](int v) -> int {
+    if (v < 0) return -1;
+    if (auto it = map.find(v); it != map.end()) return it->second;
+    Value val = bound.v(v);
+    val.consumers.clear();
+    val.producer = -1;
+    val.is_graph_input = val.is_graph_output = false;
+    const bool produced_here = g.v(v).producer >= 0 && in_seg.count(static_cast<size_t>(g.v(v).producer));
+    if (!produced_here && (!val.is_const() || (!fold_elems && sym_elems[static_cast<size_t>(v)]))) {
+      val.data = nullptr;
+      val.folded.reset();
+      val.is_initializer = false;
+      val.is_graph_input = true;
+      sub.inputs.push_back(static_cast<int>(sub.values.size()));
+      sin->push_back(val.name);
+      in_values->push_back(v);
+    }
+    sub.by_name[val.name] = static_cast<int>(sub.values.size());
+    sub.values.push_back(std::move(val));
+    map[v] = static_cast<int>(sub.values.size()) - 1;
+    return map[v];
+  };
+  for (size_t i : seg) {
+    Node n = bound.nodes[i];
+    for (int& in : n.inputs) in = add(in);
+    for (int& o : n.outputs) o = add(o);
+    const int ni = static_cast<int>(sub.nodes.size());
+    for (int in : n.inputs)
+      if (in >= 0) sub.v(in).consumers.push_back(ni);
+    for (int o : n.outputs)
+      if (o >= 0) sub.v(o).producer = ni;
+    sub.nodes.push_back(std::move(n));
+  }
+  for (size_t i : seg)
+    for (int o : g.nodes[i].outputs) {
+      if (o < 0) continue;
+      bool outside = fused_outputs.count(g.v(o).name) != 0;
+      for (int c : g.v(o).consumers) outside |= !in_seg.count(static_cast<size_t>(c));
+      if (!outside) continue;
+      const int so = map.at(o);
+      sub.v(so).is_graph_output = true;
+      sub.outputs.push_back(so);
+      sout->push_back(g.v(o).name);
+      out_values->push_back(o);
+    }
+  return !sout->empty();
+}
+
 struct AlignedBuffer {
   unsigned char* data = nullptr;
   size_t size = 0;
@@ -340,6 +402,10 @@ struct DynamicGraph::Generic {
     std::shared_ptr<Executor> exec;  // null: no static segment in this stage
     std::vector<int> seg_in, seg_out;
     size_t seg_nodes = 0;
+    // Per-shape segment (graphs with run-time symbols): built for each binding of every symbol, kept in `cache`.
+    std::vector<size_t> bound_nodes;
+    std::vector<int> bound_in, bound_out;
+    std::list<std::pair<std::string, std::shared_ptr<BoundSegment>>> cache;  // most recent first; under mu_
     std::vector<Op> ops;
   };
   std::vector<Slot> slots;
@@ -362,6 +428,10 @@ struct DynamicGraph::Generic {
   };
   std::vector<Late> late;                                   // by need
   std::vector<int> op_step;                                 // per stage, the step of its segment (0: none)
+  std::vector<int> bound_step;                              // per stage, the step of its per-shape segment (0: none)
+  std::vector<char> sym_elems;                              // per value: a shape value that depends on the symbols
+  std::map<std::string, size_t> output_index;
+  std::map<int, int> slot_of_value;
   std::vector<std::vector<std::pair<size_t, size_t>>> sized;  // step -> (symbol, sizer elem) bound before it runs
   struct DataSym {
     size_t symbol = 0;
@@ -452,7 +522,10 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
   }
   // Classify the nodes: shape-value nodes (every output a shape value), static (every dim constant, reading no
   // symbol-dependent shape value) and dynamic (run by a generic kernel).
-  enum Kind { kElems, kStatic, kDynamic };
+  // With run-time symbols, a node whose dims change and that has no shape-generic kernel (or reads a weight) is bound
+  // per shape instead: a per-shape segment built for the sizes of every symbol, cached (issue 27 item 3).
+  enum Kind { kElems, kStatic, kDynamic, kBound };
+  const bool per_shape_segments = !sym_.runtime.empty();
   std::vector<Kind> kind(g.nodes.size());
   std::vector<GenericKernel> kernels(g.nodes.size(), nullptr);
   size_t n_static = 0;
@@ -473,6 +546,12 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
     kind[i] = kDynamic;
     std::string why;
     kernels[i] = FindGenericKernel(g, n, &why);
+    bool weighted = false;
+    for (int in : n.inputs) weighted |= in >= 0 && g.v(in).is_const() && g.v(in).bytes() > 4096;
+    if (per_shape_segments && (!kernels[i] || (n.op == "MatMul" && weighted))) {
+      kind[i] = kBound;
+      continue;
+    }
     if (!kernels[i]) return CheckResult::Fail("node '" + n.name + "' changes shape with the free dims and " + why);
     if (n.op == "MatMul")
       for (int in : n.inputs)
@@ -480,7 +559,7 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
           return CheckResult::Fail("node '" + n.name + "' (MatMul) changes shape with the free dims and reads a "
                                    "weight, which is packed per shape");
   }
-  if (n_static == 0) return CheckResult::Fail("no node has the same dims for every shape");
+  if (n_static == 0 && !per_shape_segments) return CheckResult::Fail("no node has the same dims for every shape");
   // Stages: a static node joins the segment after the latest dynamic node it reads; a dynamic node runs after the
   // latest segment it reads.
   std::vector<int> level(g.nodes.size(), 0);
@@ -492,7 +571,9 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
       if (in < 0 || g.v(in).producer < 0) continue;
       const size_t p = static_cast<size_t>(g.v(in).producer);
       if (kind[p] == kElems) continue;
-      lv = std::max(lv, level[p] + (kind[i] == kStatic && kind[p] == kDynamic ? 1 : 0));
+      // A stage runs its static segment, then its per-shape segment, then its dynamic nodes.
+      const bool later = (kind[i] == kStatic && kind[p] != kStatic) || (kind[i] == kBound && kind[p] == kDynamic);
+      lv = std::max(lv, level[p] + (later ? 1 : 0));
     }
     level[i] = lv;
     last = std::max(last, lv);
@@ -562,63 +643,32 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
     for (size_t i = 0; i < g.nodes.size(); ++i)
       if (kind[i] == kStatic && level[i] == k) seg.push_back(i);
     if (!seg.empty()) {
-      // The segment as a graph of its own: values read from outside are its inputs (constants stay constants),
-      // values read after it or fused outputs are its outputs.
-      std::set<size_t> in_seg(seg.begin(), seg.end());
       Graph sub;
-      sub.name = g.name + "/segment" + std::to_string(k);
-      sub.model_path = g.model_path;
-      std::unordered_map<int, int> map;
       std::vector<std::string> sin, sout;
-      auto add = [&](int v) -> int {
-        if (v < 0) return -1;
-        if (auto it = map.find(v); it != map.end()) return it->second;
-        Value val = bound.v(v);
-        val.consumers.clear();
-        val.producer = -1;
-        val.is_graph_input = val.is_graph_output = false;
-        const bool produced_here = g.v(v).producer >= 0 && in_seg.count(static_cast<size_t>(g.v(v).producer));
-        if (!produced_here && (!val.is_const() || sym_elems[static_cast<size_t>(v)])) {
-          val.data = nullptr;
-          val.folded.reset();
-          val.is_initializer = false;
-          val.is_graph_input = true;
-          sub.inputs.push_back(static_cast<int>(sub.values.size()));
-          sin.push_back(val.name);
-          st.seg_in.push_back(slot(v));
-        }
-        sub.by_name[val.name] = static_cast<int>(sub.values.size());
-        sub.values.push_back(std::move(val));
-        map[v] = static_cast<int>(sub.values.size()) - 1;
-        return map[v];
-      };
-      for (size_t i : seg) {
-        Node n = bound.nodes[i];
-        for (int& in : n.inputs) in = add(in);
-        for (int& o : n.outputs) o = add(o);
-        const int ni = static_cast<int>(sub.nodes.size());
-        for (int in : n.inputs)
-          if (in >= 0) sub.v(in).consumers.push_back(ni);
-        for (int o : n.outputs)
-          if (o >= 0) sub.v(o).producer = ni;
-        sub.nodes.push_back(std::move(n));
-      }
-      for (size_t i : seg)
-        for (int o : g.nodes[i].outputs) {
-          if (o < 0) continue;
-          bool outside = output_index.count(g.v(o).name) != 0;
-          for (int c : g.v(o).consumers) outside |= !in_seg.count(static_cast<size_t>(c));
-          if (!outside) continue;
-          const int so = map.at(o);
-          sub.v(so).is_graph_output = true;
-          sub.outputs.push_back(so);
-          sout.push_back(g.v(o).name);
-          st.seg_out.push_back(slot(o));
-        }
-      if (sout.empty()) return CheckResult::Fail("static segment " + std::to_string(k) + " has no outputs");
+      std::vector<int> vin, vout;
+      if (!SegmentGraph(g, bound, seg, sym_elems, false, output_index, g.name + "/segment" + std::to_string(k), &sub,
+                        &sin, &sout, &vin, &vout))
+        return CheckResult::Fail("static segment " + std::to_string(k) + " has no outputs");
+      for (int v : vin) st.seg_in.push_back(slot(v));
+      for (int v : vout) st.seg_out.push_back(slot(v));
       st.seg_nodes = seg.size();
       CheckResult r = Build(sub, sin, sout, /*warm_up=*/k == 0, &st.exec);
       if (!r.ok) return CheckResult::Fail("static segment " + std::to_string(k) + ": " + r.reason);
+    }
+    // The per-shape segment: its nodes, and the slots it reads and makes (built per binding by RunGeneric).
+    std::vector<size_t> bseg;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (kind[i] == kBound && level[i] == k) bseg.push_back(i);
+    if (!bseg.empty()) {
+      Graph sub;
+      std::vector<std::string> sin, sout;
+      std::vector<int> vin, vout;
+      if (!SegmentGraph(g, bound, bseg, sym_elems, true, output_index, g.name + "/bound" + std::to_string(k), &sub,
+                        &sin, &sout, &vin, &vout))
+        return CheckResult::Fail("per-shape segment " + std::to_string(k) + " has no outputs");
+      st.bound_nodes = bseg;
+      for (int v : vin) st.bound_in.push_back(slot(v));
+      for (int v : vout) st.bound_out.push_back(slot(v));
     }
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       if (kind[i] != kDynamic || level[i] != k) continue;
@@ -660,6 +710,9 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
   for (Generic::Stage& st : gen->stages)
     st.ops.erase(std::remove_if(st.ops.begin(), st.ops.end(), [](const Generic::Op& o) { return !o.kernel; }),
                  st.ops.end());
+  gen->sym_elems = sym_elems;
+  gen->output_index = output_index;
+  for (const auto& [v, sl] : slot_of) gen->slot_of_value[v] = sl;
   CheckResult rt = PlanRuntimeSymbols(gen.get());
   if (!rt.ok) return rt;
   // What every run evaluates at its start: each early slot's dims and shape-value elements, and the early checks.
@@ -708,8 +761,10 @@ CheckResult DynamicGraph::PlanRuntimeSymbols(Generic* gen) const {
   std::map<int, int> segment_step;  // node -> step of the segment that runs it
   int step = 0;
   gen->op_step.clear();
+  gen->bound_step.clear();
   for (Generic::Stage& st : gen->stages) {
     gen->op_step.push_back(st.exec ? ++step : 0);
+    gen->bound_step.push_back(st.bound_nodes.empty() ? 0 : ++step);
     for (Generic::Op& op : st.ops) {
       op.step = ++step;
       op_of[op.node] = &op;
@@ -718,10 +773,13 @@ CheckResult DynamicGraph::PlanRuntimeSymbols(Generic* gen) const {
   gen->steps = step;
   if (sym_.runtime.empty()) return CheckResult::Ok();
   for (size_t k = 0; k < gen->stages.size(); ++k) {
-    if (!gen->stages[k].exec) continue;
     for (int so : gen->stages[k].seg_out) {
       const int p = g.v(gen->slots[static_cast<size_t>(so)].value).producer;
       if (p >= 0) segment_step[p] = gen->op_step[k];
+    }
+    for (int so : gen->stages[k].bound_out) {
+      const int p = g.v(gen->slots[static_cast<size_t>(so)].value).producer;
+      if (p >= 0) segment_step[p] = gen->bound_step[k];
     }
   }
   gen->sized.assign(static_cast<size_t>(step) + 1, {});
@@ -806,6 +864,11 @@ CheckResult DynamicGraph::PlanRuntimeSymbols(Generic* gen) const {
       for (int so : *ss)
         if (slot_need[static_cast<size_t>(so)] > 0)
           return CheckResult::Fail("static segment " + std::to_string(k) + " reads or makes a value sized by data");
+    for (const std::vector<int>* ss : {&gen->stages[k].bound_in, &gen->stages[k].bound_out})
+      for (int so : *ss)
+        if (slot_need[static_cast<size_t>(so)] > gen->bound_step[k])
+          return CheckResult::Fail("per-shape segment " + std::to_string(k) + " runs before the sizes of value '" +
+                                   g.v(gen->slots[static_cast<size_t>(so)].value).name + "' are known");
     for (const Generic::Op& op : gen->stages[k].ops)
       for (const std::vector<int>* ss : {&op.in, &op.out})
         for (int so : *ss)
@@ -817,15 +880,73 @@ CheckResult DynamicGraph::PlanRuntimeSymbols(Generic* gen) const {
   return CheckResult::Ok();
 }
 
+// The per-shape segment of stage k for the symbols' current sizes: cached, or bound (every symbol, the run-time ones
+// included), lowered and built now, reusing the packed weights and the lowering memo of earlier shapes.
+CheckResult DynamicGraph::GetBoundSegment(size_t k, const std::vector<int64_t>& symbols,
+                                          std::shared_ptr<BoundSegment>* out) {
+  Generic& gen = *generic_;
+  Generic::Stage& st = gen.stages[k];
+  const std::vector<std::string>& names = sym_.table.symbol_names();
+  std::string key;
+  std::map<std::string, int64_t> binding;
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    if (symbols[i] < 0) continue;
+    binding[names[i]] = symbols[i];
+    key += names[i] + "=" + std::to_string(symbols[i]) + ";";
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = st.cache.begin(); it != st.cache.end(); ++it)
+    if (it->first == key) {
+      st.cache.splice(st.cache.begin(), st.cache, it);
+      ++stats_.hits;
+      *out = st.cache.front().second;
+      return CheckResult::Ok();
+    }
+  const auto t0 = std::chrono::steady_clock::now();
+  Graph bound, sub;
+  std::string why;
+  if (!BindKnown(graph_, sym_, binding, &bound, &why)) return CheckResult::Fail("shape:" + why);
+  std::vector<std::string> sin, sout;
+  std::vector<int> vin, vout;
+  if (!SegmentGraph(graph_, bound, st.bound_nodes, gen.sym_elems, true, gen.output_index,
+                    graph_.name + "/bound" + std::to_string(k), &sub, &sin, &sout, &vin, &vout))
+    return CheckResult::Fail("per-shape segment " + std::to_string(k) + " has no outputs");
+  auto b = std::make_shared<BoundSegment>();
+  for (int v : vin) {
+    auto it = gen.slot_of_value.find(v);
+    if (it == gen.slot_of_value.end())
+      return CheckResult::Fail("per-shape segment " + std::to_string(k) + " reads value '" + graph_.v(v).name +
+                               "', which no step keeps");
+    b->in.push_back(it->second);
+  }
+  for (int v : vout) b->out.push_back(gen.slot_of_value.at(v));
+  CheckResult r = Build(sub, sin, sout, /*warm_up=*/stats_.binds == 0, &b->exec);
+  if (!r.ok) return CheckResult::Fail("per-shape segment " + std::to_string(k) + " at " + key + ": " + r.reason);
+  ++stats_.binds;
+  stats_.last_bind_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (gen.profile)
+    std::fprintf(stderr, "[aotcpu profile] per-shape segment %zu (%zu nodes) at %s: bind + lower + build %.2f ms\n", k,
+                 st.bound_nodes.size(), key.c_str(), stats_.last_bind_ms);
+  st.cache.emplace_front(key, b);
+  while (st.cache.size() > options_.cache_size) {
+    st.cache.pop_back();
+    ++stats_.evictions;
+  }
+  *out = std::move(b);
+  return CheckResult::Ok();
+}
+
 std::string DynamicGraph::GenericSummary() const {
   if (!generic_) return "";
-  size_t segs = 0, seg_nodes = 0, ops = 0;
+  size_t segs = 0, seg_nodes = 0, ops = 0, bsegs = 0, bnodes = 0;
   for (const Generic::Stage& st : generic_->stages) {
     if (st.exec) ++segs, seg_nodes += st.seg_nodes;
+    if (!st.bound_nodes.empty()) ++bsegs, bnodes += st.bound_nodes.size();
     ops += st.ops.size();
   }
   return std::to_string(segs) + " static segment(s) (" + std::to_string(seg_nodes) + " nodes), " +
-         std::to_string(ops) + " shape-generic node(s)";
+         std::to_string(ops) + " shape-generic node(s)" +
+         (bsegs ? ", " + std::to_string(bsegs) + " per-shape segment(s) (" + std::to_string(bnodes) + " nodes)" : "");
 }
 
 CheckResult DynamicGraph::Run(const std::vector<const void*>& inputs, const std::vector<std::vector<int64_t>>& input_dims,
@@ -1052,6 +1173,20 @@ CheckResult DynamicGraph::RunGeneric(const std::map<std::string, int64_t>& bindi
       if (!r.ok) return r;
       if (r = read_data(step); !r.ok) return r;
       lap("(static segments)");
+    }
+    if (!st.bound_nodes.empty()) {
+      const int step = gen.bound_step[k];
+      if (CheckResult r = advance(step); !r.ok) return r;
+      std::shared_ptr<BoundSegment> b;
+      CheckResult r = GetBoundSegment(k, symbols, &b);
+      if (!r.ok) return r;
+      seg_in.clear();
+      seg_out.clear();
+      for (int s : b->in) seg_in.push_back(rs->ptr[static_cast<size_t>(s)]);
+      for (int s : b->out) seg_out.push_back(rs->ptr[static_cast<size_t>(s)]);
+      if (r = b->exec->Run(seg_in, seg_out); !r.ok) return r;
+      if (r = read_data(step); !r.ok) return r;
+      lap("(per-shape segments)");
     }
     for (const Generic::Op& op : st.ops) {
       const Node& n = graph_.nodes[static_cast<size_t>(op.node)];

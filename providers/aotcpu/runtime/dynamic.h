@@ -115,6 +115,11 @@ class DynamicGraph {
   struct Generic;
   CheckResult MakeGeneric(std::unique_ptr<Generic>* out);  // fails (with why) when the form does not apply
   CheckResult PlanRuntimeSymbols(Generic* gen) const;       // where run-time symbols are bound (issue 27 item 3)
+  struct BoundSegment {  // a per-shape segment built for one binding: its executor and the slots it reads and makes
+    std::shared_ptr<Executor> exec;
+    std::vector<int> in, out;
+  };
+  CheckResult GetBoundSegment(size_t stage, const std::vector<int64_t>& symbols, std::shared_ptr<BoundSegment>* out);
   CheckResult RunGeneric(const std::map<std::string, int64_t>& binding, const std::vector<const void*>& inputs,
                          const std::vector<std::vector<int64_t>>& input_dims, const OutputAlloc& alloc,
                          bool* fallback);
