@@ -597,6 +597,9 @@ class Infer {
   DimId RuntimeSym(const std::string& name, int node, int value, size_t elem);
   bool DataDependent(const Node& n);
   bool RangeRuntime(const Node& n);
+  bool PadRuntime(const Node& n);
+  bool SliceRuntime(const Node& n);
+  bool ReshapeRuntime(const Node& n);
 
   void InitValue(int vi);
   void Agree(const Node& n);
@@ -749,11 +752,23 @@ bool Infer::Node1(const Node& n) {
                  "LessOrEqual", "GreaterOrEqual", "Max", "Min", "Sum", "Mean", "PRelu"}))
     return Elementwise(n);
   if (op == "Gather") return Gather(n);
-  if (op == "Slice") return Slice(n);
+  if (op == "Slice") {
+    const size_t checks = s_.checks.size();
+    if (Slice(n)) return true;
+    if (!runtime_ || n.opset < 10) return false;
+    s_.checks.resize(checks);
+    return SliceRuntime(n);
+  }
   if (op == "Concat") return Concat(n);
   if (op == "Squeeze") return SqueezeOp(n, false);
   if (op == "Unsqueeze") return SqueezeOp(n, true);
-  if (op == "Reshape") return Reshape(n);
+  if (op == "Reshape") {
+    const size_t checks = s_.checks.size();
+    if (Reshape(n)) return true;
+    if (!runtime_ || n.opset < 5) return false;
+    s_.checks.resize(checks);
+    return ReshapeRuntime(n);
+  }
   if (op == "Flatten") return Flatten(n);
   if (op == "Transpose") return Transpose(n);
   if (op == "MatMul") return MatMul(n);
@@ -1449,7 +1464,7 @@ bool Infer::Pad(const Node& n) {
   if (n.opset < 11) {
     pads = n.Ints("pads");
   } else {
-    if (!InConsts(n, 1, &pads, "pads")) return false;
+    if (!InConsts(n, 1, &pads, "pads")) return runtime_ && PadRuntime(n);
     if (Present(n, 3) && !InConsts(n, 3, &axes, "Pad axes")) return false;
   }
   if (axes.empty())
@@ -1590,6 +1605,70 @@ bool Infer::RangeRuntime(const Node& n) {
     if (!v || !v->known || !v->dims.empty()) return Fail("Range operand " + std::to_string(i) + " is not a scalar");
   }
   return SetDims(n, 0, {RuntimeSym("range:" + n.name, node_, -1, 0)});
+}
+
+// Slice whose starts/ends no rule can place: each sliced axis' length a run-time symbol its sizer computes from the
+// input dims and the starts/ends data (the axes must be constant).
+bool Infer::SliceRuntime(const Node& n) {
+  why_.clear();
+  Dims d;
+  if (!InDims(n, 0, &d)) return false;
+  const SymValue* st = In(n, 1);
+  const SymValue* en = In(n, 2);
+  if (!st || !en || !st->known || !en->known || st->dims.size() != 1) return Fail("Slice starts are not a 1-D tensor");
+  int64_t count;
+  if (!t_.IsConst(st->dims[0], &count)) return Fail("Slice starts of unknown length");
+  std::vector<int64_t> axes;
+  if (Present(n, 3)) {
+    if (!InConsts(n, 3, &axes, "Slice axes")) return false;
+  } else {
+    for (int64_t i = 0; i < count; ++i) axes.push_back(i);
+  }
+  if (static_cast<int64_t>(axes.size()) != count) return Fail("Slice axes and starts differ in length");
+  Dims out = d;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    size_t ax;
+    if (!NormAxis(axes[k], d.size(), &ax)) return false;
+    out[ax] = RuntimeSym("slice:" + n.name + "[" + std::to_string(ax) + "]", node_, -1, ax);
+  }
+  return SetDims(n, 0, out);
+}
+
+// Reshape whose target no rule can resolve (a dim that may be 0 or -1): constant positive dims stay, the others are
+// run-time symbols its sizer resolves from the target data and the input dims.
+bool Infer::ReshapeRuntime(const Node& n) {
+  why_.clear();
+  Dims d, target;
+  if (!InDims(n, 0, &d) || !InElems(n, 1, &target, "Reshape shape")) return false;
+  if (target.size() > kMaxRank) return Fail("rank too large");
+  Dims out(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    int64_t c;
+    if (t_.IsConst(target[i], &c) && c > 0) out[i] = target[i];
+    else out[i] = RuntimeSym("reshape:" + n.name + "[" + std::to_string(i) + "]", node_, -1, i);
+  }
+  if (HasOut(n, 0) && target.size() <= 1 && In(n, 0)->has_elems) return Fail("Reshape of a shape value");
+  return SetDims(n, 0, out);
+}
+
+// Pad whose pads are computed (from shapes or, at run time, from data): each padded dim as an expression.
+bool Infer::PadRuntime(const Node& n) {
+  why_.clear();
+  Dims d, pads;
+  std::vector<int64_t> axes;
+  if (!InDims(n, 0, &d) || !InElems(n, 1, &pads, "pads")) return false;
+  if (Present(n, 3) && !InConsts(n, 3, &axes, "Pad axes")) return false;
+  if (axes.empty())
+    for (size_t i = 0; i < d.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (pads.size() != 2 * axes.size()) return Fail("pads length differs");
+  Dims out = d;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    size_t ax;
+    if (!NormAxis(axes[k], d.size(), &ax)) return false;
+    out[ax] = t_.Add(t_.Add(d[ax], pads[k]), pads[k + axes.size()]);
+    Check(t_.Max(out[ax], t_.Const(0)), out[ax], "padded dim " + std::to_string(ax) + " >= 0");
+  }
+  return SetDims(n, 0, out);
 }
 
 }  // namespace

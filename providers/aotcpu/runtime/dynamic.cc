@@ -297,6 +297,37 @@ bool BindKnown(const Graph& g, const SymbolicShapes& s, const std::map<std::stri
     v.folded = bytes;
     v.data = v.folded->data();
   }
+  // Values read as sizes (run-time symbols from data): their data, when every element is bound, as constants, so that
+  // a per-shape segment lowers a Pad or Reshape that reads them as it would a constant.
+  std::map<int, std::vector<std::pair<size_t, int64_t>>> data;
+  for (const RuntimeSymbol& rs : s.runtime) {
+    if (rs.value < 0) continue;
+    auto it = binding.find(rs.name);
+    data[rs.value].push_back({rs.elem, it == binding.end() ? INT64_MIN : it->second});
+  }
+  for (const auto& [vi, elems] : data) {
+    Value& v = r.values[static_cast<size_t>(vi)];
+    if (v.is_const() || !v.has_shape || (v.dtype != kI64 && v.dtype != kI32)) continue;
+    int64_t count = 1;
+    for (int64_t x : v.dims) count *= x;
+    if (count != static_cast<int64_t>(elems.size())) continue;
+    std::vector<int64_t> e(static_cast<size_t>(count), INT64_MIN);
+    for (const auto& [k, x] : elems)
+      if (k < e.size()) e[k] = x;
+    if (std::find(e.begin(), e.end(), INT64_MIN) != e.end()) continue;
+    const bool i64 = v.dtype == kI64;
+    auto bytes = std::make_shared<std::string>(e.size() * (i64 ? 8 : 4), '\0');
+    for (size_t k = 0; k < e.size(); ++k) {
+      if (i64) {
+        std::memcpy(&(*bytes)[8 * k], &e[k], 8);
+      } else {
+        const int32_t x = static_cast<int32_t>(e[k]);
+        std::memcpy(&(*bytes)[4 * k], &x, 4);
+      }
+    }
+    v.folded = bytes;
+    v.data = v.folded->data();
+  }
   *out = std::move(r);
   return true;
 }
@@ -323,7 +354,8 @@ bool SegmentGraph(const Graph& g, const Graph& bound, const std::vector<size_t>&
     val.producer = -1;
     val.is_graph_input = val.is_graph_output = false;
     const bool produced_here = g.v(v).producer >= 0 && in_seg.count(static_cast<size_t>(g.v(v).producer));
-    if (!produced_here && (!val.is_const() || (!fold_elems && sym_elems[static_cast<size_t>(v)]))) {
+    const bool elems = sym_elems[static_cast<size_t>(v)];
+    if (!produced_here && ((!val.is_const() && !(fold_elems && elems)) || (!fold_elems && elems))) {
       val.data = nullptr;
       val.folded.reset();
       val.is_initializer = false;
@@ -564,15 +596,18 @@ CheckResult DynamicGraph::MakeGeneric(std::unique_ptr<Generic>* out) {
   // latest segment it reads.
   std::vector<int> level(g.nodes.size(), 0);
   int last = 0;
+  // With run-time symbols a shape value can depend on dims a dynamic node makes: it counts as made by a dynamic node.
+  auto kind_of = [&](size_t i) { return kind[i] == kElems ? kDynamic : kind[i]; };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (kind[i] == kElems) continue;
+    if (kind[i] == kElems && !per_shape_segments) continue;
     int lv = 0;
     for (int in : g.nodes[i].inputs) {
       if (in < 0 || g.v(in).producer < 0) continue;
       const size_t p = static_cast<size_t>(g.v(in).producer);
-      if (kind[p] == kElems) continue;
+      if (kind[p] == kElems && !per_shape_segments) continue;
       // A stage runs its static segment, then its per-shape segment, then its dynamic nodes.
-      const bool later = (kind[i] == kStatic && kind[p] != kStatic) || (kind[i] == kBound && kind[p] == kDynamic);
+      const Kind ki = kind_of(i), kp = kind_of(p);
+      const bool later = (ki == kStatic && kp != kStatic) || (ki == kBound && kp == kDynamic);
       lv = std::max(lv, level[p] + (later ? 1 : 0));
     }
     level[i] = lv;
@@ -921,7 +956,9 @@ CheckResult DynamicGraph::GetBoundSegment(size_t k, const std::vector<int64_t>& 
   }
   for (int v : vout) b->out.push_back(gen.slot_of_value.at(v));
   CheckResult r = Build(sub, sin, sout, /*warm_up=*/stats_.binds == 0, &b->exec);
-  if (!r.ok) return CheckResult::Fail("per-shape segment " + std::to_string(k) + " at " + key + ": " + r.reason);
+  if (!r.ok)
+    return CheckResult::Fail("per-shape segment " + std::to_string(k) + " (" + std::to_string(st.bound_nodes.size()) +
+                             " nodes, from '" + graph_.nodes[st.bound_nodes[0]].name + "'): " + r.reason);
   ++stats_.binds;
   stats_.last_bind_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (gen.profile)

@@ -890,6 +890,108 @@ std::string RandomLikeKernel(const Graph&, const Node& n, const std::vector<GTen
   return "";
 }
 
+std::string NotKernel(const Graph&, const Node&, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                      int /*threads*/) {
+  if (in[0].dims != out[0].dims) return Mismatch("Not", in[0].dims, out[0].dims);
+  const bool* x = static_cast<const bool*>(in[0].data);
+  bool* y = static_cast<bool*>(out[0].data);
+  for (int64_t i = 0, n = in[0].numel(); i < n; ++i) y[i] = !x[i];
+  return "";
+}
+
+std::string CeilFloorKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                            const std::vector<GTensor>& out, int /*threads*/) {
+  if (in[0].dims != out[0].dims) return Mismatch(n.op.c_str(), in[0].dims, out[0].dims);
+  const float* x = static_cast<const float*>(in[0].data);
+  float* y = static_cast<float*>(out[0].data);
+  const bool ceil = n.op == "Ceil";
+  for (int64_t i = 0, c = in[0].numel(); i < c; ++i) y[i] = ceil ? std::ceil(x[i]) : std::floor(x[i]);
+  return "";
+}
+
+// ConstantOfShape to a shape computed at run time; its value attribute as ir.cc stores a tensor (i = dtype, ints = dims,
+// s = bytes), 0.f without one.
+std::string ConstantOfShapeKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                                  const std::vector<GTensor>& out, int /*threads*/) {
+  std::vector<int64_t> shape;
+  if (!ReadInts(in[0], &shape)) return "the shape is missing";
+  if (shape != out[0].dims) return Mismatch("ConstantOfShape", shape, out[0].dims);
+  const size_t es = GenericElementSize(out[0].dtype);
+  std::string value(es, '\0');
+  if (auto it = n.attrs.find("value"); it != n.attrs.end()) {
+    const Attr& a = it->second;
+    if (a.type != EPCTX_ATTR_TENSOR || static_cast<uint32_t>(a.i) != out[0].dtype || a.s.size() != es)
+      return "value is not one element of the output's type";
+    value = a.s;
+  }
+  auto* y = static_cast<unsigned char*>(out[0].data);
+  for (int64_t i = 0, c = out[0].numel(); i < c; ++i) std::memcpy(y + i * static_cast<int64_t>(es), value.data(), es);
+  return "";
+}
+
+// ReduceSum/ReduceMax/ReduceMin of int64 or float in index order (axes from the input since opset 13 for ReduceSum, 18
+// for the others; empty axes reduce everything unless noop_with_empty_axes).
+std::string ReduceKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                         int /*threads*/) {
+  const Dims& d = in[0].dims;
+  std::vector<int64_t> axes;
+  const bool from_input = n.op == "ReduceSum" ? n.opset >= 13 : n.opset >= 18;
+  if (from_input) {
+    if (in.size() > 1 && in[1].data) ReadInts(in[1], &axes);
+  } else {
+    axes = n.Ints("axes");
+  }
+  const bool keep = n.Int("keepdims", 1) != 0;
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) {
+    if (d != out[0].dims) return Mismatch(n.op.c_str(), d, out[0].dims);
+    std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * GenericElementSize(in[0].dtype));
+    return "";
+  }
+  std::vector<char> reduced(d.size(), axes.empty() ? 1 : 0);
+  for (int64_t a : axes) {
+    const int64_t x = Axis(a, d.size());
+    if (x < 0 || x >= static_cast<int64_t>(d.size())) return "axis " + std::to_string(a) + " out of range";
+    reduced[static_cast<size_t>(x)] = 1;
+  }
+  Dims od, kd(d.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    kd[i] = reduced[i] ? 1 : d[i];
+    if (!reduced[i]) od.push_back(d[i]);
+    else if (keep) od.push_back(1);
+  }
+  if (od != out[0].dims) return Mismatch(n.op.c_str(), od, out[0].dims);
+  const Dims ks = RowStrides(kd);
+  const int op = n.op == "ReduceSum" ? 0 : n.op == "ReduceMax" ? 1 : 2;
+  auto run = [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in[0].data);
+    T* y = static_cast<T*>(out[0].data);
+    int64_t on = 1;
+    for (int64_t v : kd) on *= v;
+    const int64_t total = in[0].numel();
+    if (total == 0 && op != 0) return "reducing an empty tensor";
+    std::vector<char> first(static_cast<size_t>(on), 1);
+    for (int64_t i = 0; i < on; ++i) y[i] = T(0);
+    std::vector<int64_t> idx(d.size(), 0);
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t o = 0;
+      for (size_t a = 0; a < d.size(); ++a) o += (reduced[a] ? 0 : idx[a]) * ks[a];
+      if (op == 0) y[o] += x[i];
+      else if (first[static_cast<size_t>(o)]) y[o] = x[i];
+      else y[o] = op == 1 ? std::max(y[o], x[i]) : std::min(y[o], x[i]);
+      first[static_cast<size_t>(o)] = 0;
+      for (size_t a = d.size(); a-- > 0;) {
+        if (++idx[a] < d[a]) break;
+        idx[a] = 0;
+      }
+    }
+    return "";
+  };
+  if (in[0].dtype == kF32) return run(float());
+  if (in[0].dtype == kI64) return run(int64_t());
+  return "element type";
+}
+
 GenericKernel FindDataDependentKernel(const Graph& g, const Node& n, std::string* why) {
   const std::string& op = n.op;
   auto no = [&](const std::string& w) -> GenericKernel { *why = op + ": " + w; return nullptr; };
@@ -897,6 +999,11 @@ GenericKernel FindDataDependentKernel(const Graph& g, const Node& n, std::string
   const uint32_t out0 = n.outputs.empty() || n.outputs[0] < 0 ? 0 : g.v(n.outputs[0]).dtype;
   auto is_int = [](uint32_t t) { return t == kI64 || t == kI32; };
   if (op == "NonZero") return out0 == kI64 ? NonZeroKernel : no("output not int64");
+  if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin")
+    return dt(0) == kI64 && out0 == kI64 ? ReduceKernel : no("not int64 (float reductions are lowered)");
+  if (op == "Not") return dt(0) == kBool && out0 == kBool ? NotKernel : no("not bool");
+  if (op == "Ceil" || op == "Floor") return dt(0) == kF32 && out0 == kF32 ? CeilFloorKernel : no("not f32");
+  if (op == "ConstantOfShape") return dt(0) == kI64 ? ConstantOfShapeKernel : no("shape not int64");
   if (op == "Range") {
     if (n.inputs.size() != 3 || dt(1) != dt(0) || dt(2) != dt(0) || (dt(0) != kF32 && !is_int(dt(0))))
       return no("element types");
@@ -932,8 +1039,54 @@ std::string MatMulTransposedB(const Graph&, const Node&, const std::vector<GTens
   return MatMulImpl(in, out, threads, true);
 }
 
+// Slice's output dims (elem = axis) from the input dims and its starts/ends/axes/steps data.
+std::string SliceSizes(const Graph&, const Node& n, const std::vector<GTensor>& in, std::vector<int64_t>* sizes) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (in.size() < 3 || !ReadInts(in[1], &starts) || !ReadInts(in[2], &ends)) return "starts/ends missing";
+  const bool axes_given = in.size() > 3 && in[3].data;
+  if (axes_given) ReadInts(in[3], &axes);
+  if (in.size() > 4 && in[4].data) ReadInts(in[4], &steps);
+  SliceAxes sa;
+  std::string why;
+  if (!ResolveSlice(in[0].dims, starts, ends, axes, axes_given, steps, &sa, &why)) return why;
+  *sizes = sa.dims;
+  return "";
+}
+
+// Reshape's output dims from its target data (0 copies the input dim unless allowzero, one -1 takes the rest).
+std::string ReshapeSizes(const Graph&, const Node& n, const std::vector<GTensor>& in, std::vector<int64_t>* sizes) {
+  std::vector<int64_t> t;
+  if (in.size() < 2 || !ReadInts(in[1], &t)) return "the target shape is missing";
+  const bool allowzero = n.Int("allowzero", 0) != 0;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == 0 && !allowzero) {
+      if (i >= in[0].dims.size()) return "target dim " + std::to_string(i) + " is 0 beyond the input's rank";
+      t[i] = in[0].dims[i];
+    }
+    if (t[i] == -1) {
+      if (infer >= 0) return "two -1 in the target shape";
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    if (t[i] < 0) return "target dim " + std::to_string(t[i]);
+    known *= t[i];
+  }
+  const int64_t total = in[0].numel();
+  if (infer >= 0) {
+    if (known == 0 || total % known) return "cannot infer the -1 of the target shape for " + std::to_string(total) + " elements";
+    t[static_cast<size_t>(infer)] = total / known;
+  } else if (known != total) {
+    return "the target shape has " + std::to_string(known) + " elements, the input " + std::to_string(total);
+  }
+  *sizes = t;
+  return "";
+}
+
 GenericSizer FindGenericSizer(const Node& n) {
   if (n.op == "NonZero") return NonZeroSizes;
+  if (n.op == "Reshape") return ReshapeSizes;
+  if (n.op == "Slice" && n.opset >= 10) return SliceSizes;
   if (n.op == "Range") return RangeSizes;
   return nullptr;
 }
