@@ -422,6 +422,7 @@ class Infer {
   Infer(const Graph& g, SymbolicShapes* s) : g_(g), s_(*s), t_(s->table) {}
 
   bool Run();
+  void set_runtime(bool runtime) { runtime_ = runtime; }
 
  private:
   using Dims = std::vector<DimId>;
@@ -452,6 +453,7 @@ class Infer {
   // Elements of input i as expressions (a shape value or an integer constant).
   bool InElems(const Node& n, size_t i, Dims* e, const char* what) {
     const SymValue* v = In(n, i);
+    if (v && !v->has_elems && runtime_ && DataElems(n.inputs[i], e)) return true;
     if (!v || !v->has_elems)
       return Fail(std::string(what) + " (input " + std::to_string(i) + ") is neither constant nor computed from shapes");
     *e = v->elems;
@@ -589,6 +591,16 @@ class Infer {
   bool Split(const Node& n);
   bool Pad(const Node& n);
   bool Resize(const Node& n);
+  // Issue 27 item 3: ops whose output sizes or values depend on data.
+  bool runtime_ = false;                 // InferSymbolicRuntime: data-dependent sizes become run-time symbols
+  std::map<int, Dims> data_elems_;       // value -> its elements as run-time symbols (DataElems)
+  bool DataElems(int vi, Dims* e);
+  DimId RuntimeSym(const std::string& name, int node, int value, size_t elem);
+  bool DataDependent(const Node& n);
+  bool RangeRuntime(const Node& n);
+  bool PadRuntime(const Node& n);
+  bool SliceRuntime(const Node& n);
+  bool ReshapeRuntime(const Node& n);
 
   void InitValue(int vi);
   void Agree(const Node& n);
@@ -741,17 +753,33 @@ bool Infer::Node1(const Node& n) {
                  "LessOrEqual", "GreaterOrEqual", "Max", "Min", "Sum", "Mean", "PRelu"}))
     return Elementwise(n);
   if (op == "Gather") return Gather(n);
-  if (op == "Slice") return Slice(n);
+  if (op == "Slice") {
+    const size_t checks = s_.checks.size();
+    if (Slice(n)) return true;
+    if (!runtime_ || n.opset < 10) return false;
+    s_.checks.resize(checks);
+    return SliceRuntime(n);
+  }
   if (op == "Concat") return Concat(n);
   if (op == "Squeeze") return SqueezeOp(n, false);
   if (op == "Unsqueeze") return SqueezeOp(n, true);
-  if (op == "Reshape") return Reshape(n);
+  if (op == "Reshape") {
+    const size_t checks = s_.checks.size();
+    if (Reshape(n)) return true;
+    if (!runtime_ || n.opset < 5) return false;
+    s_.checks.resize(checks);
+    return ReshapeRuntime(n);
+  }
   if (op == "Flatten") return Flatten(n);
   if (op == "Transpose") return Transpose(n);
   if (op == "MatMul") return MatMul(n);
   if (op == "Gemm") return Gemm(n);
   if (op == "LayerNormalization") return LayerNorm(n);
-  if (op == "Range") return Range(n);
+  if (op == "Range")
+    return runtime_ && !(IsShapeValue(n, 0) && IsShapeValue(n, 1) && IsShapeValue(n, 2)) ? RangeRuntime(n) : Range(n);
+  if (OneOf(op, {"NonZero", "CumSum", "ScatterND", "GatherND", "GatherElements", "RandomNormalLike",
+                 "RandomUniformLike"}))
+    return DataDependent(n);
   if (op == "Expand") return Expand(n);
   if (op == "Tile") return Tile(n);
   if (op == "ConstantOfShape") return ConstantOfShape(n);
@@ -1484,7 +1512,7 @@ bool Infer::Pad(const Node& n) {
   if (n.opset < 11) {
     pads = n.Ints("pads");
   } else {
-    if (!InConsts(n, 1, &pads, "pads")) return false;
+    if (!InConsts(n, 1, &pads, "pads")) return runtime_ && PadRuntime(n);
     if (Present(n, 3) && !InConsts(n, 3, &axes, "Pad axes")) return false;
   }
   if (axes.empty())
@@ -1552,11 +1580,157 @@ bool Infer::Resize(const Node& n) {
 }
 
 
+DimId Infer::RuntimeSym(const std::string& name, int node, int value, size_t elem) {
+  for (const RuntimeSymbol& r : s_.runtime)
+    if (r.name == name) return t_.Sym(name);
+  RuntimeSymbol r;
+  r.name = name;
+  r.node = node;
+  r.value = value;
+  r.elem = elem;
+  s_.runtime.push_back(std::move(r));
+  return t_.Sym(name);
+}
+
+// An integer tensor of constant length read as sizes, that no rule computes from shapes: its elements become run-time
+// symbols bound from its data once its producer has run. A negative element then fails the run (a symbol is a dim).
+bool Infer::DataElems(int vi, Dims* e) {
+  if (auto it = data_elems_.find(vi); it != data_elems_.end()) return *e = it->second, true;
+  const Value& v = g_.v(vi);
+  const SymValue& sv = s_.values[static_cast<size_t>(vi)];
+  if ((v.dtype != kI64 && v.dtype != kI32) || !sv.known || sv.dims.size() > 1) return false;
+  if (v.producer < 0 && !v.is_graph_input) return false;
+  size_t count = 1;
+  if (!ConstNumel(sv.dims, &count)) {
+    // The runtime's static length (Agree made it a check).
+    if (!v.has_shape || v.dims.size() != sv.dims.size() || (v.dims.size() == 1 && v.dims[0] < 0)) return false;
+    count = v.dims.empty() ? 1 : static_cast<size_t>(v.dims[0]);
+  }
+  if (count > kMaxElems) return false;
+  Dims elems;
+  for (size_t k = 0; k < count; ++k)
+    elems.push_back(RuntimeSym("data:" + v.name + (sv.dims.empty() ? "" : "[" + std::to_string(k) + "]"), -1, vi, k));
+  data_elems_[vi] = elems;
+  *e = std::move(elems);
+  return true;
+}
+
+bool Infer::DataDependent(const Node& n) {
+  const std::string& op = n.op;
+  Dims d;
+  if (!InDims(n, 0, &d)) return false;
+  if (op == "CumSum" || op == "ScatterND" || op == "RandomNormalLike" || op == "RandomUniformLike")
+    return SetDims(n, 0, d);
+  if (op == "GatherElements") {
+    Dims idx;
+    if (!InDims(n, 1, &idx)) return false;
+    if (idx.size() != d.size()) return Fail("GatherElements indices rank differs from the data's");
+    return SetDims(n, 0, idx);
+  }
+  if (op == "GatherND") {
+    Dims idx;
+    if (!InDims(n, 1, &idx)) return false;
+    const int64_t b = n.Int("batch_dims", 0);
+    int64_t m;
+    if (idx.empty() || !t_.IsConst(idx.back(), &m)) return Fail("GatherND index length is not constant");
+    if (b < 0 || m < 1 || b + m > static_cast<int64_t>(d.size()) || b >= static_cast<int64_t>(idx.size()))
+      return Fail("GatherND index length " + std::to_string(m) + " with batch_dims " + std::to_string(b) +
+                  " does not fit data of rank " + std::to_string(d.size()));
+    for (int64_t i = 0; i < b; ++i) Check(idx[static_cast<size_t>(i)], d[static_cast<size_t>(i)], "GatherND batch dim");
+    Dims out(idx.begin(), idx.end() - 1);
+    out.insert(out.end(), d.begin() + b + m, d.end());
+    return SetDims(n, 0, out);
+  }
+  // NonZero: [rank, count], the count known only when it runs.
+  if (!runtime_) return Fail("NonZero's output size depends on data");
+  return SetDims(n, 0, {t_.Const(static_cast<int64_t>(d.size())), RuntimeSym("nonzero:" + n.name, node_, -1, 0)});
+}
+
+// Range whose bounds are computed from data (or whose delta is not constant): a length bound when it runs.
+bool Infer::RangeRuntime(const Node& n) {
+  for (size_t i = 0; i < 3; ++i) {
+    const SymValue* v = In(n, i);
+    if (!v || !v->known || !v->dims.empty()) return Fail("Range operand " + std::to_string(i) + " is not a scalar");
+  }
+  return SetDims(n, 0, {RuntimeSym("range:" + n.name, node_, -1, 0)});
+}
+
+// Slice whose starts/ends no rule can place: each sliced axis' length a run-time symbol its sizer computes from the
+// input dims and the starts/ends data (the axes must be constant).
+bool Infer::SliceRuntime(const Node& n) {
+  why_.clear();
+  Dims d;
+  if (!InDims(n, 0, &d)) return false;
+  const SymValue* st = In(n, 1);
+  const SymValue* en = In(n, 2);
+  if (!st || !en || !st->known || !en->known || st->dims.size() != 1) return Fail("Slice starts are not a 1-D tensor");
+  int64_t count;
+  if (!t_.IsConst(st->dims[0], &count)) return Fail("Slice starts of unknown length");
+  std::vector<int64_t> axes;
+  if (Present(n, 3)) {
+    if (!InConsts(n, 3, &axes, "Slice axes")) return false;
+  } else {
+    for (int64_t i = 0; i < count; ++i) axes.push_back(i);
+  }
+  if (static_cast<int64_t>(axes.size()) != count) return Fail("Slice axes and starts differ in length");
+  Dims out = d;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    size_t ax;
+    if (!NormAxis(axes[k], d.size(), &ax)) return false;
+    out[ax] = RuntimeSym("slice:" + n.name + "[" + std::to_string(ax) + "]", node_, -1, ax);
+  }
+  return SetDims(n, 0, out);
+}
+
+// Reshape whose target no rule can resolve (a dim that may be 0 or -1): constant positive dims stay, the others are
+// run-time symbols its sizer resolves from the target data and the input dims.
+bool Infer::ReshapeRuntime(const Node& n) {
+  why_.clear();
+  Dims d, target;
+  if (!InDims(n, 0, &d) || !InElems(n, 1, &target, "Reshape shape")) return false;
+  if (target.size() > kMaxRank) return Fail("rank too large");
+  Dims out(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    int64_t c;
+    if (t_.IsConst(target[i], &c) && c > 0) out[i] = target[i];
+    else out[i] = RuntimeSym("reshape:" + n.name + "[" + std::to_string(i) + "]", node_, -1, i);
+  }
+  if (HasOut(n, 0) && target.size() <= 1 && In(n, 0)->has_elems) return Fail("Reshape of a shape value");
+  return SetDims(n, 0, out);
+}
+
+// Pad whose pads are computed (from shapes or, at run time, from data): each padded dim as an expression.
+bool Infer::PadRuntime(const Node& n) {
+  why_.clear();
+  Dims d, pads;
+  std::vector<int64_t> axes;
+  if (!InDims(n, 0, &d) || !InElems(n, 1, &pads, "pads")) return false;
+  if (Present(n, 3) && !InConsts(n, 3, &axes, "Pad axes")) return false;
+  if (axes.empty())
+    for (size_t i = 0; i < d.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (pads.size() != 2 * axes.size()) return Fail("pads length differs");
+  Dims out = d;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    size_t ax;
+    if (!NormAxis(axes[k], d.size(), &ax)) return false;
+    out[ax] = t_.Add(t_.Add(d[ax], pads[k]), pads[k + axes.size()]);
+    Check(t_.Max(out[ax], t_.Const(0)), out[ax], "padded dim " + std::to_string(ax) + " >= 0");
+  }
+  return SetDims(n, 0, out);
+}
+
 }  // namespace
 
 bool InferSymbolic(const Graph& g, SymbolicShapes* out) {
   *out = SymbolicShapes();
   Infer inf(g, out);
+  return inf.Run();
+}
+
+bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out) {
+  *out = SymbolicShapes();
+  Infer inf(g, out);
+  inf.set_runtime(true);
   return inf.Run();
 }
 

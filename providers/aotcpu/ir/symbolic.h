@@ -105,18 +105,37 @@ struct SymCheck {
   std::string what;  // "output 'x' dim 2 (the runtime says 16)", "MatMul K", ...
 };
 
+// A symbol whose size is known only while the graph runs (issue 27 item 3): bound by `node` before it runs (NonZero's
+// count, Range's length from run-time bounds; `elem` indexes the node's sizes), or, when `value` >= 0, element `elem`
+// of that integer value's data, read once its producer has run (a Reshape/Expand/ConstantOfShape target computed
+// from data). Only InferSymbolicRuntime makes them.
+struct RuntimeSymbol {
+  std::string name;
+  int node = -1;
+  int value = -1;
+  size_t elem = 0;
+};
+
 struct SymbolicShapes {
   DimTable table;
   std::vector<SymValue> values;    // index = Graph value index
   std::vector<std::string> why;    // per node: empty when every present output is known
   std::vector<SymCheck> checks;
   std::vector<std::string> symbols;  // the free symbols graph inputs introduced, sorted
+  std::vector<RuntimeSymbol> runtime;  // symbols bound while running (InferSymbolicRuntime only), in node order
 };
 
 // Infers dims (and shape-value elements) for every value of `g`. Graph inputs: static dims as constants, free dims as
 // the symbol their dim_param names (Value::dim_symbols), or "<input>:<axis>" when unnamed. Returns true when every
 // value that nodes produce or read is known.
 bool InferSymbolic(const Graph& g, SymbolicShapes* out);
+
+// As InferSymbolic, and where a size depends on data, a fresh run-time symbol (SymbolicShapes::runtime) instead of an
+// unknown: NonZero's count, Range's length when its bounds are computed from data, and the elements of an integer
+// tensor of at most 64 elements read as a shape (Reshape, Expand, ConstantOfShape, Tile, Slice operands) that no rule
+// computes. Only a runtime that binds those symbols while running (dynamic.h's shape-generic form) may use the result;
+// Bind fails on them as unbound.
+bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out);
 
 // A copy of `g` with every known value's dims evaluated under `symbols` (has_shape true) and every shape value's
 // elements written as owned constant data (Value::folded/data, the value's int64/int32 dtype); unknown values are

@@ -13,6 +13,16 @@
 // on it) are evaluated from their expressions. A new shape then costs nothing but those evaluations: nothing is
 // lowered, built or cached per shape. Otherwise every new shape is bound and compiled (Get).
 //
+// Data-dependent sizes (issue 27 item 3): the symbolic shapes come from InferSymbolicRuntime, so a size known only
+// while running is a run-time symbol (SymbolicShapes::runtime): bound by the step that makes it (a NonZero's count, a
+// Range/Slice/Reshape length from data, by the kernel's sizer before it runs) or read from an integer value's data
+// after the step that computes it (a shape tensor computed from data). Slots and checks that use one are placed and
+// evaluated at the first step where their symbols are bound. In such a graph a node whose dims change and that has no
+// shape-generic kernel (a Conv over a length summed from durations) joins a per-shape segment: bound with every symbol
+// bound so far (data read as sizes folded as constants), lowered and built when a run first needs those sizes, and
+// kept in a per-stage LRU keyed by them. A graph with run-time symbols only runs in the shape-generic form: Create
+// fails when that form does not apply.
+//
 // Thread safety: Run and Get may be called from concurrent runs; binding a new shape happens under a lock, and an executor
 // stays alive while a run uses it even if the cache evicts it.
 #ifndef EPCTX_PROVIDERS_AOTCPU_RUNTIME_DYNAMIC_H_
@@ -114,6 +124,12 @@ class DynamicGraph {
                     bool warm_up, std::shared_ptr<Executor>* exec);
   struct Generic;
   CheckResult MakeGeneric(std::unique_ptr<Generic>* out);  // fails (with why) when the form does not apply
+  CheckResult PlanRuntimeSymbols(Generic* gen) const;       // where run-time symbols are bound (issue 27 item 3)
+  struct BoundSegment {  // a per-shape segment built for one binding: its executor and the slots it reads and makes
+    std::shared_ptr<Executor> exec;
+    std::vector<int> in, out;
+  };
+  CheckResult GetBoundSegment(size_t stage, const std::vector<int64_t>& symbols, std::shared_ptr<BoundSegment>* out);
   CheckResult RunGeneric(const std::map<std::string, int64_t>& binding, const std::vector<const void*>& inputs,
                          const std::vector<std::vector<int64_t>>& input_dims, const OutputAlloc& alloc,
                          bool* fallback);

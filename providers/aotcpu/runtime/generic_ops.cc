@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <random>
 #include <type_traits>
 
 #include <omp.h>
@@ -525,6 +526,440 @@ std::string SoftmaxKernel(const Graph&, const Node& n, const std::vector<GTensor
   return "";
 }
 
+// ---- data-dependent shapes (issue 27 item 3) ----------------------------------------------------------------------
+// NonZero and Range size their outputs from data: the sizer (FindGenericSizer) computes the run-time symbols before
+// the kernel runs, and the kernel checks that its output buffer has those dims.
+
+template <typename T>
+int64_t CountNonZero(const T* x, int64_t n) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) c += x[i] != T(0);
+  return c;
+}
+
+template <typename F>
+std::string ByDtype(uint32_t dtype, F f) {
+  switch (dtype) {
+    case kF32: return f(float());
+    case kI64: return f(int64_t());
+    case kI32: return f(int32_t());
+    case kBool: return f(bool());
+    case kU8: return f(uint8_t());
+    case kI8: return f(int8_t());
+    default: return "element type " + std::to_string(dtype);
+  }
+}
+
+std::string NonZeroSizes(const Graph&, const Node&, const std::vector<GTensor>& in, std::vector<int64_t>* sizes) {
+  return ByDtype(in[0].dtype, [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    sizes->assign(1, CountNonZero(static_cast<const T*>(in[0].data), in[0].numel()));
+    return "";
+  });
+}
+
+std::string NonZeroKernel(const Graph&, const Node&, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                          int /*threads*/) {
+  const Dims& d = in[0].dims;
+  return ByDtype(in[0].dtype, [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in[0].data);
+    const int64_t n = in[0].numel(), count = CountNonZero(x, n);
+    const Dims od = {static_cast<int64_t>(d.size()), count};
+    if (od != out[0].dims) return Mismatch("NonZero", od, out[0].dims);
+    int64_t* y = static_cast<int64_t*>(out[0].data);
+    std::vector<int64_t> idx(d.size(), 0);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (x[i] != T(0)) {
+        for (size_t a = 0; a < d.size(); ++a) y[static_cast<int64_t>(a) * count + k] = idx[a];
+        ++k;
+      }
+      for (size_t a = d.size(); a-- > 0;) {
+        if (++idx[a] < d[a]) break;
+        idx[a] = 0;
+      }
+    }
+    return "";
+  });
+}
+
+// Range's length (CPU EP's formula: ceil((limit - start) / delta), at least 0; exact for integers).
+std::string RangeLength(const std::vector<GTensor>& in, int64_t* len) {
+  for (size_t i = 0; i < 3; ++i)
+    if (in[i].numel() != 1 || in[i].dtype != in[0].dtype) return "start, limit and delta are not scalars of one type";
+  if (in[0].dtype == kF32) {
+    const float s = *static_cast<const float*>(in[0].data), l = *static_cast<const float*>(in[1].data),
+                dl = *static_cast<const float*>(in[2].data);
+    if (dl == 0) return "delta is 0";
+    const double c = std::ceil((static_cast<double>(l) - s) / dl);
+    if (std::isnan(c) || c > 9e18) return "the range has no finite length";
+    *len = c > 0 ? static_cast<int64_t>(c) : 0;
+    return "";
+  }
+  std::vector<int64_t> v[3];
+  for (size_t i = 0; i < 3; ++i)
+    if (!ReadInts(in[i], &v[i]) || (in[i].dtype != kI64 && in[i].dtype != kI32)) return "element type";
+  const int64_t s = v[0][0], l = v[1][0], dl = v[2][0];
+  if (dl == 0) return "delta is 0";
+  const __int128 span = static_cast<__int128>(l) - s;
+  __int128 q = span / dl;
+  if (q * dl != span && (span > 0) == (dl > 0)) ++q;
+  *len = q > 0 ? static_cast<int64_t>(q) : 0;
+  return "";
+}
+
+std::string RangeSizes(const Graph&, const Node&, const std::vector<GTensor>& in, std::vector<int64_t>* sizes) {
+  int64_t len = 0;
+  std::string err = RangeLength(in, &len);
+  if (err.empty()) sizes->assign(1, len);
+  return err;
+}
+
+std::string RangeKernel(const Graph&, const Node&, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                        int /*threads*/) {
+  int64_t len = 0;
+  std::string err = RangeLength(in, &len);
+  if (!err.empty()) return err;
+  if (out[0].dims != Dims{len}) return Mismatch("Range", {len}, out[0].dims);
+  if (in[0].dtype == kF32) {
+    const float s = *static_cast<const float*>(in[0].data), dl = *static_cast<const float*>(in[2].data);
+    float* y = static_cast<float*>(out[0].data);
+    for (int64_t i = 0; i < len; ++i) y[i] = s + static_cast<float>(i) * dl;
+  } else if (in[0].dtype == kI64) {
+    const int64_t s = *static_cast<const int64_t*>(in[0].data), dl = *static_cast<const int64_t*>(in[2].data);
+    int64_t* y = static_cast<int64_t*>(out[0].data);
+    for (int64_t i = 0; i < len; ++i) y[i] = s + i * dl;
+  } else {
+    const int32_t s = *static_cast<const int32_t*>(in[0].data), dl = *static_cast<const int32_t*>(in[2].data);
+    int32_t* y = static_cast<int32_t*>(out[0].data);
+    for (int64_t i = 0; i < len; ++i) y[i] = static_cast<int32_t>(s + i * dl);
+  }
+  return "";
+}
+
+// Sums in index order along the axis (exclusive: the sum before the element; reverse: from the end).
+std::string CumSumKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                         int /*threads*/) {
+  const Dims& d = in[0].dims;
+  if (d != out[0].dims) return Mismatch("CumSum", d, out[0].dims);
+  std::vector<int64_t> ax;
+  if (in.size() < 2 || !ReadInts(in[1], &ax) || ax.size() != 1) return "axis is not one integer";
+  if (d.empty()) return "CumSum of a scalar";
+  const int64_t axis = Axis(ax[0], d.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(d.size())) return "axis " + std::to_string(ax[0]) + " out of range";
+  const bool exclusive = n.Int("exclusive", 0) != 0, reverse = n.Int("reverse", 0) != 0;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= d[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < d.size(); ++i) inner *= d[i];
+  const int64_t len = d[static_cast<size_t>(axis)];
+  auto run = [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in[0].data);
+    T* y = static_cast<T*>(out[0].data);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < inner; ++j) {
+        T acc = T(0);
+        for (int64_t t = 0; t < len; ++t) {
+          const int64_t k = reverse ? len - 1 - t : t;
+          const int64_t at = (o * len + k) * inner + j;
+          if (exclusive) {
+            y[at] = acc;
+            acc += x[at];
+          } else {
+            acc += x[at];
+            y[at] = acc;
+          }
+        }
+      }
+    return "";
+  };
+  if (in[0].dtype == kF32) return run(float());
+  if (in[0].dtype == kI64) return run(int64_t());
+  if (in[0].dtype == kI32) return run(int32_t());
+  return "element type";
+}
+
+// Offset (elements) of the slice that index tuple `ix` (m entries) selects in dims `d` from axis `from`; false when an
+// index is out of range (negative ones count from the end).
+bool TupleOffset(const int64_t* ix, int64_t m, const Dims& d, size_t from, int64_t* off, std::string* why) {
+  int64_t o = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    const int64_t dim = d[from + static_cast<size_t>(k)];
+    int64_t i = ix[k];
+    if (i < -dim || i >= dim) {
+      *why = "index " + std::to_string(i) + " out of range for dim " + std::to_string(dim);
+      return false;
+    }
+    if (i < 0) i += dim;
+    o = o * dim + i;
+  }
+  *off = o;
+  return true;
+}
+
+std::string GatherNDKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                           const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& d = in[0].dims;
+  const Dims& id = in[1].dims;
+  const int64_t b = n.Int("batch_dims", 0);
+  if (id.empty()) return "indices are a scalar";
+  const int64_t m = id.back();
+  if (b < 0 || m < 1 || b + m > static_cast<int64_t>(d.size()) || b >= static_cast<int64_t>(id.size()))
+    return "index length " + std::to_string(m) + " does not fit data " + DimsText(d);
+  for (int64_t i = 0; i < b; ++i)
+    if (id[static_cast<size_t>(i)] != d[static_cast<size_t>(i)]) return "batch dims differ";
+  Dims od(id.begin(), id.end() - 1);
+  od.insert(od.end(), d.begin() + b + m, d.end());
+  if (od != out[0].dims) return Mismatch("GatherND", od, out[0].dims);
+  std::vector<int64_t> ix;
+  ReadInts(in[1], &ix);
+  int64_t batches = 1, per_batch = 1, slice = 1, batch_stride = 1;
+  for (int64_t i = 0; i < b; ++i) batches *= d[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(b); i + 1 < id.size(); ++i) per_batch *= id[i];
+  for (size_t i = static_cast<size_t>(b + m); i < d.size(); ++i) slice *= d[i];
+  for (size_t i = static_cast<size_t>(b); i < d.size(); ++i) batch_stride *= d[i];
+  const size_t es = GenericElementSize(out[0].dtype);
+  const auto* src = static_cast<const unsigned char*>(in[0].data);
+  auto* dst = static_cast<unsigned char*>(out[0].data);
+  std::string why;
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t j = 0; j < per_batch; ++j) {
+      const int64_t t = bi * per_batch + j;
+      int64_t off = 0;
+      if (!TupleOffset(&ix[static_cast<size_t>(t * m)], m, d, static_cast<size_t>(b), &off, &why)) return why;
+      std::memcpy(dst + static_cast<size_t>(t * slice) * es, src + static_cast<size_t>(bi * batch_stride + off * slice) * es,
+                  static_cast<size_t>(slice) * es);
+    }
+  return "";
+}
+
+// reduction "none" (the last update of an index wins, in order), "add", "mul", "max", "min".
+std::string ScatterNDKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                            const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& d = in[0].dims;
+  const Dims& id = in[1].dims;
+  if (d != out[0].dims) return Mismatch("ScatterND", d, out[0].dims);
+  if (id.empty()) return "indices are a scalar";
+  const int64_t m = id.back();
+  if (m < 1 || m > static_cast<int64_t>(d.size())) return "index length " + std::to_string(m) + " does not fit data " + DimsText(d);
+  Dims ud(id.begin(), id.end() - 1);
+  ud.insert(ud.end(), d.begin() + m, d.end());
+  if (ud != in[2].dims) return "updates are " + DimsText(in[2].dims) + ", expected " + DimsText(ud);
+  const std::string red = n.Str("reduction", "none");
+  if (red != "none" && (in[0].dtype == kBool || (red != "add" && red != "mul" && red != "max" && red != "min")))
+    return "reduction '" + red + "'";
+  const size_t es = GenericElementSize(out[0].dtype);
+  if (out[0].data != in[0].data) std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * es);
+  std::vector<int64_t> ix;
+  ReadInts(in[1], &ix);
+  int64_t tuples = 1, slice = 1;
+  for (size_t i = 0; i + 1 < id.size(); ++i) tuples *= id[i];
+  for (size_t i = static_cast<size_t>(m); i < d.size(); ++i) slice *= d[i];
+  auto* dst = static_cast<unsigned char*>(out[0].data);
+  const auto* upd = static_cast<const unsigned char*>(in[2].data);
+  std::string why;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t off = 0;
+    if (!TupleOffset(&ix[static_cast<size_t>(t * m)], m, d, 0, &off, &why)) return why;
+    unsigned char* to = dst + static_cast<size_t>(off * slice) * es;
+    const unsigned char* from = upd + static_cast<size_t>(t * slice) * es;
+    if (red == "none") {
+      std::memcpy(to, from, static_cast<size_t>(slice) * es);
+      continue;
+    }
+    std::string err = ByDtype(out[0].dtype, [&](auto tag) -> std::string {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, bool>) {
+        return "bool reduction";
+      } else {
+        T* y = reinterpret_cast<T*>(to);
+        const T* u = reinterpret_cast<const T*>(from);
+        for (int64_t k = 0; k < slice; ++k) {
+          if (red == "add") y[k] = static_cast<T>(y[k] + u[k]);
+          else if (red == "mul") y[k] = static_cast<T>(y[k] * u[k]);
+          else if (red == "max") y[k] = std::max(y[k], u[k]);
+          else y[k] = std::min(y[k], u[k]);
+        }
+        return "";
+      }
+    });
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
+std::string GatherElementsKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                                 const std::vector<GTensor>& out, int /*threads*/) {
+  const Dims& d = in[0].dims;
+  const Dims& id = in[1].dims;
+  if (id != out[0].dims) return Mismatch("GatherElements", id, out[0].dims);
+  if (d.size() != id.size() || d.empty()) return "indices rank " + std::to_string(id.size()) + " differs from the data's";
+  const int64_t axis = Axis(n.Int("axis", 0), d.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(d.size())) return "axis out of range";
+  std::vector<int64_t> ix;
+  ReadInts(in[1], &ix);
+  const Dims ds = RowStrides(d);
+  const size_t es = GenericElementSize(out[0].dtype);
+  const auto* src = static_cast<const unsigned char*>(in[0].data);
+  auto* dst = static_cast<unsigned char*>(out[0].data);
+  std::vector<int64_t> pos(id.size(), 0);
+  const int64_t dim = d[static_cast<size_t>(axis)];
+  for (size_t i = 0; i < ix.size(); ++i) {
+    int64_t k = ix[i];
+    if (k < -dim || k >= dim) return "index " + std::to_string(k) + " out of range for dim " + std::to_string(dim);
+    if (k < 0) k += dim;
+    int64_t off = 0;
+    for (size_t a = 0; a < pos.size(); ++a) {
+      if (static_cast<int64_t>(a) != axis && pos[a] >= d[a]) return "indices dims " + DimsText(id) + " exceed the data's " + DimsText(d);
+      off += (static_cast<int64_t>(a) == axis ? k : pos[a]) * ds[a];
+    }
+    std::memcpy(dst + i * es, src + static_cast<size_t>(off) * es, es);
+    for (size_t a = pos.size(); a-- > 0;) {
+      if (++pos[a] < id[a]) break;
+      pos[a] = 0;
+    }
+  }
+  return "";
+}
+
+// RandomNormalLike/RandomUniformLike as the CPU EP draws them: std::mt19937 seeded with the `seed` attribute (the same
+// values every run), else from std::random_device. Never ORT's values: only a result scaled to zero matches it.
+std::string RandomLikeKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                             const std::vector<GTensor>& out, int /*threads*/) {
+  if (in[0].dims != out[0].dims) return Mismatch(n.op.c_str(), in[0].dims, out[0].dims);
+  if (out[0].dtype != kF32) return "output type is not float";
+  std::mt19937 gen;
+  if (n.Has("seed")) {
+    gen.seed(static_cast<uint32_t>(static_cast<int64_t>(std::fmod(static_cast<double>(n.Float("seed", 0.f)), 4294967296.0))));
+  } else {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd()};
+    gen.seed(seq);
+  }
+  float* y = static_cast<float*>(out[0].data);
+  const int64_t count = out[0].numel();
+  if (n.op == "RandomNormalLike") {
+    std::normal_distribution<double> normal(0.0, 1.0);
+    const double mean = n.Float("mean", 0.f), scale = n.Float("scale", 1.f);
+    for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(mean + scale * normal(gen));
+  } else {
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const double lo = n.Float("low", 0.f), hi = n.Float("high", 1.f);
+    for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(lo + (hi - lo) * u(gen));
+  }
+  return "";
+}
+
+// ConstantOfShape to a shape computed at run time; its value attribute as ir.cc stores a tensor (i = dtype, ints = dims,
+// s = bytes), 0.f without one.
+std::string ConstantOfShapeKernel(const Graph&, const Node& n, const std::vector<GTensor>& in,
+                                  const std::vector<GTensor>& out, int /*threads*/) {
+  std::vector<int64_t> shape;
+  if (!ReadInts(in[0], &shape)) return "the shape is missing";
+  if (shape != out[0].dims) return Mismatch("ConstantOfShape", shape, out[0].dims);
+  const size_t es = GenericElementSize(out[0].dtype);
+  std::string value(es, '\0');
+  if (auto it = n.attrs.find("value"); it != n.attrs.end()) {
+    const Attr& a = it->second;
+    if (a.type != EPCTX_ATTR_TENSOR || static_cast<uint32_t>(a.i) != out[0].dtype || a.s.size() != es)
+      return "value is not one element of the output's type";
+    value = a.s;
+  }
+  auto* y = static_cast<unsigned char*>(out[0].data);
+  for (int64_t i = 0, c = out[0].numel(); i < c; ++i) std::memcpy(y + i * static_cast<int64_t>(es), value.data(), es);
+  return "";
+}
+
+// ReduceSum/ReduceMax/ReduceMin of int64 or float in index order (axes from the input since opset 13 for ReduceSum, 18
+// for the others; empty axes reduce everything unless noop_with_empty_axes).
+std::string ReduceKernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
+                         int /*threads*/) {
+  const Dims& d = in[0].dims;
+  std::vector<int64_t> axes;
+  const bool from_input = n.op == "ReduceSum" ? n.opset >= 13 : n.opset >= 18;
+  if (from_input) {
+    if (in.size() > 1 && in[1].data) ReadInts(in[1], &axes);
+  } else {
+    axes = n.Ints("axes");
+  }
+  const bool keep = n.Int("keepdims", 1) != 0;
+  if (axes.empty() && n.Int("noop_with_empty_axes", 0) != 0) {
+    if (d != out[0].dims) return Mismatch(n.op.c_str(), d, out[0].dims);
+    std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * GenericElementSize(in[0].dtype));
+    return "";
+  }
+  std::vector<char> reduced(d.size(), axes.empty() ? 1 : 0);
+  for (int64_t a : axes) {
+    const int64_t x = Axis(a, d.size());
+    if (x < 0 || x >= static_cast<int64_t>(d.size())) return "axis " + std::to_string(a) + " out of range";
+    reduced[static_cast<size_t>(x)] = 1;
+  }
+  Dims od, kd(d.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    kd[i] = reduced[i] ? 1 : d[i];
+    if (!reduced[i]) od.push_back(d[i]);
+    else if (keep) od.push_back(1);
+  }
+  if (od != out[0].dims) return Mismatch(n.op.c_str(), od, out[0].dims);
+  const Dims ks = RowStrides(kd);
+  const int op = n.op == "ReduceSum" ? 0 : n.op == "ReduceMax" ? 1 : 2;
+  auto run = [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in[0].data);
+    T* y = static_cast<T*>(out[0].data);
+    int64_t on = 1;
+    for (int64_t v : kd) on *= v;
+    const int64_t total = in[0].numel();
+    if (total == 0 && op != 0) return "reducing an empty tensor";
+    std::vector<char> first(static_cast<size_t>(on), 1);
+    for (int64_t i = 0; i < on; ++i) y[i] = T(0);
+    std::vector<int64_t> idx(d.size(), 0);
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t o = 0;
+      for (size_t a = 0; a < d.size(); ++a) o += (reduced[a] ? 0 : idx[a]) * ks[a];
+      if (op == 0) y[o] += x[i];
+      else if (first[static_cast<size_t>(o)]) y[o] = x[i];
+      else y[o] = op == 1 ? std::max(y[o], x[i]) : std::min(y[o], x[i]);
+      first[static_cast<size_t>(o)] = 0;
+      for (size_t a = d.size(); a-- > 0;) {
+        if (++idx[a] < d[a]) break;
+        idx[a] = 0;
+      }
+    }
+    return "";
+  };
+  if (in[0].dtype == kF32) return run(float());
+  if (in[0].dtype == kI64) return run(int64_t());
+  return "element type";
+}
+
+GenericKernel FindDataDependentKernel(const Graph& g, const Node& n, std::string* why) {
+  const std::string& op = n.op;
+  auto no = [&](const std::string& w) -> GenericKernel { *why = op + ": " + w; return nullptr; };
+  auto dt = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0 ? g.v(n.inputs[i]).dtype : 0u; };
+  const uint32_t out0 = n.outputs.empty() || n.outputs[0] < 0 ? 0 : g.v(n.outputs[0]).dtype;
+  auto is_int = [](uint32_t t) { return t == kI64 || t == kI32; };
+  if (op == "NonZero") return out0 == kI64 ? NonZeroKernel : no("output not int64");
+  if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin")
+    return dt(0) == kI64 && out0 == kI64 ? ReduceKernel : no("not int64 (float reductions are lowered)");
+  if (op == "ConstantOfShape") return dt(0) == kI64 ? ConstantOfShapeKernel : no("shape not int64");
+  if (op == "Range") {
+    if (n.inputs.size() != 3 || dt(1) != dt(0) || dt(2) != dt(0) || (dt(0) != kF32 && !is_int(dt(0))))
+      return no("element types");
+    return RangeKernel;
+  }
+  if (op == "CumSum") {
+    if ((dt(0) != kF32 && !is_int(dt(0))) || !is_int(dt(1))) return no("element types");
+    return CumSumKernel;
+  }
+  if (op == "GatherND") return dt(1) == kI64 ? GatherNDKernel : no("indices not int64");
+  if (op == "ScatterND") return dt(1) == kI64 && dt(2) == dt(0) ? ScatterNDKernel : no("element types");
+  if (op == "GatherElements") return is_int(dt(1)) ? GatherElementsKernel : no("indices not int64/int32");
+  if (op == "RandomNormalLike" || op == "RandomUniformLike") return out0 == kF32 ? RandomLikeKernel : no("not f32");
+  return nullptr;
+}
+
 // ---- support --------------------------------------------------------------------------------------------------------
 
 uint32_t DtypeOf(const Graph& g, int v) { return v < 0 ? 0 : g.v(v).dtype; }
@@ -551,6 +986,57 @@ std::string TriluKernel(const Graph&, const Node& n, const std::vector<GTensor>&
 std::string ReduceL2Kernel(const Graph&, const Node& n, const std::vector<GTensor>& in, const std::vector<GTensor>& out,
                            int threads);
 }  // namespace
+// Slice's output dims (elem = axis) from the input dims and its starts/ends/axes/steps data.
+std::string SliceSizes(const Graph&, const Node& n, const std::vector<GTensor>& in, std::vector<int64_t>* sizes) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (in.size() < 3 || !ReadInts(in[1], &starts) || !ReadInts(in[2], &ends)) return "starts/ends missing";
+  const bool axes_given = in.size() > 3 && in[3].data;
+  if (axes_given) ReadInts(in[3], &axes);
+  if (in.size() > 4 && in[4].data) ReadInts(in[4], &steps);
+  SliceAxes sa;
+  std::string why;
+  if (!ResolveSlice(in[0].dims, starts, ends, axes, axes_given, steps, &sa, &why)) return why;
+  *sizes = sa.dims;
+  return "";
+}
+
+// Reshape's output dims from its target data (0 copies the input dim unless allowzero, one -1 takes the rest).
+std::string ReshapeSizes(const Graph&, const Node& n, const std::vector<GTensor>& in, std::vector<int64_t>* sizes) {
+  std::vector<int64_t> t;
+  if (in.size() < 2 || !ReadInts(in[1], &t)) return "the target shape is missing";
+  const bool allowzero = n.Int("allowzero", 0) != 0;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == 0 && !allowzero) {
+      if (i >= in[0].dims.size()) return "target dim " + std::to_string(i) + " is 0 beyond the input's rank";
+      t[i] = in[0].dims[i];
+    }
+    if (t[i] == -1) {
+      if (infer >= 0) return "two -1 in the target shape";
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    if (t[i] < 0) return "target dim " + std::to_string(t[i]);
+    known *= t[i];
+  }
+  const int64_t total = in[0].numel();
+  if (infer >= 0) {
+    if (known == 0 || total % known) return "cannot infer the -1 of the target shape for " + std::to_string(total) + " elements";
+    t[static_cast<size_t>(infer)] = total / known;
+  } else if (known != total) {
+    return "the target shape has " + std::to_string(known) + " elements, the input " + std::to_string(total);
+  }
+  *sizes = t;
+  return "";
+}
+
+GenericSizer FindGenericSizer(const Node& n) {
+  if (n.op == "NonZero") return NonZeroSizes;
+  if (n.op == "Reshape") return ReshapeSizes;
+  if (n.op == "Slice" && n.opset >= 10) return SliceSizes;
+  if (n.op == "Range") return RangeSizes;
+  return nullptr;
+}
 
 GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why) {
   const std::string& op = n.op;
@@ -575,6 +1061,9 @@ GenericKernel FindGenericKernel(const Graph& g, const Node& n, std::string* why)
     if (in0 != out0) return no("element types");
     return TriluKernel;
   }
+  std::string data_why;
+  if (GenericKernel k = FindDataDependentKernel(g, n, &data_why)) return k;
+  if (!data_why.empty()) return *why = data_why, nullptr;
   if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" || op == "Identity")
     return CopyKernel;
   if (op == "Concat") return ConcatKernel;

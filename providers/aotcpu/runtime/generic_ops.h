@@ -73,6 +73,12 @@ std::string RunElementwise(ElemOp op, const std::vector<GTensor>& in, const GTen
 // dims) set to zero: upper keeps column - row >= k, lower keeps column - row <= k. Any element type above (bytes
 // copied or zeroed); in and out of equal dims, rank >= 2. "" or why.
 std::string RunTrilu(const GTensor& in, const GTensor& out, bool upper, int64_t k);
+// Data-dependent sizes (issue 27 item 3): for a node whose output size depends on its input values (NonZero's count,
+// Range's length from run-time bounds), computes the sizes of the run-time symbols it binds (SymbolicShapes::runtime,
+// in `elem` order) from its inputs, before its output buffer is placed. "" on success, else why.
+using GenericSizer = std::string (*)(const Graph& g, const Node& n, const std::vector<GTensor>& in,
+                                     std::vector<int64_t>* sizes);
+GenericSizer FindGenericSizer(const Node& n);
 
 // Bytes per element of an ONNX dtype this file handles (f32, i64, i32, bool, u8, i8); 0 otherwise.
 size_t GenericElementSize(uint32_t dtype);
