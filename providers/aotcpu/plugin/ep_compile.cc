@@ -175,9 +175,37 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
                        graph_name + "': " + r.reason);
     shapes.profiles.push_back(dims);
   }
+  // No profile bound (none given, or none fits this graph of a group): a representative shape is bound so that the
+  // binary holds the weights packed in the layouts a shape needs (not a profile: a loaded session does not build it).
+  // Every free dim takes one size, the first of these the graph takes (clamped into its range).
+  if (shapes.profiles.empty() && !d.generic()) {
+    for (int64_t size : {64, 96, 32, 128, 256, 16, 8, 1}) {
+      std::vector<std::vector<int64_t>> dims;
+      for (const std::string& input : d.inputs()) {
+        const Value& v = d.graph().v(d.graph().Find(input));
+        std::vector<int64_t> x = v.dims;
+        for (size_t k = 0; k < x.size(); ++k) {
+          if (x[k] >= 0) continue;
+          x[k] = size;
+          const std::string sym = k < v.dim_symbols.size() ? v.dim_symbols[k] : "";
+          if (auto it = ep->options.shape_ranges.find(sym); !sym.empty() && it != ep->options.shape_ranges.end())
+            x[k] = std::min(std::max(size, it->second.lo), it->second.hi);
+        }
+        dims.push_back(std::move(x));
+      }
+      if (!d.CheckShape(dims).ok) continue;
+      std::shared_ptr<Executor> exec;
+      bool invalid = false;
+      if (d.Get(dims, &exec, &invalid).ok) break;  // a shape that fails to compile: try the next (its error is the run's)
+    }
+  }
   std::vector<StoredWeight> packed;
   for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
-  CheckResult r = SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/", shapes);
+  // Constants read only packed are stored only packed (a later shape that needs them plain or in another layout makes
+  // them from the packed bytes: dynamic.h, `derived`).
+  const std::map<std::string, std::string> derived = DerivableConstants(d.graph(), packed);
+  CheckResult r =
+      SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/", shapes, derived);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "storing dynamic partition '" + graph_name + "': " + r.reason);
   return nullptr;
 }
