@@ -103,7 +103,25 @@ bool IsDerivedPlaceholder(const void* p) {
   return false;
 }
 
-CheckResult DeriveConstant(const dnnl::memory::desc& layout, const void* data, void* out, size_t bytes) {
+// Whether `strides` lay `dims` out densely (each dim > 1 a different stride, together covering numel elements once).
+bool DenseStridesOf(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  if (strides.size() != dims.size()) return false;
+  std::vector<std::pair<int64_t, int64_t>> by_stride;  // stride, dim
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (strides[i] < 0 || strides[i] > kMaxDim) return false;
+    if (dims[i] > 1) by_stride.emplace_back(strides[i], dims[i]);
+  }
+  std::sort(by_stride.begin(), by_stride.end());
+  int64_t want = 1;
+  for (const auto& [stride, dim] : by_stride) {
+    if (stride != want) return false;
+    want *= dim;
+  }
+  return true;
+}
+
+CheckResult DeriveConstant(const dnnl::memory::desc& layout, const std::vector<int64_t>& given, const void* data,
+                           void* out, size_t bytes) {
   const dnnl_memory_desc_t& l = layout.data;
   if (l.data_type != dnnl_f32 || l.extra.flags != 0) return CheckResult::Fail("not a float weight without extra data");
   if (l.ndims < 0 || l.ndims > DNNL_MAX_NDIMS) return CheckResult::Fail("the weight's layout has a bad rank");
@@ -119,6 +137,10 @@ CheckResult DeriveConstant(const dnnl::memory::desc& layout, const void* data, v
     dnnl::memory::dims strides(dims.size());
     dnnl::memory::dim s = 1;
     for (size_t i = dims.size(); i-- > 0;) strides[i] = s, s *= dims[i];
+    if (!given.empty()) {
+      if (!DenseStridesOf(dims, given)) return CheckResult::Fail("the plain strides do not lay the weight's dims out densely");
+      strides.assign(given.begin(), given.end());
+    }
     const dnnl::memory::desc plain(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32, strides);
     dnnl::memory src(layout, engine, const_cast<void*>(data));
     dnnl::memory dst(plain, engine, out);
@@ -131,14 +153,14 @@ CheckResult DeriveConstant(const dnnl::memory::desc& layout, const void* data, v
   return CheckResult::Ok();
 }
 
-std::map<std::string, std::string> DerivableConstants(const Graph& g, const std::vector<StoredWeight>& packed) {
-  std::map<std::string, std::string> out;
+DerivedConstants DerivableConstants(const Graph& g, const std::vector<StoredWeight>& packed) {
+  DerivedConstants out;
   for (const StoredWeight& p : packed) {
-    const std::string suffix = ":packed";
-    if (p.name.size() <= suffix.size() || p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    if (p.layout.data.data_type != dnnl_f32 || p.layout.data.extra.flags != 0 || !p.data) continue;
-    const std::string base = p.name.substr(0, p.name.size() - suffix.size());
+    std::string base;
+    for (const std::string suffix : {":packed", ":packed1x1"})
+      if (p.name.size() > suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        base = p.name.substr(0, p.name.size() - suffix.size());
+    if (base.empty() || p.layout.data.data_type != dnnl_f32 || p.layout.data.extra.flags != 0 || !p.data) continue;
     // The source value: the whole base ("<value>:packed", MatMul) or what follows a '/' ("<output>/<value>:packed").
     std::vector<std::string> candidates = {base};
     for (size_t k = base.find('/'); k != std::string::npos; k = base.find('/', k + 1))
@@ -157,11 +179,25 @@ std::map<std::string, std::string> DerivableConstants(const Graph& g, const std:
       }
       if (!weight_only) continue;
       std::string bytes(v.bytes(), '\0');
-      if (bytes.empty() || !DeriveConstant(p.layout, p.data, bytes.data(), bytes.size()).ok ||
-          std::memcmp(bytes.data(), v.data, bytes.size()) != 0)
-        continue;
-      out.emplace(name, p.name);
-      break;
+      if (bytes.empty()) continue;
+      // Row-major, then the first two dims swapped.
+      std::vector<std::vector<int64_t>> tries = {{}};
+      const dnnl_memory_desc_t& l = p.layout.data;
+      if (l.ndims >= 2) {
+        std::vector<int64_t> st(static_cast<size_t>(l.ndims));
+        int64_t inner = 1;
+        for (int i = l.ndims; i-- > 2;) st[static_cast<size_t>(i)] = inner, inner *= l.dims[i];
+        st[0] = inner;
+        st[1] = inner * l.dims[0];
+        tries.push_back(st);
+      }
+      for (const std::vector<int64_t>& st : tries)
+        if (DeriveConstant(p.layout, st, p.data, bytes.data(), bytes.size()).ok &&
+            std::memcmp(bytes.data(), v.data, bytes.size()) == 0) {
+          out.emplace(name, DerivedConstant{p.name, st});
+          break;
+        }
+      if (out.count(name)) break;
     }
   }
   return out;
@@ -170,11 +206,12 @@ std::map<std::string, std::string> DerivableConstants(const Graph& g, const std:
 CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>& inputs,
                                   const std::vector<std::string>& outputs, const std::vector<StoredWeight>& packed,
                                   DynamicRecords* out, const std::string& tensor_name_prefix,
-                                  const DynamicShapeInfo& shapes, const std::map<std::string, std::string>& derived) {
+                                  const DynamicShapeInfo& shapes, const DerivedConstants& derived) {
   *out = DynamicRecords();
   std::map<std::string, uint32_t> weight_index;
   for (size_t i = 0; i < packed.size(); ++i) weight_index.emplace(packed[i].name, static_cast<uint32_t>(i));
-  for (const auto& [value, weight] : derived) {
+  for (const auto& [value, dc] : derived) {
+    const std::string& weight = dc.weight;
     const int v = g.Find(value);
     auto w = weight_index.find(weight);
     uint64_t numel = 0, wnumel = 0;
@@ -183,9 +220,10 @@ CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>
     if (w == weight_index.end()) return CheckResult::Fail("derived constant '" + value + "': no packed weight '" + weight + "'");
     const dnnl::memory::desc& l = packed[w->second].layout;
     if (!Numel(std::vector<int64_t>(l.data.dims, l.data.dims + l.data.ndims), &wnumel) || wnumel != numel ||
-        l.data.data_type != dnnl_f32 || l.data.extra.flags != 0)
+        l.data.data_type != dnnl_f32 || l.data.extra.flags != 0 ||
+        (!dc.strides.empty() && !DenseStridesOf(std::vector<int64_t>(l.data.dims, l.data.dims + l.data.ndims), dc.strides)))
       return CheckResult::Fail("derived constant '" + value + "': packed weight '" + weight +
-                               "' is not a float weight of its size");
+                               "' is not a float weight of its size, or the strides are not dense over its dims");
   }
   if (shapes.profiles.size() > kMaxDynProfiles || shapes.ranges.size() > kMaxDynIo)
     return CheckResult::Fail("more shape profiles or ranges than the format holds");
@@ -310,9 +348,10 @@ CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>
   }
   // Version 3: derived constants (u32 count; u32 value index, str packed weight name).
   w.U32(static_cast<uint32_t>(derived.size()));
-  for (const auto& [value, weight] : derived) {
+  for (const auto& [value, dc] : derived) {
     w.U32(static_cast<uint32_t>(g.Find(value)));
-    w.Str(weight);
+    w.Str(dc.weight);
+    w.I64s(dc.strides);
   }
   out->records = std::move(w.out);
   return CheckResult::Ok();
@@ -602,8 +641,10 @@ CheckResult ParseDynamicGraph(std::string_view records, const std::vector<Weight
     for (uint32_t k = 0; k < nderived; ++k) {
       uint32_t vi = 0;
       std::string weight;
+      std::vector<int64_t> strides;
       std::string where = "derived constant " + std::to_string(k);
-      if (!r.U32(&vi) || !r.Str(&weight, kMaxDynName)) return CheckResult::Fail(where + " is truncated or too long");
+      if (!r.U32(&vi) || !r.Str(&weight, kMaxDynName) || !r.I64s(&strides, kMaxRank))
+        return CheckResult::Fail(where + " is truncated, or a name or rank is beyond the limits");
       if (vi >= nvalues)
         return CheckResult::Fail(where + " names value " + std::to_string(vi) + " of " + std::to_string(nvalues));
       Value& v = g.values[vi];
@@ -620,9 +661,11 @@ CheckResult ParseDynamicGraph(std::string_view records, const std::vector<Weight
           numel * 4 > w->second.size)
         return CheckResult::Fail(where + ": packed weight '" + weight + "' is not a float weight of " +
                                  std::to_string(numel) + " elements");
+      if (!strides.empty() && !DenseStridesOf(std::vector<int64_t>(l.dims, l.dims + l.ndims), strides))
+        return CheckResult::Fail(where + ": its strides do not lay out packed weight '" + weight + "' densely");
       v.data = DerivedPlaceholder(numel * 4);
       if (!v.data) return CheckResult::Fail(where + ": no memory for its placeholder");
-      out->derived.emplace(v.name, weight);
+      out->derived.emplace(v.name, DerivedConstant{weight, std::move(strides)});
     }
     for (uint32_t i : pending)
       if (g.values[i].data == &kEmpty)

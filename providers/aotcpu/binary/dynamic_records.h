@@ -49,6 +49,16 @@ struct StoredWeight {
   size_t size = 0;
 };
 
+// A constant stored only as a packed weight (version 3): the weight's name and the strides, over the weight layout's
+// dims, of the plain layout it was packed from (empty: row-major); reordering the weight into that layout gives the
+// constant's bytes.
+struct DerivedConstant {
+  std::string weight;
+  std::vector<int64_t> strides;
+  bool operator==(const DerivedConstant& o) const { return weight == o.weight && strides == o.strides; }
+};
+using DerivedConstants = std::map<std::string, DerivedConstant>;  // by constant value name
+
 struct DynamicRecords {
   std::string records;
   // The graph's tensors, in the order the records index them: first every constant value's bytes (one tensor per
@@ -69,16 +79,20 @@ CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>
                                   const std::vector<std::string>& outputs, const std::vector<StoredWeight>& packed,
                                   DynamicRecords* out, const std::string& tensor_name_prefix = "",
                                   const DynamicShapeInfo& shapes = {},
-                                  const std::map<std::string, std::string>& derived = {});
+                                  const DerivedConstants& derived = {});
 
 // The float constants of `g` that need not be stored raw: each is read only as the weight operand (input 1) of
 // MatMul, Gemm or Conv nodes, and a packed weight made from it as it is ("<value>:packed", "<node output>/<value>:packed",
 // float, no extra data) reorders back to exactly its bytes (checked here, byte for byte). Value name -> weight name.
-std::map<std::string, std::string> DerivableConstants(const Graph& g, const std::vector<StoredWeight>& packed);
+// The plain layouts tried: row-major over the weight's dims, and the first two dims swapped (a MatMul's [K, N] weight
+// packed as a 1x1 convolution's [N, K, 1, 1]).
+DerivedConstants DerivableConstants(const Graph& g, const std::vector<StoredWeight>& packed);
 
-// Reorders a packed float weight (`layout`, `data`) into plain row-major order over the layout's dims: the bytes of the
+// Reorders a packed float weight (`layout`, `data`) into a plain layout over the layout's dims: the bytes of the
 // constant it was packed from (`bytes` = numel x 4, at most the layout's size). Fails with oneDNN's reason.
-CheckResult DeriveConstant(const dnnl::memory::desc& layout, const void* data, void* out, size_t bytes);
+// `strides`: DerivedConstant::strides (empty: row-major), a permutation of row-major strides over the layout's dims.
+CheckResult DeriveConstant(const dnnl::memory::desc& layout, const std::vector<int64_t>& strides, const void* data,
+                           void* out, size_t bytes);
 
 // A derived constant's Value::data in a parsed graph until its bytes are made: read-only zero pages (never the
 // constant's bytes). DynamicGraph lowers a shape against them and takes the result only when no step read them.
@@ -100,7 +114,7 @@ struct ParsedDynamicGraph {
   // Version 3: constants stored only packed: value name -> packed weight name (in `packed`). Their Value::data is a
   // placeholder (IsDerivedPlaceholder) of the constant's size: DynamicGraph::Create takes this map and makes the bytes
   // from the weight when a shape needs them.
-  std::map<std::string, std::string> derived;
+  DerivedConstants derived;
 };
 
 // Limits the parser enforces.

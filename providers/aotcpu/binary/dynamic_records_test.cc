@@ -595,7 +595,7 @@ struct Loaded {
 };
 
 // Serializes `g` with its packed weights and `derived`, parses it back and creates the dynamic graph from it.
-void Load(const Graph& g, const std::vector<DynamicGraph::Packed>& made, const std::map<std::string, std::string>& derived,
+void Load(const Graph& g, const std::vector<DynamicGraph::Packed>& made, const DerivedConstants& derived,
           Loaded* out) {
   std::vector<StoredWeight> packed;
   for (const auto& w : made) packed.push_back({w.name, w.layout, w.data, w.size});
@@ -621,13 +621,17 @@ TEST(AotCpuDynamicRecords, DerivedConstantsAreStoredOnceAndRunTheSame) {
   const std::vector<DynamicGraph::Packed> made = orig->PackedWeights();
   std::vector<StoredWeight> packed;
   for (const auto& w : made) packed.push_back({w.name, w.layout, w.data, w.size});
-  const std::map<std::string, std::string> derived = DerivableConstants(m.b.g, packed);
-  ASSERT_EQ(derived.size(), 1u);  // W (read by the MatMul only); c is read by the Add as it is
+  const DerivedConstants derived = DerivableConstants(m.b.g, packed);
+  std::string names;
+  for (const auto& w : made) names += w.name + " (" + std::to_string(w.layout.data.format_desc.blocking.inner_nblks) + ") ";
+  ASSERT_EQ(derived.size(), 1u) << names;  // W (read by the MatMul only); c is read by the Add as it is
   ASSERT_EQ(derived.begin()->first, "W");
-  EXPECT_EQ(derived.begin()->second, "W:packed");
+  // Packed as a MatMul weight, or (AVX2) as a 1x1 convolution's [N, K, 1, 1]: its plain layout has the dims swapped.
+  EXPECT_TRUE(derived.begin()->second.weight == "W:packed" || derived.begin()->second.weight == "W:packed1x1")
+      << derived.begin()->second.weight;
   // A packed weight that does not reorder back to the constant's bytes is not a source.
   for (const auto& w : made)
-    if (w.name == "W:packed") {
+    if (w.name == derived.begin()->second.weight) {
       std::string forged(static_cast<const char*>(w.data), w.size);
       forged[5] ^= 1;
       EXPECT_TRUE(DerivableConstants(m.b.g, {{w.name, w.layout, forged.data(), forged.size()}}).empty());
@@ -664,7 +668,7 @@ TEST(AotCpuDynamicRecords, ADerivedConstantReadRawHasItsBytesMade) {
   made.push_back({"c:plain", dnnl::memory::desc({48}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a),
                   c.data, c.bytes()});
   Loaded l;
-  Load(m.b.g, made, {{"c", "c:plain"}}, &l);
+  Load(m.b.g, made, {{"c", {"c:plain", {}}}}, &l);
   ASSERT_TRUE(l.dyn);
   EXPECT_EQ(l.dyn->stats().derived_pending, 1u);
   const std::vector<float> b = RunN(l.dyn.get(), 2);
@@ -687,7 +691,7 @@ TEST(AotCpuDynamicRecords, HostileDerivedConstants) {
   packed.push_back({"c:plain", dnnl::memory::desc({4}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a),
                     c.data, c.bytes()});
   DynamicRecords d;
-  CheckResult r = SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", "c:plain"}});
+  CheckResult r = SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", {"c:plain", {}}}});
   ASSERT_TRUE(r.ok) << r.reason;
   const std::vector<WeightRef> refs = Refs(d);
   ASSERT_EQ(refs.size(), 2u);  // the two packed weights, no constant
@@ -701,8 +705,8 @@ TEST(AotCpuDynamicRecords, HostileDerivedConstants) {
     EXPECT_FALSE(t.ok) << "prefix of " << n << " bytes accepted";
     EXPECT_FALSE(t.reason.empty()) << n;
   }
-  // The tail: u32 count 1, u32 value index 1 (c), str "c:plain".
-  const size_t at = d.records.size() - (4 + 4 + 4 + 7);
+  // The tail: u32 count 1, u32 value index 1 (c), str "c:plain", i64s strides (none: row-major).
+  const size_t at = d.records.size() - (4 + 4 + 4 + 7 + 4);
   auto patched = [&](size_t off, uint32_t v) {
     std::string s = d.records;
     std::memcpy(&s[at + off], &v, 4);
@@ -713,19 +717,29 @@ TEST(AotCpuDynamicRecords, HostileDerivedConstants) {
   ExpectRefused(patched(4, 9), refs, "derived constant 0 names value 9 of 4");
   ExpectRefused(patched(4, 0), refs, "derived constant 0 ('x') is not a constant without a tensor");
   std::string other = d.records;
-  other[other.size() - 1] = 'X';  // "c:plaiX"
+  other[other.size() - 5] = 'X';  // "c:plaiX"
   ExpectRefused(other, refs, "derived constant 0 ('c') names packed weight 'c:plaiX', which is not stored");
   std::string wrong = d.records.substr(0, at + 8);  // then "c:packed": stored, but 16 floats
   const std::string name = "c:packed";
   const uint32_t len = static_cast<uint32_t>(name.size());
   wrong.append(reinterpret_cast<const char*>(&len), 4);
   wrong += name;
+  wrong.append(4, '\0');
   ExpectRefused(wrong, refs, "derived constant 0 ('c'): packed weight 'c:packed' is not a float weight of 4 elements");
   ExpectRefused(d.records + "z", refs, "1 trailing bytes");
+  std::string strided = d.records.substr(0, d.records.size() - 4);
+  const uint32_t one = 1;
+  const int64_t two = 2;
+  strided.append(reinterpret_cast<const char*>(&one), 4);
+  strided.append(reinterpret_cast<const char*>(&two), 8);
+  ExpectRefused(strided, refs, "derived constant 0 ('c'): its strides do not lay out packed weight 'c:plain' densely");
+  const uint32_t thirteen = 13;
+  std::memcpy(&strided[strided.size() - 12], &thirteen, 4);
+  ExpectRefused(strided, refs, "derived constant 0 is truncated, or a name or rank is beyond the limits");
   // The serializer refuses a derived constant it cannot describe.
-  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", "nope"}}).ok);
-  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", "c:packed"}}).ok);
-  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"s", "c:plain"}}).ok);
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", {"nope", {}}}}).ok);
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", {"c:packed", {}}}}).ok);
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"s", {"c:plain", {}}}}).ok);
 }
 
 }  // namespace

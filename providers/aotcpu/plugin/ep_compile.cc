@@ -203,7 +203,7 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
   for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
   // Constants read only packed are stored only packed (a later shape that needs them plain or in another layout makes
   // them from the packed bytes: dynamic.h, `derived`).
-  const std::map<std::string, std::string> derived = DerivableConstants(d.graph(), packed);
+  const DerivedConstants derived = DerivableConstants(d.graph(), packed);
   CheckResult r =
       SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/", shapes, derived);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "storing dynamic partition '" + graph_name + "': " + r.reason);

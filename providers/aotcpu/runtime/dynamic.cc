@@ -16,17 +16,18 @@ namespace aotcpu {
 CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
                                  Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out,
                                  const std::map<std::string, CompileOptions::EarlierWeight>& packed,
-                                 const std::map<std::string, std::string>& derived) {
+                                 const DerivedConstants& derived) {
   std::unique_ptr<DynamicGraph> d(new DynamicGraph());
   d->graph_ = std::move(g);
   // Derived constants: each a float constant with a placeholder, its packed weight given; no other placeholder.
-  for (const auto& [value, weight] : derived) {
+  for (const auto& [value, dc] : derived) {
+    const std::string& weight = dc.weight;
     const int v = d->graph_.Find(value);
     if (v < 0 || !IsDerivedPlaceholder(d->graph_.v(v).data) || d->graph_.v(v).dtype != kF32)
       return CheckResult::Fail("derived constant '" + value + "' is not a float constant awaiting its bytes");
     if (!packed.count(weight))
       return CheckResult::Fail("derived constant '" + value + "': packed weight '" + weight + "' is not given");
-    d->derived_.emplace_back(v, weight);
+    d->derived_.emplace_back(v, dc);
   }
   for (const Value& v : d->graph_.values)
     if (v.is_const() && v.bytes() > 0 && IsDerivedPlaceholder(v.data) && !derived.count(v.name))
@@ -214,13 +215,14 @@ bool DynamicGraph::ReadsDerived(const CompiledGraph& cg) const {
 
 CheckResult DynamicGraph::MakeDerived() {
   auto bytes = std::make_shared<std::vector<std::shared_ptr<std::string>>>();
-  for (const auto& [v, weight] : derived_) {
+  for (const auto& [v, dc] : derived_) {
+    const std::string& weight = dc.weight;
     Value& val = graph_.values[static_cast<size_t>(v)];
     auto w = weights_.find(weight);
     if (w == weights_.end()) return CheckResult::Fail("derived constant '" + val.name + "': packed weight '" + weight + "' is gone");
     auto b = std::make_shared<std::string>(val.bytes(), '\0');
     const void* data = w->second.bytes ? static_cast<const void*>(w->second.bytes->data()) : w->second.data;
-    CheckResult r = DeriveConstant(w->second.layout, data, b->data(), b->size());
+    CheckResult r = DeriveConstant(w->second.layout, dc.strides, data, b->data(), b->size());
     if (!r.ok) return CheckResult::Fail("making constant '" + val.name + "' from packed weight '" + weight + "': " + r.reason);
     stats_.derived_bytes_made += b->size();
     bytes->push_back(b);

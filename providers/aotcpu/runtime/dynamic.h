@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "providers/aotcpu/binary/dynamic_records.h"  // DerivedConstants
 #include "providers/aotcpu/ir/ir.h"
 #include "providers/aotcpu/ir/symbolic.h"
 #include "providers/aotcpu/plan/compiler.h"
@@ -63,7 +64,7 @@ class DynamicGraph {
   static CheckResult Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
                             Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out,
                             const std::map<std::string, CompileOptions::EarlierWeight>& packed = {},
-                            const std::map<std::string, std::string>& derived = {});
+                            const DerivedConstants& derived = {});
 
   ~DynamicGraph();
   const Graph& graph() const { return graph_; }
@@ -139,7 +140,7 @@ class DynamicGraph {
 
   mutable std::mutex mu_;
   std::map<std::string, CompileOptions::EarlierWeight> weights_;  // by weight name: the first shape's choice
-  std::vector<std::pair<int, std::string>> derived_;  // value index, packed weight name: bytes not made yet
+  std::vector<std::pair<int, DerivedConstant>> derived_;  // value index, its packed weight: bytes not made yet
   bool derived_made_ = false;                         // some derived constants' bytes were made (graph_ points to them)
   std::shared_ptr<LoweringMemo> memo_;  // the first shape's lowering decisions, tried first by later shapes
   std::list<std::pair<std::string, std::shared_ptr<Executor>>> lru_;  // most recent first
