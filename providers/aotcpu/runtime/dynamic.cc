@@ -199,21 +199,26 @@ CheckResult DynamicGraph::Bind(const std::map<std::string, int64_t>& binding, st
   return CheckResult::Ok();
 }
 
-bool DynamicGraph::ReadsDerived(const CompiledGraph& cg) const {
+bool DynamicGraph::ReadsDerived(const CompiledGraph& cg, std::string* which) const {
   for (size_t i = 0; i < cg.weights.size(); ++i) {
+    *which = cg.weights[i].name;
     if (i < cg.borrowed.size() && cg.borrowed[i].data) {
       if (IsDerivedPlaceholder(cg.borrowed[i].data)) return true;  // read in place
       continue;                                                    // a stored weight, or an initializer read in place
     }
-    // Made now: fine only as a copy of a constant that is not derived (a folded constant read as it is); anything
-    // else (a weight packed in a layout not stored, a folding) may come from a placeholder.
-    const int v = graph_.Find(cg.weights[i].name);
-    if (v < 0 || !graph_.v(v).is_const() || IsDerivedPlaceholder(graph_.v(v).data)) return true;
+    // Made now (a weight packed in a layout not stored, a folding, a constant a pass made): the lowering names a weight
+    // after the values it is made from ("<value>:packed", "<output>/<value>:fused", "<mean>:minus:<bias>"), so one
+    // whose name holds a derived constant's name may come from its placeholder.
+    const std::string& name = cg.weights[i].name;
+    const int v = graph_.Find(name);
+    if (v >= 0 && graph_.v(v).is_const() && !IsDerivedPlaceholder(graph_.v(v).data)) continue;  // a constant as it is
+    for (const auto& [dv, dc] : derived_)
+      if (name.find(graph_.v(dv).name) != std::string::npos) return true;
   }
   return false;
 }
 
-CheckResult DynamicGraph::MakeDerived() {
+CheckResult DynamicGraph::MakeDerived(const std::string& why) {
   auto bytes = std::make_shared<std::vector<std::shared_ptr<std::string>>>();
   for (const auto& [v, dc] : derived_) {
     const std::string& weight = dc.weight;
@@ -231,8 +236,8 @@ CheckResult DynamicGraph::MakeDerived() {
   // The bytes live as long as the initializers: executors keep `keep_` (CompileOptions::initializer_owner).
   keep_ = std::make_shared<std::pair<std::shared_ptr<const void>, decltype(bytes)>>(keep_, bytes);
   if (const char* profile = std::getenv("EPCTX_AOTCPU_PROFILE"); profile && *profile && *profile != '0')
-    std::fprintf(stderr, "[aotcpu profile] derived constants of '%s': %zu made from their packed weights (%.1f MB)\n",
-                 graph_.name.c_str(), derived_.size(), stats_.derived_bytes_made / 1e6);
+    std::fprintf(stderr, "[aotcpu profile] derived constants of '%s': %zu made from their packed weights (%.1f MB): "
+                 "%s\n", graph_.name.c_str(), derived_.size(), stats_.derived_bytes_made / 1e6, why.c_str());
   derived_.clear();
   derived_made_ = true;
   return CheckResult::Ok();
@@ -272,9 +277,10 @@ CheckResult DynamicGraph::Build(const Graph& bound, const std::vector<std::strin
   };
   CompiledGraph cg;
   CheckResult r = CompileGraph(bound, inputs, outputs, options, &cg);
-  if (!derived_.empty() && (!r.ok || ReadsDerived(cg))) {
+  std::string which;
+  if (!derived_.empty() && (!r.ok || ReadsDerived(cg, &which))) {
     if (memo_before) *memo_ = *memo_before;
-    CheckResult m = MakeDerived();
+    CheckResult m = MakeDerived(r.ok ? "a shape needs weight '" + which + "', which is not stored" : r.reason);
     if (!m.ok) return m;
     Graph fixed;
     return Build(WithDerivedBytes(bound, &fixed) ? fixed : bound, inputs, outputs, warm_up, exec);

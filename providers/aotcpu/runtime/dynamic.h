@@ -122,8 +122,8 @@ class DynamicGraph {
                     bool warm_up, std::shared_ptr<Executor>* exec);
   // Derived constants (Create's `derived`): whether a lowering read a placeholder; making their bytes; a bound graph
   // with the placeholders replaced by the bytes made.
-  bool ReadsDerived(const CompiledGraph& cg) const;
-  CheckResult MakeDerived();
+  bool ReadsDerived(const CompiledGraph& cg, std::string* which) const;
+  CheckResult MakeDerived(const std::string& why);  // `why` for the profile line
   bool WithDerivedBytes(const Graph& in, Graph* out) const;
   struct Generic;
   CheckResult MakeGeneric(std::unique_ptr<Generic>* out);  // fails (with why) when the form does not apply
