@@ -153,11 +153,144 @@ CheckResult DeriveConstant(const dnnl::memory::desc& layout, const std::vector<i
   return CheckResult::Ok();
 }
 
+CheckResult BakeFolds(const Graph& g, const LoweringMemo& memo, std::vector<StoredWeight>* packed, Graph* out,
+                      std::vector<std::shared_ptr<std::string>>* owned, size_t* baked,
+                      const std::set<std::string>& skip) {
+  *baked = 0;
+  Graph w = g;
+  std::map<std::string, size_t> weight_at;
+  for (size_t i = 0; i < packed->size(); ++i) weight_at[(*packed)[i].name] = i;
+  std::vector<bool> drop(w.nodes.size(), false);
+  std::map<std::string, size_t> node_at;
+  for (size_t i = 0; i < w.nodes.size(); ++i) node_at.emplace(w.nodes[i].name, i);
+  for (const auto& [conv_name, fold] : memo.fold) {
+    auto ni = node_at.find(conv_name);
+    if (ni == node_at.end() || fold.absorbed.empty() || !fold.weights || skip.count(conv_name)) continue;
+    Node& conv = w.nodes[ni->second];
+    if (!conv.domain.empty() || conv.op != "Conv" || conv.inputs.size() < 2 || conv.outputs.size() != 1 ||
+        conv.outputs[0] < 0 || conv.inputs[1] < 0)
+      continue;
+    const int wv = conv.inputs[1];
+    const int bv = conv.inputs.size() > 2 ? conv.inputs[2] : -1;
+    const Value& wval = w.v(wv);
+    if (!wval.is_const() || wval.dtype != kF32 || wval.numel() < 0 ||
+        fold.weights->size() != static_cast<size_t>(wval.numel()) || wval.dims.empty() ||
+        (fold.has_bias && fold.bias.size() != static_cast<size_t>(wval.dims[0])))
+      continue;
+    // The chain as the fold names it: each absorbed node the sole reader of the value before it.
+    int cur = conv.outputs[0];
+    std::vector<size_t> chain;
+    bool ok = true;
+    for (const std::string& name : fold.absorbed) {
+      const Value& v = w.v(cur);
+      auto a = node_at.find(name);
+      if (v.is_graph_output || v.consumers.size() != 1 || a == node_at.end() ||
+          v.consumers[0] != static_cast<int>(a->second) || drop[a->second] || w.nodes[a->second].outputs.empty() ||
+          w.nodes[a->second].outputs[0] < 0) {
+        ok = false;
+        break;
+      }
+      chain.push_back(a->second);
+      cur = w.nodes[a->second].outputs[0];
+    }
+    if (!ok) continue;
+    const std::string old_out = w.v(conv.outputs[0]).name;
+    const std::string fused = old_out + "/" + wval.name + ":fused";
+    const std::string bias = old_out + "/" + (bv >= 0 ? w.v(bv).name : std::string()) + ":bias";
+    auto fw = weight_at.find(fused);
+    auto decision = memo.conv.find(conv_name);
+    if (fw == weight_at.end() || decision == memo.conv.end()) continue;
+    const bool post_ops = decision->second.fused > 0;
+    // The new constants.
+    auto add_const = [&](const std::string& base, const std::vector<int64_t>& dims, const void* data, size_t bytes) {
+      std::string name = base;
+      while (w.by_name.count(name)) name += "'";
+      auto b = std::make_shared<std::string>(static_cast<const char*>(data), bytes);
+      owned->push_back(b);
+      Value v;
+      v.name = name;
+      v.dtype = kF32;
+      v.has_shape = true;
+      v.dims = dims;
+      v.is_initializer = true;
+      v.data = b->data();
+      const int index = static_cast<int>(w.values.size());
+      w.by_name[name] = index;
+      w.values.push_back(std::move(v));
+      return index;
+    };
+    const std::vector<int64_t> wdims = w.v(wv).dims;
+    const int nw = add_const(w.v(wv).name + ":folded", wdims, fold.weights->data(), fold.weights->size() * 4);
+    int nb = -1;
+    if (fold.has_bias) nb = add_const(conv_name + ":folded_bias", {wdims[0]}, fold.bias.data(), fold.bias.size() * 4);
+    Node& c = w.nodes[ni->second];  // (values grew; nodes did not)
+    c.inputs.resize(2);
+    c.inputs[1] = nw;
+    if (nb >= 0) c.inputs.push_back(nb);
+    c.outputs[0] = cur;
+    for (size_t a : chain) drop[a] = true;
+    const std::string new_out = w.v(cur).name;
+    // ":fused" when post-ops are fused too (the memo's count), as nn_conv.cc names it.
+    (*packed)[fw->second].name = new_out + "/" + w.v(nw).name + (post_ops ? ":fused" : ":packed");
+    if (nb >= 0)
+      if (auto fb = weight_at.find(bias); fb != weight_at.end())
+        (*packed)[fb->second].name = new_out + "/" + w.v(nb).name + ":bias";
+    ++*baked;
+  }
+  if (*baked == 0) {
+    *out = std::move(w);
+    return CheckResult::Ok();
+  }
+  // Compact: the kept nodes, and the values a kept node or the graph's inputs/outputs name.
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < w.nodes.size(); ++i)
+    if (!drop[i]) nodes.push_back(std::move(w.nodes[i]));
+  std::vector<bool> used(w.values.size(), false);
+  for (const Node& n : nodes)
+    for (const std::vector<int>* list : {&n.inputs, &n.outputs})
+      for (int v : *list)
+        if (v >= 0) used[static_cast<size_t>(v)] = true;
+  for (int v : w.inputs) used[static_cast<size_t>(v)] = true;
+  for (int v : w.outputs) used[static_cast<size_t>(v)] = true;
+  std::vector<int> remap(w.values.size(), -1);
+  Graph r;
+  r.name = w.name;
+  r.model_path = w.model_path;
+  for (size_t i = 0; i < w.values.size(); ++i) {
+    if (!used[i]) continue;
+    remap[i] = static_cast<int>(r.values.size());
+    Value v = std::move(w.values[i]);
+    v.producer = -1;
+    v.consumers.clear();
+    r.by_name[v.name] = remap[i];
+    r.values.push_back(std::move(v));
+  }
+  auto map_list = [&](std::vector<int>* list) {
+    for (int& v : *list)
+      if (v >= 0) v = remap[static_cast<size_t>(v)];
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    map_list(&nodes[i].inputs);
+    map_list(&nodes[i].outputs);
+    for (int v : nodes[i].inputs)
+      if (v >= 0) r.values[static_cast<size_t>(v)].consumers.push_back(static_cast<int>(i));
+    for (int v : nodes[i].outputs)
+      if (v >= 0) r.values[static_cast<size_t>(v)].producer = static_cast<int>(i);
+  }
+  r.nodes = std::move(nodes);
+  r.inputs = w.inputs;
+  r.outputs = w.outputs;
+  map_list(&r.inputs);
+  map_list(&r.outputs);
+  *out = std::move(r);
+  return CheckResult::Ok();
+}
+
 DerivedConstants DerivableConstants(const Graph& g, const std::vector<StoredWeight>& packed) {
   DerivedConstants out;
   for (const StoredWeight& p : packed) {
     std::string base;
-    for (const std::string suffix : {":packed", ":packed1x1"})
+    for (const std::string suffix : {":packed", ":packed1x1", ":fused"})
       if (p.name.size() > suffix.size() && p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0)
         base = p.name.substr(0, p.name.size() - suffix.size());
     if (base.empty() || p.layout.data.data_type != dnnl_f32 || p.layout.data.extra.flags != 0 || !p.data) continue;

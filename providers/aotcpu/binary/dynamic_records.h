@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +29,8 @@
 
 namespace epctx {
 namespace aotcpu {
+
+struct LoweringMemo;  // plan/compiler.h
 
 // Version 2 appends the shape profiles and ranges (ShapeInfo); version 3 the derived constants (a float constant
 // stored only as a packed weight it reorders back from exactly). Readers take 1, 2 and 3.
@@ -80,6 +84,18 @@ CheckResult SerializeDynamicGraph(const Graph& g, const std::vector<std::string>
                                   DynamicRecords* out, const std::string& tensor_name_prefix = "",
                                   const DynamicShapeInfo& shapes = {},
                                   const DerivedConstants& derived = {});
+
+// Convolutions whose BatchNormalizations / affine maps every shape folds into their weights (the memo's folds, made by
+// the shapes bound so far), baked into the graph: the convolution reads the folded weights and bias as constants of
+// their own ("<weights>:folded", "<conv>:folded_bias") and writes the last absorbed node's output, the absorbed nodes
+// and the constants no node reads any more are gone, and the stored weights made from the fold are renamed as a
+// lowering of the baked graph names them (the folded weights then derive exactly from their packed weight, and the
+// source weights and normalization constants are not stored). A convolution is baked only when its chain is still in
+// the graph as the fold names it and its folded weight is stored. `owned` keeps the new constants' bytes.
+// `skip`: convolutions (node names) not to bake.
+CheckResult BakeFolds(const Graph& g, const LoweringMemo& memo, std::vector<StoredWeight>* packed, Graph* out,
+                      std::vector<std::shared_ptr<std::string>>* owned, size_t* baked,
+                      const std::set<std::string>& skip = {});
 
 // The float constants of `g` that need not be stored raw: each is read only as the weight operand (input 1) of
 // MatMul, Gemm or Conv nodes, and a packed weight made from it as it is ("<value>:packed", "<node output>/<value>:packed",

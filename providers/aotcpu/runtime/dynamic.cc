@@ -85,6 +85,11 @@ std::vector<DynamicGraph::Packed> DynamicGraph::PackedWeights() const {
   return out;
 }
 
+std::shared_ptr<const LoweringMemo> DynamicGraph::Memo() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return memo_ ? std::make_shared<const LoweringMemo>(*memo_) : nullptr;
+}
+
 DynamicGraph::Stats DynamicGraph::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
@@ -219,6 +224,7 @@ bool DynamicGraph::ReadsDerived(const CompiledGraph& cg, std::string* which) con
 }
 
 CheckResult DynamicGraph::MakeDerived(const std::string& why) {
+  stats_.derived_why = why;
   auto bytes = std::make_shared<std::vector<std::shared_ptr<std::string>>>();
   for (const auto& [v, dc] : derived_) {
     const std::string& weight = dc.weight;

@@ -78,6 +78,8 @@ class DynamicGraph {
     size_t size = 0;
   };
   std::vector<Packed> PackedWeights() const;
+  // A copy of the lowering decisions the shapes bound so far made (null when the memo is off).
+  std::shared_ptr<const LoweringMemo> Memo() const;
 
   // The executor for inputs of these dims (fused-input order): cached, or bound, lowered and built now. Errors:
   // `*invalid_argument` true for shapes the graph cannot take (wrong rank, a dim fixed to another size, a symbol
@@ -109,6 +111,7 @@ class DynamicGraph {
     size_t memo_hits = 0, memo_misses = 0;  // lowering decisions taken from the first shape / searched again
     size_t derived_pending = 0;      // constants stored only packed whose bytes are not made yet
     uint64_t derived_bytes_made = 0; // bytes of such constants made from their packed weights
+    std::string derived_why;         // the weight whose making made them ("" while none were made)
   };
   Stats stats() const;
 
