@@ -321,9 +321,9 @@ TEST(AotCpuDynamicRecords, HostileHeadersCountsAndTensors) {
   ExpectRefused(bad, refs, "magic AOTDYN1");
   ExpectRefused(std::string("AOTPRG1\0", 8) + d.records.substr(8), refs, "magic");
   bad = d.records;
-  const uint32_t v3 = 3;
-  std::memcpy(&bad[8], &v3, 4);
-  ExpectRefused(bad, refs, "records version 3 is not supported");
+  const uint32_t v4 = 4;
+  std::memcpy(&bad[8], &v4, 4);
+  ExpectRefused(bad, refs, "records version 4 is not supported");
 
   // Offsets: magic 8, version 4, graph name (u32 + bytes), value count, then value 0 ("x"): name, dtype, flags, dims.
   const size_t count_at = 12 + 4 + m.b.g.name.size();
@@ -461,13 +461,13 @@ TEST(AotCpuDynamicRecords, HostilePackedWeights) {
   Small m;
   const DynamicRecords d = Serialize(m.b.g, {"x"}, {"y"}, m.packed);
   const std::vector<WeightRef> refs = Refs(d);
-  // The packed table comes last but for version 2's shape info (two empty counts, 8 bytes): name "c:packed", dtype,
-  // tag, dims (2 x i64), strides (2 x i64), tensor index.
+  // The packed table comes last but for version 2's shape info and version 3's derived constants (three empty counts,
+  // 12 bytes): name "c:packed", dtype, tag, dims (2 x i64), strides (2 x i64), tensor index.
   const size_t name_at = d.records.rfind("c:packed");
   ASSERT_NE(name_at, std::string::npos);
   const size_t dtype_at = name_at + 8, tag_at = dtype_at + 4, dims_at = tag_at + 4, strides_at = dims_at + 4 + 16,
                tensor_at = strides_at + 4 + 16;
-  ASSERT_EQ(tensor_at + 4 + 8, d.records.size());
+  ASSERT_EQ(tensor_at + 4 + 12, d.records.size());
   auto patched = [&](size_t at, const void* v, size_t n) {
     std::string s = d.records;
     std::memcpy(&s[at], v, n);
@@ -491,7 +491,7 @@ TEST(AotCpuDynamicRecords, HostilePackedWeights) {
   blocked.append(d.records, dims_at, 4 + 16);
   const uint32_t no_strides = 0;
   blocked.append(reinterpret_cast<const char*>(&no_strides), 4);
-  blocked.append(d.records, tensor_at, 4 + 8);
+  blocked.append(d.records, tensor_at, 4 + 12);
   ExpectRefused(blocked, refs, "packed weight 0 ('c:packed') has a bad layout");
   // A count of weights beyond the bytes left.
   const size_t count_at = name_at - 4 - 4;
@@ -519,8 +519,9 @@ TEST(AotCpuDynamicRecords, ShapeProfilesAndRanges) {
   ASSERT_TRUE(r.ok) << r.reason;
   EXPECT_EQ(p.shapes.profiles, shapes.profiles);
   EXPECT_EQ(p.shapes.ranges, shapes.ranges);
-  // The shape info is the tail: u32 2, two profiles of one input (u32 rank 2 + 2 x i64 each), u32 1, "N", lo, hi.
-  const size_t info_at = d.records.size() - (4 + 2 * (4 + 16) + 4 + (4 + 1) + 16);
+  // The shape info: u32 2, two profiles of one input (u32 rank 2 + 2 x i64 each), u32 1, "N", lo, hi; then version 3's
+  // derived constant count (0).
+  const size_t info_at = d.records.size() - 4 - (4 + 2 * (4 + 16) + 4 + (4 + 1) + 16);
   uint32_t count = 0;
   std::memcpy(&count, &d.records[info_at], 4);
   ASSERT_EQ(count, 2u);
@@ -541,10 +542,285 @@ TEST(AotCpuDynamicRecords, ShapeProfilesAndRanges) {
   ExpectRefused(patched(info_at + 4 + 4, &neg, 8), refs, "shape profile 0 input 'x' has dim -5");
   const size_t range_at = info_at + 4 + 2 * 20 + 4 + 5;
   ExpectRefused(patched(range_at, &lo_big, 8), refs, "shape range 'N' is 100..64");
-  ExpectRefused(std::string_view(d.records).substr(0, d.records.size() - 3), refs, "shape range 0 is truncated");
+  ExpectRefused(std::string_view(d.records).substr(0, d.records.size() - 7), refs, "shape range 0 is truncated");
+  ExpectRefused(std::string_view(d.records).substr(0, d.records.size() - 3), refs, "derived constant count is truncated");
+  // Version 2: without the derived constants.
+  std::string v2 = d.records.substr(0, d.records.size() - 4);
+  const uint32_t two = 2;
+  std::memcpy(&v2[8], &two, 4);
+  r = ParseDynamicGraph(v2, refs, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  EXPECT_EQ(p.shapes.profiles, shapes.profiles);
+  EXPECT_TRUE(p.derived.empty());
   // A profile must give every input's dims.
   shapes.profiles = {{}};
   EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, m.packed, &d, "", shapes).ok);
+}
+
+// Version 3's derived constants: a float constant read only as a MatMul's weight, stored only as the packed weight a
+// shape made from it, reorders back exactly; the loaded graph runs bit-identical to the original without making its
+// bytes; a derived constant some step reads raw has its bytes made (from the packed weight) and gives the right
+// answer; forged records are refused with their reason.
+struct MatMulGraph {
+  GraphBuilder b;
+  MatMulGraph() {
+    b.SymInput("x", {-1, 64}, {"N", ""});
+    b.F32("W", {64, 48}, UniformFloats(64 * 48, 5));
+    b.F32("c", {48}, UniformFloats(48, 6));
+    b.FreeOut("m", {-1, 48});
+    b.FreeOut("y", {-1, 48});
+    b.N("MatMul", {"x", "W"}, {"m"});
+    b.N("Add", {"m", "c"}, {"y"});
+    b.Output("y");
+  }
+};
+
+std::vector<float> RunN(DynamicGraph* d, int64_t n) {
+  const std::vector<float> x = UniformFloats(n * 64, 11 + static_cast<uint32_t>(n));
+  std::shared_ptr<Executor> exec;
+  bool invalid = false;
+  CheckResult r = d->Get({{n, 64}}, &exec, &invalid);
+  EXPECT_TRUE(r.ok) << r.reason;
+  if (!r.ok) return {};
+  std::vector<float> y(static_cast<size_t>(n * 48), -1.f);
+  r = exec->Run({x.data()}, {y.data()});
+  EXPECT_TRUE(r.ok) << r.reason;
+  return y;
+}
+
+struct Loaded {
+  DynamicRecords d;
+  ParsedDynamicGraph p;
+  std::unique_ptr<DynamicGraph> dyn;
+};
+
+// Serializes `g` with its packed weights and `derived`, parses it back and creates the dynamic graph from it.
+void Load(const Graph& g, const std::vector<DynamicGraph::Packed>& made, const DerivedConstants& derived,
+          Loaded* out) {
+  std::vector<StoredWeight> packed;
+  for (const auto& w : made) packed.push_back({w.name, w.layout, w.data, w.size});
+  CheckResult r = SerializeDynamicGraph(g, {"x"}, {"y"}, packed, &out->d, "", {}, derived);
+  ASSERT_TRUE(r.ok) << r.reason;
+  r = ParseDynamicGraph(out->d.records, Refs(out->d), &out->p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  std::map<std::string, CompileOptions::EarlierWeight> weights;
+  for (const auto& [name, w] : out->p.packed) weights[name] = {w.layout, nullptr, w.data, w.size, nullptr};
+  DynamicGraph::Options o;
+  o.threads = 1;
+  static const char kOwner = 0;
+  r = DynamicGraph::Create(out->p.graph, {"x"}, {"y"}, o, std::shared_ptr<const void>(&kOwner, [](const void*) {}),
+                           &out->dyn, weights, out->p.derived);
+  ASSERT_TRUE(r.ok) << r.reason;
+}
+
+TEST(AotCpuDynamicRecords, DerivedConstantsAreStoredOnceAndRunTheSame) {
+  MatMulGraph m;
+  auto orig = Create(m.b.g, {"x"}, {"y"});
+  ASSERT_TRUE(orig);
+  const std::vector<float> y3 = RunN(orig.get(), 3);
+  const std::vector<DynamicGraph::Packed> made = orig->PackedWeights();
+  std::vector<StoredWeight> packed;
+  for (const auto& w : made) packed.push_back({w.name, w.layout, w.data, w.size});
+  const DerivedConstants derived = DerivableConstants(m.b.g, packed);
+  std::string names;
+  for (const auto& w : made) names += w.name + " (" + std::to_string(w.layout.data.format_desc.blocking.inner_nblks) + ") ";
+  ASSERT_EQ(derived.size(), 1u) << names;  // W (read by the MatMul only); c is read by the Add as it is
+  ASSERT_EQ(derived.begin()->first, "W");
+  // Packed as a MatMul weight, or (AVX2) as a 1x1 convolution's [N, K, 1, 1]: its plain layout has the dims swapped.
+  EXPECT_TRUE(derived.begin()->second.weight == "W:packed" || derived.begin()->second.weight == "W:packed1x1")
+      << derived.begin()->second.weight;
+  // A packed weight that does not reorder back to the constant's bytes is not a source.
+  for (const auto& w : made)
+    if (w.name == derived.begin()->second.weight) {
+      std::string forged(static_cast<const char*>(w.data), w.size);
+      forged[5] ^= 1;
+      EXPECT_TRUE(DerivableConstants(m.b.g, {{w.name, w.layout, forged.data(), forged.size()}}).empty());
+    }
+
+  Loaded l;
+  Load(m.b.g, made, derived, &l);
+  ASSERT_TRUE(l.dyn);
+  // Tensors: c raw, then the packed weights; W has none of its own.
+  EXPECT_EQ(l.d.tensors.size(), 1u + made.size());
+  EXPECT_EQ(l.d.tensors[0].name, "const:c");
+  EXPECT_EQ(l.p.derived, derived);
+  EXPECT_TRUE(IsDerivedPlaceholder(l.p.graph.v(l.p.graph.Find("W")).data));
+  for (int64_t n : {3, 5, 1}) {
+    const std::vector<float> a = n == 3 ? y3 : RunN(orig.get(), n);
+    const std::vector<float> b = RunN(l.dyn.get(), n);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "n " << n << " element " << i;
+  }
+  // Every shape took the stored weight: W's bytes were never made.
+  EXPECT_EQ(l.dyn->stats().derived_pending, 1u);
+  EXPECT_EQ(l.dyn->stats().derived_bytes_made, 0u);
+}
+
+TEST(AotCpuDynamicRecords, ADerivedConstantReadRawHasItsBytesMade) {
+  // c is read by the Add as it is: given as derived (from a plain copy of it), the first shape finds a step reading
+  // the placeholder, makes c's bytes from the weight and lowers again.
+  MatMulGraph m;
+  auto orig = Create(m.b.g, {"x"}, {"y"});
+  ASSERT_TRUE(orig);
+  const std::vector<float> y2 = RunN(orig.get(), 2);
+  std::vector<DynamicGraph::Packed> made = orig->PackedWeights();
+  const Value& c = m.b.g.v(m.b.g.Find("c"));
+  made.push_back({"c:plain", dnnl::memory::desc({48}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a),
+                  c.data, c.bytes()});
+  Loaded l;
+  Load(m.b.g, made, {{"c", {"c:plain", {}}}}, &l);
+  ASSERT_TRUE(l.dyn);
+  EXPECT_EQ(l.dyn->stats().derived_pending, 1u);
+  const std::vector<float> b = RunN(l.dyn.get(), 2);
+  ASSERT_EQ(b.size(), y2.size());
+  for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(y2[i], b[i]) << i;
+  EXPECT_EQ(l.dyn->stats().derived_pending, 0u);
+  EXPECT_EQ(l.dyn->stats().derived_bytes_made, 48u * 4);
+  // Create refuses a placeholder with no weight named for it.
+  std::unique_ptr<DynamicGraph> d;
+  DynamicGraph::Options o;
+  CheckResult r = DynamicGraph::Create(l.p.graph, {"x"}, {"y"}, o, nullptr, &d);
+  EXPECT_NE(r.reason.find("constant 'c' has no bytes and no packed weight"), std::string::npos) << r.reason;
+}
+
+// A convolution with a BatchNormalization every shape folds into it: BakeFolds stores the folded weights and bias as
+// constants of the convolution, without the BatchNormalization and its constants; the folded weights derive from
+// their packed weight; the loaded graph runs bit-identical to the original at the compiled and at other shapes
+// without making any constant's bytes.
+TEST(AotCpuDynamicRecords, BakedFoldsRunTheSameAndStoreWeightsOnce) {
+  GraphBuilder b;
+  b.SymInput("x", {-1, 8, -1, -1}, {"N", "", "H", "W"});
+  b.F32("w", {16, 8, 3, 3}, UniformFloats(16 * 8 * 9, 21));
+  b.F32("gamma", {16}, UniformFloats(16, 22));
+  b.F32("beta", {16}, UniformFloats(16, 23));
+  b.F32("mean", {16}, UniformFloats(16, 24));
+  std::vector<float> var = UniformFloats(16, 25);
+  for (float& v : var) v = v * v + 0.5f;
+  b.F32("var", {16}, var);
+  b.FreeOut("c", {-1, 16, -1, -1});
+  b.FreeOut("n", {-1, 16, -1, -1});
+  b.FreeOut("y", {-1, 16, -1, -1});
+  Node& conv = b.N("Conv", {"x", "w"}, {"c"});
+  conv.attrs["pads"] = IntsA({1, 1, 1, 1});
+  const std::string conv_name = conv.name;  // (the reference does not outlive the next node)
+  b.N("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"n"});
+  b.N("Relu", {"n"}, {"y"});
+  b.Output("y");
+  auto run = [](DynamicGraph* d, int64_t n, int64_t h, int64_t w) {
+    const std::vector<float> x = UniformFloats(n * 8 * h * w, 30 + static_cast<uint32_t>(h));
+    std::shared_ptr<Executor> exec;
+    bool invalid = false;
+    CheckResult r = d->Get({{n, 8, h, w}}, &exec, &invalid);
+    EXPECT_TRUE(r.ok) << r.reason;
+    if (!r.ok) return std::vector<float>();
+    std::vector<float> y(static_cast<size_t>(n * 16 * h * w), -1.f);
+    r = exec->Run({x.data()}, {y.data()});
+    EXPECT_TRUE(r.ok) << r.reason;
+    return y;
+  };
+  auto orig = Create(b.g, {"x"}, {"y"});
+  ASSERT_TRUE(orig);
+  const std::vector<float> y1 = run(orig.get(), 1, 12, 10);
+  std::vector<StoredWeight> packed;
+  for (const auto& w : orig->PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
+  Graph baked;
+  std::vector<std::shared_ptr<std::string>> owned;
+  size_t folds = 0;
+  ASSERT_TRUE(BakeFolds(b.g, *orig->Memo(), &packed, &baked, &owned, &folds).ok);
+  ASSERT_EQ(folds, 1u);
+  for (const Node& n : baked.nodes) EXPECT_NE(n.op, "BatchNormalization");
+  EXPECT_LT(baked.Find("gamma"), 0);
+  EXPECT_LT(baked.Find("w"), 0);
+  ASSERT_GE(baked.Find("w:folded"), 0);
+  // Nothing baked for a convolution the caller skips.
+  Graph same;
+  std::vector<StoredWeight> packed2;
+  for (const auto& w : orig->PackedWeights()) packed2.push_back({w.name, w.layout, w.data, w.size});
+  ASSERT_TRUE(BakeFolds(b.g, *orig->Memo(), &packed2, &same, &owned, &folds, {conv_name}).ok);
+  EXPECT_EQ(folds, 0u);
+  EXPECT_EQ(same.nodes.size(), b.g.nodes.size());
+
+  const DerivedConstants derived = DerivableConstants(baked, packed);
+  ASSERT_EQ(derived.count("w:folded"), 1u);
+  DynamicRecords d;
+  CheckResult r = SerializeDynamicGraph(baked, {"x"}, {"y"}, packed, &d, "", {}, derived);
+  ASSERT_TRUE(r.ok) << r.reason;
+  ParsedDynamicGraph p;
+  r = ParseDynamicGraph(d.records, Refs(d), &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  std::map<std::string, CompileOptions::EarlierWeight> weights;
+  for (const auto& [name, w] : p.packed) weights[name] = {w.layout, nullptr, w.data, w.size, nullptr};
+  DynamicGraph::Options o;
+  o.threads = 1;
+  std::unique_ptr<DynamicGraph> loaded;
+  r = DynamicGraph::Create(p.graph, {"x"}, {"y"}, o, nullptr, &loaded, weights, p.derived);
+  ASSERT_TRUE(r.ok) << r.reason;
+  for (const Dims& shape : {Dims{1, 12, 10}, Dims{2, 7, 9}}) {
+    const std::vector<float> a = shape[0] == 1 ? y1 : run(orig.get(), shape[0], shape[1], shape[2]);
+    const std::vector<float> c = run(loaded.get(), shape[0], shape[1], shape[2]);
+    ASSERT_EQ(a.size(), c.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], c[i]) << DimsText(shape) << " element " << i;
+  }
+  EXPECT_EQ(loaded->stats().derived_bytes_made, 0u) << loaded->stats().derived_why;
+}
+
+TEST(AotCpuDynamicRecords, HostileDerivedConstants) {
+  Small m;
+  // c [4] stored only as "c:plain" (its bytes, layout a).
+  const Value& c = m.b.g.v(m.b.g.Find("c"));
+  std::vector<StoredWeight> packed = m.packed;
+  packed.push_back({"c:plain", dnnl::memory::desc({4}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a),
+                    c.data, c.bytes()});
+  DynamicRecords d;
+  CheckResult r = SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", {"c:plain", {}}}});
+  ASSERT_TRUE(r.ok) << r.reason;
+  const std::vector<WeightRef> refs = Refs(d);
+  ASSERT_EQ(refs.size(), 2u);  // the two packed weights, no constant
+  ParsedDynamicGraph p;
+  r = ParseDynamicGraph(d.records, refs, &p);
+  ASSERT_TRUE(r.ok) << r.reason;
+  ASSERT_EQ(p.derived.size(), 1u);
+  // Every prefix is refused.
+  for (size_t n = 0; n < d.records.size(); ++n) {
+    CheckResult t = ParseDynamicGraph(std::string_view(d.records.data(), n), refs, &p);
+    EXPECT_FALSE(t.ok) << "prefix of " << n << " bytes accepted";
+    EXPECT_FALSE(t.reason.empty()) << n;
+  }
+  // The tail: u32 count 1, u32 value index 1 (c), str "c:plain", i64s strides (none: row-major).
+  const size_t at = d.records.size() - (4 + 4 + 4 + 7 + 4);
+  auto patched = [&](size_t off, uint32_t v) {
+    std::string s = d.records;
+    std::memcpy(&s[at + off], &v, 4);
+    return s;
+  };
+  ExpectRefused(patched(0, 0), refs, "value 1 ('c') is a constant without a tensor and no packed weight it derives from");
+  ExpectRefused(patched(0, 2), refs, "derived constant count 2 exceeds the 1 constants without a tensor");
+  ExpectRefused(patched(4, 9), refs, "derived constant 0 names value 9 of 4");
+  ExpectRefused(patched(4, 0), refs, "derived constant 0 ('x') is not a constant without a tensor");
+  std::string other = d.records;
+  other[other.size() - 5] = 'X';  // "c:plaiX"
+  ExpectRefused(other, refs, "derived constant 0 ('c') names packed weight 'c:plaiX', which is not stored");
+  std::string wrong = d.records.substr(0, at + 8);  // then "c:packed": stored, but 16 floats
+  const std::string name = "c:packed";
+  const uint32_t len = static_cast<uint32_t>(name.size());
+  wrong.append(reinterpret_cast<const char*>(&len), 4);
+  wrong += name;
+  wrong.append(4, '\0');
+  ExpectRefused(wrong, refs, "derived constant 0 ('c'): packed weight 'c:packed' is not a float weight of 4 elements");
+  ExpectRefused(d.records + "z", refs, "1 trailing bytes");
+  std::string strided = d.records.substr(0, d.records.size() - 4);
+  const uint32_t one = 1;
+  const int64_t two = 2;
+  strided.append(reinterpret_cast<const char*>(&one), 4);
+  strided.append(reinterpret_cast<const char*>(&two), 8);
+  ExpectRefused(strided, refs, "derived constant 0 ('c'): its strides do not lay out packed weight 'c:plain' densely");
+  const uint32_t thirteen = 13;
+  std::memcpy(&strided[strided.size() - 12], &thirteen, 4);
+  ExpectRefused(strided, refs, "derived constant 0 is truncated, or a name or rank is beyond the limits");
+  // The serializer refuses a derived constant it cannot describe.
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", {"nope", {}}}}).ok);
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"c", {"c:packed", {}}}}).ok);
+  EXPECT_FALSE(SerializeDynamicGraph(m.b.g, {"x"}, {"y"}, packed, &d, "", {}, {{"s", {"c:plain", {}}}}).ok);
 }
 
 }  // namespace

@@ -175,9 +175,101 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
                        graph_name + "': " + r.reason);
     shapes.profiles.push_back(dims);
   }
+  // No profile bound (none given, or none fits this graph of a group): a representative shape is bound so that the
+  // binary holds the weights packed in the layouts a shape needs (not a profile: a loaded session does not build it).
+  // Every free dim takes one size, the first of these the graph takes (clamped into its range). A later shape whose
+  // lowering wants a weight in another layout or fusion makes it from the stored bytes (dynamic.h, `derived`).
+  std::vector<std::vector<int64_t>> representative;
+  if (shapes.profiles.empty() && !d.generic()) {
+    for (int64_t size : {256, 128, 64, 96, 32, 16, 8, 1}) {
+      std::vector<std::vector<int64_t>> dims;
+      for (const std::string& input : d.inputs()) {
+        const Value& v = d.graph().v(d.graph().Find(input));
+        std::vector<int64_t> x = v.dims;
+        for (size_t k = 0; k < x.size(); ++k) {
+          if (x[k] >= 0) continue;
+          x[k] = size;
+          const std::string sym = k < v.dim_symbols.size() ? v.dim_symbols[k] : "";
+          if (auto it = ep->options.shape_ranges.find(sym); !sym.empty() && it != ep->options.shape_ranges.end())
+            x[k] = std::min(std::max(size, it->second.lo), it->second.hi);
+        }
+        dims.push_back(std::move(x));
+      }
+      if (!d.CheckShape(dims).ok) continue;
+      std::shared_ptr<Executor> exec;
+      bool invalid = false;
+      if (d.Get(dims, &exec, &invalid).ok) {  // a shape that fails to compile: try the next (its error is the run's)
+        representative = std::move(dims);
+        break;
+      }
+    }
+  }
   std::vector<StoredWeight> packed;
   for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
-  CheckResult r = SerializeDynamicGraph(d.graph(), d.inputs(), d.outputs(), packed, out, graph_name + "/", shapes);
+  // Constants read only packed are stored only packed (a later shape that needs them plain or in another layout makes
+  // them from the packed bytes: dynamic.h, `derived`).
+  // Convolutions whose normalizations every shape folds are stored folded (BakeFolds), so that their weights too are
+  // stored once, packed; kept only if the baked graph is one a session can create.
+  // Checked as a loaded session would use it: the records parsed back and the shapes bound above built from them
+  // without making any derived constant's bytes. A convolution whose baked form makes them is left unbaked.
+  const Graph* graph = &d.graph();
+  Graph baked;
+  std::vector<std::shared_ptr<std::string>> owned;
+  std::shared_ptr<const LoweringMemo> memo = d.Memo();
+  std::vector<std::vector<std::vector<int64_t>>> built = shapes.profiles;
+  if (built.empty() && !representative.empty()) built.push_back(representative);
+  std::set<std::string> skip;
+  for (int attempt = 0; memo && !built.empty() && attempt < 8; ++attempt) {
+    std::vector<StoredWeight> baked_packed = packed;
+    size_t folds = 0;
+    owned.clear();
+    if (!BakeFolds(d.graph(), *memo, &baked_packed, &baked, &owned, &folds, skip).ok || folds == 0) break;
+    DynamicRecords rec;
+    if (!SerializeDynamicGraph(baked, d.inputs(), d.outputs(), baked_packed, &rec, "", {},
+                               DerivableConstants(baked, baked_packed)).ok)
+      break;
+    std::vector<WeightRef> refs;
+    for (const TensorInput& t : rec.tensors) refs.push_back({t.bytes.data(), t.bytes.size()});
+    ParsedDynamicGraph parsed;
+    if (!ParseDynamicGraph(rec.records, refs, &parsed).ok) break;
+    std::map<std::string, CompileOptions::EarlierWeight> weights;
+    for (const auto& [name, w] : parsed.packed) weights[name] = {w.layout, nullptr, w.data, w.size, nullptr};
+    std::unique_ptr<DynamicGraph> check;
+    if (!DynamicGraph::Create(std::move(parsed.graph), parsed.inputs, parsed.outputs, DynamicOptionsOf(ep), nullptr,
+                              &check, weights, parsed.derived).ok)
+      break;
+    bool fine = true;
+    for (const auto& dims : built) {
+      std::shared_ptr<Executor> exec;
+      bool invalid = false;
+      fine = fine && check->Get(dims, &exec, &invalid).ok;
+    }
+    if (!fine) break;
+    const std::string why = check->stats().derived_why;
+    if (why.empty()) {
+      graph = &baked;
+      packed = std::move(baked_packed);
+      break;
+    }
+    // The convolution whose weights were made: "<output>/<weights>:folded..." names its folded weights.
+    const size_t at = why.find(":folded");
+    bool found = false;
+    for (const auto& [conv, fold] : memo->fold) {
+      const Node* n = nullptr;
+      for (const Node& x : d.graph().nodes)
+        if (x.name == conv) n = &x;
+      if (!n || n->inputs.size() < 2 || n->inputs[1] < 0 || at == std::string::npos) continue;
+      const std::string w = d.graph().v(n->inputs[1]).name + ":folded";
+      if (why.find("/" + w) != std::string::npos || why.find("'" + w) != std::string::npos) {
+        found = skip.insert(conv).second;
+        break;
+      }
+    }
+    if (!found) break;
+  }
+  const DerivedConstants derived = DerivableConstants(*graph, packed);
+  CheckResult r =
+      SerializeDynamicGraph(*graph, d.inputs(), d.outputs(), packed, out, graph_name + "/", shapes, derived);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "storing dynamic partition '" + graph_name + "': " + r.reason);
   return nullptr;
 }

@@ -70,7 +70,7 @@ CheckResult LoadPartitions(const ContextBinaryReader& reader, std::shared_ptr<co
       DynamicGraph::Options o = run;
       for (const auto& [sym, range] : parsed.shapes.ranges) o.ranges.emplace(sym, SymbolRange{range.first, range.second});
       r = DynamicGraph::Create(std::move(parsed.graph), std::move(parsed.inputs), std::move(parsed.outputs), o, keep,
-                               &part->dynamic, packed);
+                               &part->dynamic, packed, parsed.derived);
       if (!r.ok) return CheckResult::Fail("graph '" + name + "': " + r.reason);
       // The shape profiles are built now (their weights are in the binary), so their first run builds nothing. A
       // shape-generic graph needs none: no shape is built.

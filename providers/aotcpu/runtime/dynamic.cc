@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "providers/aotcpu/binary/dynamic_records.h"  // derived constants
 #include "providers/aotcpu/runtime/generic_ops.h"
 
 namespace epctx {
@@ -15,9 +16,23 @@ namespace aotcpu {
 
 CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
                                  Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out,
-                                 const std::map<std::string, CompileOptions::EarlierWeight>& packed) {
+                                 const std::map<std::string, CompileOptions::EarlierWeight>& packed,
+                                 const DerivedConstants& derived) {
   std::unique_ptr<DynamicGraph> d(new DynamicGraph());
   d->graph_ = std::move(g);
+  // Derived constants: each a float constant with a placeholder, its packed weight given; no other placeholder.
+  for (const auto& [value, dc] : derived) {
+    const std::string& weight = dc.weight;
+    const int v = d->graph_.Find(value);
+    if (v < 0 || !IsDerivedPlaceholder(d->graph_.v(v).data) || d->graph_.v(v).dtype != kF32)
+      return CheckResult::Fail("derived constant '" + value + "' is not a float constant awaiting its bytes");
+    if (!packed.count(weight))
+      return CheckResult::Fail("derived constant '" + value + "': packed weight '" + weight + "' is not given");
+    d->derived_.emplace_back(v, dc);
+  }
+  for (const Value& v : d->graph_.values)
+    if (v.is_const() && v.bytes() > 0 && IsDerivedPlaceholder(v.data) && !derived.count(v.name))
+      return CheckResult::Fail("constant '" + v.name + "' has no bytes and no packed weight to make them from");
   if (!InferSymbolicRuntime(d->graph_, &d->sym_)) {
     for (size_t i = 0; i < d->sym_.why.size(); ++i)
       if (!d->sym_.why[i].empty())
@@ -77,9 +92,15 @@ std::vector<DynamicGraph::Packed> DynamicGraph::PackedWeights() const {
   return out;
 }
 
+std::shared_ptr<const LoweringMemo> DynamicGraph::Memo() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return memo_ ? std::make_shared<const LoweringMemo>(*memo_) : nullptr;
+}
+
 DynamicGraph::Stats DynamicGraph::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
+  s.derived_pending = derived_.size();
   if (memo_) s.memo_hits = memo_->hits, s.memo_misses = memo_->misses;
   return s;
 }
@@ -190,9 +211,76 @@ CheckResult DynamicGraph::Bind(const std::map<std::string, int64_t>& binding, st
   return CheckResult::Ok();
 }
 
+bool DynamicGraph::ReadsDerived(const CompiledGraph& cg, std::string* which) const {
+  for (size_t i = 0; i < cg.weights.size(); ++i) {
+    *which = cg.weights[i].name;
+    if (i < cg.borrowed.size() && cg.borrowed[i].data) {
+      if (IsDerivedPlaceholder(cg.borrowed[i].data)) return true;  // read in place
+      continue;                                                    // a stored weight, or an initializer read in place
+    }
+    // Made now (a weight packed in a layout not stored, a folding, a constant a pass made): the lowering names a weight
+    // after the values it is made from ("<value>:packed", "<output>/<value>:fused", "<mean>:minus:<bias>"), so one
+    // whose name holds a derived constant's name may come from its placeholder.
+    const std::string& name = cg.weights[i].name;
+    const int v = graph_.Find(name);
+    if (v >= 0 && graph_.v(v).is_const() && !IsDerivedPlaceholder(graph_.v(v).data)) continue;  // a constant as it is
+    for (const auto& [dv, dc] : derived_)
+      if (name.find(graph_.v(dv).name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+CheckResult DynamicGraph::MakeDerived(const std::string& why) {
+  stats_.derived_why = why;
+  auto bytes = std::make_shared<std::vector<std::shared_ptr<std::string>>>();
+  for (const auto& [v, dc] : derived_) {
+    const std::string& weight = dc.weight;
+    Value& val = graph_.values[static_cast<size_t>(v)];
+    auto w = weights_.find(weight);
+    if (w == weights_.end()) return CheckResult::Fail("derived constant '" + val.name + "': packed weight '" + weight + "' is gone");
+    auto b = std::make_shared<std::string>(val.bytes(), '\0');
+    const void* data = w->second.bytes ? static_cast<const void*>(w->second.bytes->data()) : w->second.data;
+    CheckResult r = DeriveConstant(w->second.layout, dc.strides, data, b->data(), b->size());
+    if (!r.ok) return CheckResult::Fail("making constant '" + val.name + "' from packed weight '" + weight + "': " + r.reason);
+    stats_.derived_bytes_made += b->size();
+    bytes->push_back(b);
+  }
+  for (size_t i = 0; i < derived_.size(); ++i) graph_.values[static_cast<size_t>(derived_[i].first)].data = (*bytes)[i]->data();
+  // The bytes live as long as the initializers: executors keep `keep_` (CompileOptions::initializer_owner).
+  keep_ = std::make_shared<std::pair<std::shared_ptr<const void>, decltype(bytes)>>(keep_, bytes);
+  if (const char* profile = std::getenv("EPCTX_AOTCPU_PROFILE"); profile && *profile && *profile != '0')
+    std::fprintf(stderr, "[aotcpu profile] derived constants of '%s': %zu made from their packed weights (%.1f MB): "
+                 "%s\n", graph_.name.c_str(), derived_.size(), stats_.derived_bytes_made / 1e6, why.c_str());
+  derived_.clear();
+  derived_made_ = true;
+  return CheckResult::Ok();
+}
+
+bool DynamicGraph::WithDerivedBytes(const Graph& in, Graph* out) const {
+  bool any = false;
+  for (const Value& v : in.values)
+    if (v.is_const() && v.bytes() > 0 && IsDerivedPlaceholder(v.data)) any = true;
+  if (!any) return false;
+  *out = in;
+  for (Value& v : out->values)
+    if (v.is_const() && v.bytes() > 0 && IsDerivedPlaceholder(v.data)) {
+      const int g = graph_.Find(v.name);
+      if (g >= 0) v.data = graph_.v(g).data;
+    }
+  return true;
+}
+
 CheckResult DynamicGraph::Build(const Graph& bound, const std::vector<std::string>& inputs,
                                 const std::vector<std::string>& outputs, bool warm_up,
                                 std::shared_ptr<Executor>* exec) {
+  if (derived_made_) {  // a graph bound before the derived constants' bytes were made
+    Graph fixed;
+    if (WithDerivedBytes(bound, &fixed)) return Build(fixed, inputs, outputs, warm_up, exec);
+  }
+  // With derived constants pending, the memo as it was: a lowering against placeholders that is not taken leaves
+  // no decision (a folding) made from them.
+  std::unique_ptr<LoweringMemo> memo_before;
+  if (!derived_.empty() && memo_) memo_before = std::make_unique<LoweringMemo>(*memo_);
   CompileOptions options = options_.compile;
   options.initializer_owner = keep_;
   options.memo = memo_;
@@ -202,6 +290,14 @@ CheckResult DynamicGraph::Build(const Graph& bound, const std::vector<std::strin
   };
   CompiledGraph cg;
   CheckResult r = CompileGraph(bound, inputs, outputs, options, &cg);
+  std::string which;
+  if (!derived_.empty() && (!r.ok || ReadsDerived(cg, &which))) {
+    if (memo_before) *memo_ = *memo_before;
+    CheckResult m = MakeDerived(r.ok ? "a shape needs weight '" + which + "', which is not stored" : r.reason);
+    if (!m.ok) return m;
+    Graph fixed;
+    return Build(WithDerivedBytes(bound, &fixed) ? fixed : bound, inputs, outputs, warm_up, exec);
+  }
   if (!r.ok) return r;
   // Weight bytes: borrowed (an earlier shape's, or an initializer read in place) or made now; the ones made now
   // become shared so later shapes reuse them, and the executor keeps all of them alive.

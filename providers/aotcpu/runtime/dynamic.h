@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "providers/aotcpu/binary/dynamic_records.h"  // DerivedConstants
 #include "providers/aotcpu/ir/ir.h"
 #include "providers/aotcpu/ir/symbolic.h"
 #include "providers/aotcpu/plan/compiler.h"
@@ -66,9 +67,14 @@ class DynamicGraph {
   // graph's shapes cannot be inferred symbolically or an input dim is an expression rather than a symbol or constant.
   // `packed`: weights an earlier compile packed (name -> layout and bytes, e.g. mapped from a context binary and
   // alive as long as `keep`), reused by every shape instead of packing from the graph's initializers.
+  // `derived` (constant value name -> name in `packed`; ParsedDynamicGraph::derived): constants a context binary stores
+  // only packed, whose Value::data is a placeholder (IsDerivedPlaceholder). A shape is lowered against the placeholders
+  // and taken only if no step reads them (every weight it needs is a stored one); otherwise their bytes are made once
+  // from the packed weights (an exact reorder back to plain) and the shape lowered again.
   static CheckResult Create(Graph g, std::vector<std::string> inputs, std::vector<std::string> outputs,
                             Options options, std::shared_ptr<const void> keep, std::unique_ptr<DynamicGraph>* out,
-                            const std::map<std::string, CompileOptions::EarlierWeight>& packed = {});
+                            const std::map<std::string, CompileOptions::EarlierWeight>& packed = {},
+                            const DerivedConstants& derived = {});
 
   ~DynamicGraph();
   const Graph& graph() const { return graph_; }
@@ -82,6 +88,8 @@ class DynamicGraph {
     size_t size = 0;
   };
   std::vector<Packed> PackedWeights() const;
+  // A copy of the lowering decisions the shapes bound so far made (null when the memo is off).
+  std::shared_ptr<const LoweringMemo> Memo() const;
 
   // The executor for inputs of these dims (fused-input order): cached, or bound, lowered and built now. Errors:
   // `*invalid_argument` true for shapes the graph cannot take (wrong rank, a dim fixed to another size, a symbol
@@ -111,6 +119,9 @@ class DynamicGraph {
     size_t generic_runs = 0;         // runs of the shape-generic form
     size_t generic_fallbacks = 0;    // runs it handed to Get: a dim its static segments assume differed
     size_t memo_hits = 0, memo_misses = 0;  // lowering decisions taken from the first shape / searched again
+    size_t derived_pending = 0;      // constants stored only packed whose bytes are not made yet
+    uint64_t derived_bytes_made = 0; // bytes of such constants made from their packed weights
+    std::string derived_why;         // the weight whose making made them ("" while none were made)
   };
   Stats stats() const;
 
@@ -122,6 +133,11 @@ class DynamicGraph {
   // Lowers a static graph (its values' dims known) and builds its executor, reusing and recording packed weights.
   CheckResult Build(const Graph& bound, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
                     bool warm_up, std::shared_ptr<Executor>* exec);
+  // Derived constants (Create's `derived`): whether a lowering read a placeholder; making their bytes; a bound graph
+  // with the placeholders replaced by the bytes made.
+  bool ReadsDerived(const CompiledGraph& cg, std::string* which) const;
+  CheckResult MakeDerived(const std::string& why);  // `why` for the profile line
+  bool WithDerivedBytes(const Graph& in, Graph* out) const;
   struct Generic;
   CheckResult MakeGeneric(std::unique_ptr<Generic>* out);  // fails (with why) when the form does not apply
   CheckResult PlanRuntimeSymbols(Generic* gen) const;       // where run-time symbols are bound (issue 27 item 3)
@@ -143,6 +159,8 @@ class DynamicGraph {
 
   mutable std::mutex mu_;
   std::map<std::string, CompileOptions::EarlierWeight> weights_;  // by weight name: the first shape's choice
+  std::vector<std::pair<int, DerivedConstant>> derived_;  // value index, its packed weight: bytes not made yet
+  bool derived_made_ = false;                         // some derived constants' bytes were made (graph_ points to them)
   std::shared_ptr<LoweringMemo> memo_;  // the first shape's lowering decisions, tried first by later shapes
   std::list<std::pair<std::string, std::shared_ptr<Executor>>> lru_;  // most recent first
   Stats stats_;
