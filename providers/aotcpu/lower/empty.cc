@@ -91,13 +91,19 @@ bool AllOutputsEmpty(const Graph& g, const Node& n) {
   return any;
 }
 
-int RewriteEmptyOperands(Graph* g, std::vector<bool>* computed) {
+CheckResult RewriteEmptyOperands(Graph* g, std::vector<bool>* computed) {
   computed->assign(g->nodes.size(), false);
-  int changed = 0;
   for (size_t i = 0; i < g->nodes.size(); ++i) {
     Node& n = g->nodes[i];
     if ((!n.domain.empty() && n.domain != "ai.onnx") || !AnyEmptyInput(*g, n) || !AllOutputsNonEmpty(*g, n)) continue;
     bool done = false;
+    if (n.op == "MaxPool" || n.op == "AveragePool" || n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool" ||
+        n.op == "LpPool") {
+      // ONNX Runtime 1.30 refuses these ("Only N can be zero"); "shape:" makes it the caller's INVALID_ARGUMENT.
+      const Value& x = g->v(n.inputs[0]);
+      return CheckResult::Fail("shape:node '" + n.name + "' (" + n.op + "): input '" + x.name + "' has shape " +
+                               DimsText(x.dims) + ": a pooling window over a zero-sized dim (only the batch may be 0)");
+    }
     if (n.op == "Concat") {
       // An empty operand adds nothing: it is dropped (its consumer entry with it); one operand left is an Identity.
       std::vector<int> kept;
@@ -119,7 +125,6 @@ int RewriteEmptyOperands(Graph* g, std::vector<bool>* computed) {
         n.op = "Identity";
         n.attrs.clear();
       }
-      ++changed;
       continue;
     }
     if (!IsFloatOutput(*g, n)) continue;
@@ -142,12 +147,9 @@ int RewriteEmptyOperands(Graph* g, std::vector<bool>* computed) {
     } else if (n.op == "Pad") {
       done = PadOfNothing(g, n);
     }
-    if (done) {
-      (*computed)[i] = true;
-      ++changed;
-    }
+    if (done) (*computed)[i] = true;
   }
-  return changed;
+  return CheckResult::Ok();
 }
 
 }  // namespace aotcpu

@@ -206,8 +206,9 @@ bool AllOutputsEmpty(const Graph& g, const Node& n);
 // (C constant) or zeros; ReduceSum and ReduceMean over an empty axis are 0, ReduceMax -inf, ReduceMin +inf; a
 // constant-mode Pad of an empty tensor is its pad value. The values made constant have their node's flag set in
 // `computed` (resized to the node count): the node is then not lowered. Other such nodes are left as they are (their
-// support check refuses them). Returns the number of nodes changed.
-int RewriteEmptyOperands(Graph* g, std::vector<bool>* computed);
+// support check refuses them). Fails, with a reason starting "shape:" (the caller's input: INVALID_ARGUMENT in a
+// dynamic partition), for a pooling over a zero-sized dim other than the batch, which ONNX Runtime refuses.
+CheckResult RewriteEmptyOperands(Graph* g, std::vector<bool>* computed);
 
 // ir/fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger

@@ -690,8 +690,9 @@ CheckResult CompileGraphOnce(const Graph& source, const std::vector<std::string>
                              CompiledGraph* out) {
   Graph g = source;
   std::vector<bool> folded, computed;
-  RewriteEmptyOperands(&g, &computed);  // before folding: what it makes constant may fold further
-  CheckResult r = FoldConstants(&g, &folded);
+  CheckResult r = RewriteEmptyOperands(&g, &computed);  // before folding: what it makes constant may fold further
+  if (!r.ok) return r;
+  r = FoldConstants(&g, &folded);
   if (!r.ok) return r;
   for (size_t i = 0; i < computed.size() && i < folded.size(); ++i) folded[i] = folded[i] || computed[i];
   PromoteFloat16(&g);
