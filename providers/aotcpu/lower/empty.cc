@@ -79,6 +79,25 @@ bool PadOfNothing(Graph* g, const Node& n) {
   return true;
 }
 
+// Conv or ConvTranspose of an empty input whose output has elements (a zero-sized spatial dim inside the pads): no
+// product reaches any output element, each is its channel's bias (or 0). C = 0 alike.
+bool ConvOfNothing(Graph* g, const Node& n) {
+  const std::vector<int64_t>& yd = g->v(n.outputs[0]).dims;
+  if (yd.size() < 3) return false;
+  const int b = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  const float* bias = nullptr;
+  if (b >= 0) {
+    const Value& bv = g->v(b);
+    if (!bv.is_const() || bv.dtype != kF32 || bv.numel() != yd[1]) return false;
+    bias = static_cast<const float*>(bv.data);
+  }
+  int64_t inner = 1;
+  for (size_t k = 2; k < yd.size(); ++k) inner *= yd[k];
+  const int64_t channels = yd[1];
+  MakeConstant(g, n.outputs[0], [&](int64_t i) { return bias ? bias[(i / inner) % channels] : 0.0f; });
+  return true;
+}
+
 }  // namespace
 
 bool AllOutputsEmpty(const Graph& g, const Node& n) {
@@ -144,6 +163,8 @@ CheckResult RewriteEmptyOperands(Graph* g, std::vector<bool>* computed) {
       const float v = n.op == "ReduceMax" ? -inf : inf;
       MakeConstant(g, y, [v](int64_t) { return v; });
       done = true;
+    } else if (n.op == "Conv" || n.op == "ConvTranspose") {
+      done = ConvOfNothing(g, n);
     } else if (n.op == "Pad") {
       done = PadOfNothing(g, n);
     }

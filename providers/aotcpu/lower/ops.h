@@ -203,7 +203,8 @@ bool CheckDequantizeParams(const Graph& g, const Node& n, std::string* why);
 bool AllOutputsEmpty(const Graph& g, const Node& n);
 // Nodes that read a value with no elements but produce elements get the result ONNX defines, before folding:
 // Concat drops its empty operands (one left: an Identity); MatMul with K = 0 is zeros; Gemm with K = 0 is beta * C
-// (C constant) or zeros; ReduceSum and ReduceMean over an empty axis are 0, ReduceMax -inf, ReduceMin +inf; a
+// (C constant) or zeros; Conv / ConvTranspose of an empty input (a zero-sized spatial dim inside the pads) is its
+// bias per channel, or zeros; ReduceSum and ReduceMean over an empty axis are 0, ReduceMax -inf, ReduceMin +inf; a
 // constant-mode Pad of an empty tensor is its pad value. The values made constant have their node's flag set in
 // `computed` (resized to the node count): the node is then not lowered. Other such nodes are left as they are (their
 // support check refuses them). Fails, with a reason starting "shape:" (the caller's input: INVALID_ARGUMENT in a
