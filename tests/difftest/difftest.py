@@ -250,7 +250,8 @@ class Result:
 def free_dims(model, seed):
     """The model with some input dims free (dynamic_shapes): a random nonempty subset of the sizes the inputs' dims
     take becomes symbols ("s<size>", shared by every input dim of that size, so broadcasting partners stay equal);
-    graph outputs' dims become names of their own and value_info is dropped. Also {symbol: other size} for a second run."""
+    graph outputs' dims become names of their own and value_info is dropped. Also {symbol: other size} for a second run
+    (sometimes 0 or a quarter of the size: empty tensors)."""
     import copy
     rng = np.random.default_rng([seed, 11])
     m = copy.deepcopy(model)
@@ -261,8 +262,16 @@ def free_dims(model, seed):
         return None, {}
     chosen = [x for x in sizes if rng.random() < 0.5] or [sizes[int(rng.integers(len(sizes)))]]
     other = {}
+    # Zero-sized dims (issue 27): some second sizes are 0 or a quarter (a Slice counted from the end then selects
+    # nothing), drawn from a generator of their own so the other draws of a seed stay what they were.
+    small = np.random.default_rng([seed, 17])
     for x in chosen:
         other[x] = int(rng.choice([x + 1, 2 * x, max(1, x - 1), x + 7]))
+        u = small.random()
+        if u < 0.12:
+            other[x] = 0
+        elif u < 0.24:
+            other[x] = max(1, x // 4)
     for vi in m.graph.input:
         if vi.name in inits:
             continue

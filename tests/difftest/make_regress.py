@@ -79,6 +79,32 @@ def main():
          "hi2": np.asarray(0.3, np.float32)},
         {"x": [1, 16, 9, 9], "c": [1, 16, 9, 9], "k1": [1, 16, 9, 9], "k2": [1, 16, 9, 9]}, 144)
 
+    # Issue 27 item 5: difftest seed 20261127 model 5985 (committed beside this as its shrunk form) ran a Slice whose
+    # result is empty at the second shape, and AotCpu failed the run ("not supported: empty result"). Here the rows a
+    # Slice counted from the end selects are empty at a larger second size (16 -> 32 under --regress's seed 0), and
+    # every op family after it meets the empty tensor: MatMul and Softmax (empty results), ReduceSum / ReduceMax over
+    # the empty axis (0 and -inf, clipped), Concat with an empty operand, MatMul and Gemm with K = 0 (zeros; beta * C).
+    ew = (rng.standard_normal((6, 8)) / 4).astype(np.float32)
+    ec = rng.standard_normal(6).astype(np.float32)
+    models["empty_slice_families"] = model(
+        "empty_slice_families",
+        [helper.make_node("Slice", ["x", "st", "en", "ax"], ["s"], name="rows_from_end"),
+         helper.make_node("MatMul", ["s", "ew"], ["m"], name="matmul_m"),
+         helper.make_node("Relu", ["m"], ["r"], name="relu"),
+         helper.make_node("Softmax", ["r"], ["sm"], name="softmax", axis=1),
+         helper.make_node("ReduceSum", ["s"], ["red"], name="reduce_sum", axes=[0], keepdims=1),
+         helper.make_node("ReduceMax", ["s"], ["mx"], name="reduce_max", axes=[0], keepdims=1),
+         helper.make_node("Clip", ["mx", "lo", "hi"], ["mc"], name="clip"),
+         helper.make_node("Concat", ["s", "red", "mc"], ["c"], name="concat", axis=0),
+         helper.make_node("Transpose", ["s"], ["t"], name="transpose", perm=[1, 0]),
+         helper.make_node("MatMul", ["t", "s"], ["g"], name="matmul_k"),
+         helper.make_node("Gemm", ["s", "s", "ec"], ["gm"], name="gemm_k", transA=1, beta=0.5)],
+        [("x", [16, 6])], [("sm", [1, 8]), ("c", [3, 6]), ("g", [6, 6]), ("gm", [6, 6])],
+        {"st": np.asarray([-5], np.int64), "en": np.asarray([12], np.int64), "ax": np.asarray([0], np.int64),
+         "ew": ew, "ec": ec, "lo": np.asarray(-1, np.float32), "hi": np.asarray(1, np.float32)},
+        {"x": [16, 6], "s": [1, 6], "m": [1, 8], "r": [1, 8], "sm": [1, 8], "red": [1, 6], "mx": [1, 6],
+         "mc": [1, 6], "c": [3, 6], "t": [6, 1], "g": [6, 6], "gm": [6, 6]}, 16)
+
     for name, m in models.items():
         onnx.save(m, os.path.join(out, name + ".onnx"))
         print("wrote", os.path.join(out, name + ".onnx"))

@@ -15,6 +15,7 @@
 //   nn_quant.cc    DynamicQuantizeLinear, DequantizeLinear, QuantizeLinear, MatMulInteger (8-bit steps)
 //   nn_quant_conv.cc ConvInteger (int8 convolution step)
 //   nn_qdq.cc      QDQ: DequantizeLinear -> Conv -> QuantizeLinear (int8 convolution with requantization)
+//   empty.cc       values with no elements (zero-sized dims)
 //   ir/fold.cc     constant folding (Shape, Range, int64 arithmetic, ... on constant inputs)
 //   runtime/executor.cc  Reorder
 #ifndef EPCTX_PROVIDERS_AOTCPU_LOWER_OPS_H_
@@ -22,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "providers/aotcpu/plan/compiler.h"
 #include "providers/aotcpu/runtime/executor.h"
@@ -207,6 +209,20 @@ bool DequantizeReadOnlyByQdqConvs(const Graph& g, const Node& dq);
 // checked as ONNX requires: false with why naming the tensor and the reason (a per-axis scale of the wrong length, an
 // axis out of range, a zero point of another element type or shape).
 bool CheckDequantizeParams(const Graph& g, const Node& n, std::string* why);
+
+// empty.cc: values with no elements (a zero-sized dim; a dynamic partition meets them at run time).
+// True when every output of `n` present has a static shape with no elements: the compiler defines them and emits no
+// step (nothing to compute, and oneDNN refuses zero dims in many primitives).
+bool AllOutputsEmpty(const Graph& g, const Node& n);
+// Nodes that read a value with no elements but produce elements get the result ONNX defines, before folding:
+// Concat drops its empty operands (one left: an Identity); MatMul with K = 0 is zeros; Gemm with K = 0 is beta * C
+// (C constant) or zeros; Conv / ConvTranspose of an empty input (a zero-sized spatial dim inside the pads) is its
+// bias per channel, or zeros; ReduceSum and ReduceMean over an empty axis are 0, ReduceMax -inf, ReduceMin +inf; a
+// constant-mode Pad of an empty tensor is its pad value. The values made constant have their node's flag set in
+// `computed` (resized to the node count): the node is then not lowered. Other such nodes are left as they are (their
+// support check refuses them). Fails, with a reason starting "shape:" (the caller's input: INVALID_ARGUMENT in a
+// dynamic partition), for a pooling over a zero-sized dim other than the batch, which ONNX Runtime refuses.
+CheckResult RewriteEmptyOperands(Graph* g, std::vector<bool>* computed);
 
 // ir/fold.cc: evaluates every node whose inputs are all constant (and Shape of a static-shaped value) and whose op it
 // knows, storing results as folded constants in the graph; folded[i] is set for each folded node. Results larger

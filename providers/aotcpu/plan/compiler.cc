@@ -613,6 +613,7 @@ CheckResult LowerContext::Finish(const std::vector<std::string>& inputs, const s
     if (v < 0) return CheckResult::Fail("fused output '" + outputs[i] + "' is not in the graph");
     p.outputs.push_back({outputs[i], StorageDtype(g_.v(v)), g_.v(v).dims});
     if (written.count(static_cast<uint32_t>(i))) continue;
+    if (g_.v(v).has_shape && g_.v(v).numel() == 0) continue;  // no elements: nothing to copy
     Operand src = Use(v);
     if (!src.present()) return CheckResult::Fail("fused output '" + outputs[i] + "' is produced by no step");
     if (src.buf == Buf::kOutput && src.index == i) continue;
@@ -688,9 +689,12 @@ CheckResult CompileGraphOnce(const Graph& source, const std::vector<std::string>
                              const std::vector<std::string>& outputs, const CompileOptions& options,
                              CompiledGraph* out) {
   Graph g = source;
-  std::vector<bool> folded;
-  CheckResult r = FoldConstants(&g, &folded);
+  std::vector<bool> folded, computed;
+  CheckResult r = RewriteEmptyOperands(&g, &computed);  // before folding: what it makes constant may fold further
   if (!r.ok) return r;
+  r = FoldConstants(&g, &folded);
+  if (!r.ok) return r;
+  for (size_t i = 0; i < computed.size() && i < folded.size(); ++i) folded[i] = folded[i] || computed[i];
   PromoteFloat16(&g);
   folded.resize(g.nodes.size(), false);
   FuseSpelledActivations(&g, &folded);
@@ -713,6 +717,12 @@ CheckResult CompileGraphOnce(const Graph& source, const std::vector<std::string>
     const Node& n = g.nodes[i];
     const OpEntry* e = FindOp(n.domain, n.op);
     if (!e) return ctx.Fail(static_cast<int>(i), "no lowering for this op");
+    if (AllOutputsEmpty(g, n)) {  // nothing to compute: the outputs are defined, no step reads or writes them
+      ctx.SetCurrentNode(static_cast<int>(i));
+      for (int v : n.outputs)
+        if (v >= 0) ctx.DefinePlain(v);
+      continue;
+    }
     std::string why;
     if (!e->support(g, n, &why)) return ctx.Fail(static_cast<int>(i), "not supported: " + why);
     ctx.SetCurrentNode(static_cast<int>(i));

@@ -453,6 +453,19 @@ int DstOperand(const Step& s) {
   return -1;
 }
 
+// A step whose only destination has no elements (a zero-sized dim) writes nothing: it is not built, since oneDNN
+// refuses zero dims in many primitives, and runs as nothing. kLstm and kDynamicQuantize also write other operands.
+bool WritesNothing(const Step& s, int dst) {
+  if (s.kind == StepKind::kLstm || s.kind == StepKind::kDynamicQuantize) return false;
+  const Operand& d = s.ops[static_cast<size_t>(dst)];
+  return d.present() && std::any_of(d.dims.begin(), d.dims.end(), [](int64_t x) { return x == 0; });
+}
+
+class NothingExec : public StepExec {
+ public:
+  void Run(RunContext&) override {}
+};
+
 void Executor::FinishWarm(WarmGo go) {
   {
     std::lock_guard<std::mutex> lock(warm_mu_);
@@ -680,6 +693,8 @@ CheckResult Executor::Create(Program program, std::vector<WeightRef> weights, in
       } else if (dst < 0 || static_cast<size_t>(dst) >= s.ops.size() ||
                  (s.ops[dst].buf != Buf::kArena && s.ops[dst].buf != Buf::kOutput)) {
         r = bc.Fail("its destination (operand " + std::to_string(dst) + ") is not the arena or an output");
+      } else if (WritesNothing(s, dst)) {
+        execs[i].reset(new NothingExec());
       } else {
         // A primitive sizes its thread partition when it is created (oneDNN's jit convolutions) and oneDNN picks
         // implementations per thread count: create it with the threads it will run with. (OpenMP's thread count

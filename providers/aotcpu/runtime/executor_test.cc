@@ -188,6 +188,66 @@ TEST(AotCpuExecutor, DamagedProgramsFailAlikeSeriallyAndInParallel) {
   ::testing::Test::RecordProperty("unstable_damaged_programs", static_cast<int>(racy));  // 3 at AVX2 (issue 26 note)
 }
 
+// Empty values (issue 27): a graph bound at a size that empties its batch compiles to a program with no step for the
+// values that have no elements (no convolution primitive: oneDNN refuses zero dims in many) and a reduction over the
+// empty batch that is the constant ONNX defines (ReduceSum of nothing: 0); the executor runs it, writing no empty
+// output.
+TEST(AotCpuExecutor, ValuesWithNoElementsGetNoSteps) {
+  GraphBuilder b;
+  b.Input("x", {0, 8, 6, 6});
+  b.F32("w", {8, 8, 3, 3}, UniformFloats(8 * 8 * 9, 1));
+  b.Out("c", {0, 8, 6, 6});
+  b.Out("r", {0, 8, 6, 6});
+  b.Out("s", {1, 8, 6, 6});
+  b.N("Conv", {"x", "w"}, {"c"}, 11).attrs["pads"] = IntsA({1, 1, 1, 1});
+  b.N("Relu", {"c"}, {"r"}, 14);
+  Node& sum = b.N("ReduceSum", {"r"}, {"s"}, 11);
+  sum.attrs["axes"] = IntsA({0});
+  sum.attrs["keepdims"] = IntA(1);
+  b.Output("r");
+  b.Output("s");
+  CompiledGraph cg;
+  CheckResult r = CompileGraph(b.g, {"x"}, {"r", "s"}, CompileOptions(), &cg);
+  ASSERT_TRUE(r.ok) << r.reason;
+  for (const Step& st : cg.program.steps) {
+    EXPECT_NE(st.kind, StepKind::kConv) << DescribeStep(st);
+    EXPECT_NE(st.kind, StepKind::kEltwise) << DescribeStep(st);
+    EXPECT_NE(st.kind, StepKind::kReduction) << DescribeStep(st);
+  }
+  std::vector<WeightRef> w;
+  for (const TensorInput& t : cg.weights) w.push_back({t.bytes.data(), t.bytes.size()});
+  std::unique_ptr<Executor> e;
+  ASSERT_EQ(CreateError(cg.program, w, 1, 1, &e), "");
+  std::vector<float> s(8 * 36, -7.f);
+  r = e->Run({nullptr}, {nullptr, s.data()});
+  ASSERT_TRUE(r.ok) << r.reason;
+  for (float v : s) ASSERT_EQ(v, 0.0f);
+}
+
+// A step whose destination has no elements (a program from a binary may hold one) is built as nothing and runs as
+// nothing: no oneDNN primitive is asked to take a zero dim.
+TEST(AotCpuExecutor, AStepWritingNoElementsRunsNothing) {
+  Program p;
+  p.inputs.push_back({"x", 1, {0, 4}});
+  p.outputs.push_back({"y", 1, {0, 4}});
+  Step s;
+  s.kind = StepKind::kEltwise;
+  s.name = "relu";
+  Operand src, dst;
+  src.buf = Buf::kInput;
+  dst.buf = Buf::kOutput;
+  src.dims = dst.dims = {0, 4};
+  s.ops = {src, dst};
+  s.ints = {static_cast<int64_t>(dnnl::algorithm::eltwise_relu)};
+  s.floats = {0.f, 0.f};
+  p.steps.push_back(s);
+  std::unique_ptr<Executor> e;
+  ASSERT_EQ(CreateError(p, {}, 1, 1, &e), "");
+  EXPECT_EQ(e->step_impl(0), "own");
+  CheckResult r = e->Run({nullptr}, {nullptr});
+  EXPECT_TRUE(r.ok) << r.reason;
+}
+
 }  // namespace
 }  // namespace aotcpu
 }  // namespace epctx
