@@ -17,7 +17,9 @@ CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::
                                  const std::map<std::string, CompileOptions::EarlierWeight>& packed) {
   std::unique_ptr<DynamicGraph> d(new DynamicGraph());
   d->graph_ = std::move(g);
-  if (!InferSymbolic(d->graph_, &d->sym_)) {
+  SymbolRanges ranges;
+  for (const auto& [sym, r] : options.ranges) ranges[sym] = {r.lo, r.hi};
+  if (!InferSymbolic(d->graph_, &d->sym_, ranges)) {
     for (size_t i = 0; i < d->sym_.why.size(); ++i)
       if (!d->sym_.why[i].empty())
         return CheckResult::Fail("node '" + d->graph_.nodes[i].name + "' (" + d->graph_.nodes[i].op +
