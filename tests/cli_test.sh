@@ -509,8 +509,9 @@ import os
 os.makedirs(f"{d}/chain_in", exist_ok=True)
 open(f"{d}/chain_in/input_0.pb", "wb").write(nh.from_array(rng.uniform(0, 255, (2, 16)).astype(np.float32), "x").SerializeToString())
 PYEOF
-  # perf -v: the report's left_on_cpu and the grouped, readable block.
-  out=$("$EPCTX" perf -e aotcpu -v -r 1 -x 1 -I "$w/free.onnx"); rc=$?
+  # perf -v: the report's left_on_cpu and the grouped, readable block (dynamic_shapes=0: free dims stay on the CPU EP;
+  # by default they are compiled shape-generic, issue 27).
+  out=$("$EPCTX" perf -e aotcpu -i "dynamic_shapes|0" -v -r 1 -x 1 -I "$w/free.onnx"); rc=$?
   check "why: perf -v exits 0" [ $rc -eq 0 ]
   check "why: perf -v report lists left_on_cpu with AotCpu's reason" \
     grep -q '"left_on_cpu":\[{"node":"add_c","op":"Add","reasons":{"AotCpuExecutionProvider":"input '"'"'x'"'"' dim 0 is free' <<<"$out"
@@ -521,11 +522,15 @@ PYEOF
     grep -qF "1 node (Hardmax): AotCpuExecutionProvider: op Hardmax is not compiled by this EP" <<<"$out"
   check "why: perf -v lists node names" grep -qF "'add_c', 'relu'" <<<"$out"
   # compile: a warning block on stderr with the -f flags; pinned, only Hardmax is left.
-  err=$("$EPCTX" compile -e aotcpu "$w/free.onnx" -o "$w/free_ctx.onnx" 2>&1 >/dev/null); rc=$?
+  err=$("$EPCTX" compile -e aotcpu -i "dynamic_shapes|0" "$w/free.onnx" -o "$w/free_ctx.onnx" 2>&1 >/dev/null); rc=$?
   check "why: compile with free dims exits 0" [ $rc -eq 0 ]
   check "why: compile warns about the nodes left" grep -q "^epctx compile: warning: nodes left on the CPU EP: 3, for 2 reason(s)$" <<<"$err"
   check "why: compile names the free dim and the flag" \
-    grep -qF "epctx compile: warning: pin them with the sizes the model will run with (N): -f N:N" <<<"$err"
+    grep -qF "epctx compile: warning: to compile them statically, pin the dims with the sizes the model will run with (N): -f N:N" <<<"$err"
+  # By default the free dim stays free: no node is left for it, so no warning names it.
+  err=$("$EPCTX" compile -e aotcpu "$w/free.onnx" -o "$w/free_default_ctx.onnx" 2>&1 >/dev/null); rc=$?
+  check "why: default compile with free dims exits 0" [ $rc -eq 0 ]
+  check "why: default compile does not ask to pin the free dim" [ "$(grep -c -- "-f N:N\|pin it" <<<"$err")" -eq 0 ]
   out=$("$EPCTX" inspect "$w/free_ctx.onnx"); rc=$?
   check "why: inspect of a ctx model that compiled nothing lists the reasons" \
     grep -qF "  2 nodes (Add, Relu): AotCpuExecutionProvider: input '...' dim 0 is free ('N')" <<<"$out"

@@ -279,7 +279,7 @@ int RunCompileCommand(const CommonFlags& common) {
   if (!compile_report.left_on_cpu.empty()) {
     std::fflush(report);
     PrintLeftOnCpu(stderr, compile_report.left_on_cpu, "epctx compile: warning: ");
-    PrintFreeDims(stderr, compile_report.free_dims, "epctx compile: warning: ");
+    PrintFreeDims(stderr, compile_report.free_dims, compile_report.left_on_cpu, "epctx compile: warning: ");
   }
   return 0;
 }

@@ -136,7 +136,7 @@ int RunPerfCommand(const PerfOptions& opts) {
   if (opts.verbose) std::printf("session report: %s\n", s.ReportJson().c_str());
   if (opts.verbose && !opts.json) {
     PrintLeftOnCpu(stdout, s.left_on_cpu(), "");
-    if (!s.left_on_cpu().empty()) PrintFreeDims(stdout, s.free_dims(), "");
+    if (!s.left_on_cpu().empty()) PrintFreeDims(stdout, s.free_dims(), s.left_on_cpu(), "");
   }
   return 0;
 }

@@ -420,8 +420,23 @@ void PrintLeftOnCpu(FILE* out, const std::vector<LeftOnCpuNode>& left, const std
   }
 }
 
-void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free, const std::string& prefix) {
+void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free, const std::vector<LeftOnCpuNode>& left,
+                   const std::string& prefix) {
   if (free.empty()) return;
+  size_t pinned_off = 0, not_handled = 0;  // nodes left for a free dim: dynamic_shapes=0 / a dim still not handled
+  for (const LeftOnCpuNode& n : left)
+    for (const auto& [ep, reason] : n.reasons) {
+      if (reason.find("pin it with -f") != std::string::npos) {
+        ++pinned_off;
+        break;
+      }
+      if (reason.find("for every size of the free dims") != std::string::npos ||
+          reason.find("binds at none of the probe sizes") != std::string::npos) {
+        ++not_handled;
+        break;
+      }
+    }
+  if (pinned_off + not_handled == 0) return;
   std::string dims, flags;
   std::set<std::string> named;
   for (const auto& d : free) {
@@ -429,10 +444,16 @@ void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free
             (d.symbol.empty() ? " (unnamed)" : " ('" + d.symbol + "')");
     if (!d.symbol.empty() && named.insert(d.symbol).second) flags += " -f " + d.symbol + ":N";
   }
-  std::fprintf(out, "%sthe model's inputs have free dimensions: %s; nodes whose shapes depend on them cannot be "
-                    "compiled ahead of time\n", prefix.c_str(), dims.c_str());
+  if (pinned_off)
+    std::fprintf(out, "%sthe model's inputs have free dimensions: %s; with dynamic_shapes=0, nodes whose shapes depend "
+                      "on them cannot be compiled ahead of time (%zu left on the CPU EP)\n",
+                 prefix.c_str(), dims.c_str(), pinned_off + not_handled);
+  else
+    std::fprintf(out, "%sthe model's inputs have free dimensions: %s; %zu node(s) whose shapes are not known for every "
+                      "size of them stay on the CPU EP\n", prefix.c_str(), dims.c_str(), not_handled);
   if (!flags.empty())
-    std::fprintf(out, "%spin them with the sizes the model will run with (N):%s\n", prefix.c_str(), flags.c_str());
+    std::fprintf(out, "%sto compile %s statically, pin the dims with the sizes the model will run with (N):%s\n",
+                 prefix.c_str(), pinned_off ? "them" : "those nodes", flags.c_str());
   bool unnamed = false;
   for (const auto& d : free) unnamed |= d.symbol.empty();
   if (unnamed)

@@ -54,8 +54,11 @@ std::string Summarize(const IValue& v, size_t max_elems = 8);
 // reason" and the first few node names. Each line starts with `prefix`. Nothing when `left` is empty.
 void PrintLeftOnCpu(FILE* out, const std::vector<LeftOnCpuNode>& left, const std::string& prefix);
 // The warning for free input dims: which dims, and the -f flags that pin the named ones (N: the size to use).
-// Nothing when `free` is empty.
-void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free, const std::string& prefix);
+// AotCpu keeps free dims free by default (issue 27), so this is printed only when a node of `left` stayed on the CPU
+// EP because of a free dim: "pin it with -f" (dynamic_shapes=0), "not known for every size of the free dims" or a
+// graph that binds at no probe size. Nothing when `free` is empty or no such node is left.
+void PrintFreeDims(FILE* out, const std::vector<InferenceSession::FreeDim>& free, const std::vector<LeftOnCpuNode>& left,
+                   const std::string& prefix);
 
 // Prints "epctx: <CODE>: <message>" to stderr and returns the exit code 1.
 int Fail(const Status& status);

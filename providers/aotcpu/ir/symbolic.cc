@@ -245,6 +245,147 @@ bool DimTable::NonNegative(DimId id) const {
   return true;
 }
 
+namespace {
+
+using I128 = __int128;
+constexpr int64_t kBig = int64_t{1} << 62;  // |bound| >= kBig: unbounded
+
+int64_t Clamp(I128 x) { return x >= kBig ? kBig : x <= -kBig ? -kBig : static_cast<int64_t>(x); }
+bool Inf(int64_t x) { return x >= kBig || x <= -kBig; }
+// a op b on bounds, where an unbounded operand gives an unbounded result of the right sign.
+int64_t BMul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  if (Inf(a) || Inf(b)) return (a > 0) == (b > 0) ? kBig : -kBig;
+  return Clamp(static_cast<I128>(a) * b);
+}
+int64_t BDiv(int64_t a, int64_t b, bool ceil) {  // b != 0
+  if (Inf(a)) return Inf(b) ? ((a > 0) == (b > 0) ? kBig : -kBig) : ((a > 0) == (b > 0) ? kBig : -kBig);
+  if (Inf(b)) return a == 0 ? 0 : ceil ? ((a > 0) == (b > 0) ? 1 : 0) : ((a > 0) == (b > 0) ? 0 : -1);
+  return ceil ? CeilDivI(a, b) : FloorDivI(a, b);
+}
+
+}  // namespace
+
+void DimTable::SetRange(const std::string& symbol, int64_t lo, int64_t hi) {
+  ranges_[symbol] = {lo, hi};
+  bounds_.clear();
+}
+
+void DimTable::MarkDim(DimId id) {
+  if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) return;
+  if (marked_.size() < nodes_.size()) marked_.resize(nodes_.size(), false);
+  if (marked_[static_cast<size_t>(id)]) return;
+  marked_[static_cast<size_t>(id)] = true;
+  if (bounds_.size() > static_cast<size_t>(id)) bounds_.resize(static_cast<size_t>(id));
+}
+
+void DimTable::Bounds(DimId id, int64_t* lo, int64_t* hi) const {
+  *lo = -kBig, *hi = kBig;
+  if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) return;
+  // Children have smaller ids: fill the cache in id order up to `id`.
+  for (size_t i = bounds_.size(); i <= static_cast<size_t>(id); ++i) {
+    const DimNode& n = nodes_[i];
+    int64_t l = -kBig, h = kBig;
+    auto child = [&](DimId c) { return bounds_[static_cast<size_t>(c)]; };
+    switch (n.op) {
+      case DimOp::kConst:
+        l = h = n.c;
+        break;
+      case DimOp::kSym: {
+        l = 1;  // a dim is at least 1
+        auto r = ranges_.find(symbols_[static_cast<size_t>(n.c)]);
+        if (r != ranges_.end()) l = r->second.first, h = std::min(r->second.second, kBig);
+        break;
+      }
+      case DimOp::kAdd: case DimOp::kSub: {
+        const auto [al, ah] = child(n.a);
+        const auto [bl, bh] = child(n.b);
+        const bool add = n.op == DimOp::kAdd;
+        const int64_t x = add ? bl : -bh, y = add ? bh : -bl;  // the second operand's contribution
+        l = Inf(al) || Inf(x) ? (al <= -kBig || x <= -kBig ? -kBig : kBig) : Clamp(static_cast<I128>(al) + x);
+        h = Inf(ah) || Inf(y) ? (ah >= kBig || y >= kBig ? kBig : -kBig) : Clamp(static_cast<I128>(ah) + y);
+        break;
+      }
+      case DimOp::kMul: {
+        const auto [al, ah] = child(n.a);
+        const auto [bl, bh] = child(n.b);
+        const int64_t c[4] = {BMul(al, bl), BMul(al, bh), BMul(ah, bl), BMul(ah, bh)};
+        l = *std::min_element(c, c + 4), h = *std::max_element(c, c + 4);
+        break;
+      }
+      case DimOp::kFloorDiv: case DimOp::kCeilDiv: {
+        const auto [al, ah] = child(n.a);
+        const auto [bl, bh] = child(n.b);
+        if (bl > 0 || bh < 0) {  // the divisor's sign is known: the extremes are at the corners
+          const bool ceil = n.op == DimOp::kCeilDiv;
+          const int64_t c[4] = {BDiv(al, bl, ceil), BDiv(al, bh, ceil), BDiv(ah, bl, ceil), BDiv(ah, bh, ceil)};
+          l = *std::min_element(c, c + 4), h = *std::max_element(c, c + 4);
+        }
+        break;
+      }
+      case DimOp::kMin: case DimOp::kMax: {
+        const auto [al, ah] = child(n.a);
+        const auto [bl, bh] = child(n.b);
+        const bool mn = n.op == DimOp::kMin;
+        l = mn ? std::min(al, bl) : std::max(al, bl);
+        h = mn ? std::min(ah, bh) : std::max(ah, bh);
+        break;
+      }
+      case DimOp::kBcast: {  // one of the two
+        const auto [al, ah] = child(n.a);
+        const auto [bl, bh] = child(n.b);
+        l = std::min(al, bl), h = std::max(ah, bh);
+        break;
+      }
+    }
+    if (i < marked_.size() && marked_[i] && h >= 1) l = std::max<int64_t>(l, 1);  // a tensor's dim is at least 1
+    if (l > h) l = -kBig, h = kBig;  // contradictory assumptions: claim nothing
+    bounds_.emplace_back(l, h);
+  }
+  *lo = bounds_[static_cast<size_t>(id)].first;
+  *hi = bounds_[static_cast<size_t>(id)].second;
+}
+
+DimId DimTable::ExactDiv(DimId num, DimId den) {
+  // Flattens a product into its constant and its other factors (sorted ids).
+  auto flatten = [&](DimId x, int64_t* c, std::vector<DimId>* f) {
+    *c = 1;
+    std::vector<DimId> stack{x};
+    while (!stack.empty()) {
+      if (f->size() > 64) return false;
+      const DimId t = stack.back();
+      stack.pop_back();
+      int64_t k;
+      if (IsConst(t, &k)) {
+        if (MulOv(*c, k, c)) return false;
+      } else if (node(t).op == DimOp::kMul) {
+        stack.push_back(node(t).a);
+        stack.push_back(node(t).b);
+      } else {
+        f->push_back(t);
+      }
+    }
+    std::sort(f->begin(), f->end());
+    return true;
+  };
+  int64_t cn = 1, cd = 1;
+  std::vector<DimId> fn, fd;
+  if (!flatten(num, &cn, &fn) || !flatten(den, &cd, &fd) || cd == 0 || cn % cd != 0) return kNoDim;
+  std::vector<DimId> rest;
+  size_t j = 0;
+  for (DimId f : fn) {
+    if (j < fd.size() && fd[j] == f) {
+      ++j;
+      continue;
+    }
+    rest.push_back(f);
+  }
+  if (j != fd.size()) return kNoDim;  // a factor of den is not in num
+  DimId r = Const(cn / cd);
+  for (DimId f : rest) r = Mul(r, f);
+  return r;
+}
+
 std::string DimTable::Str(DimId id) const {
   if (id < 0 || static_cast<size_t>(id) >= nodes_.size()) return "?";
   std::string out;
@@ -488,6 +629,18 @@ class Infer {
     c.what = what;
     s_.checks.push_back(c);
   }
+  // True when `x` >= `min` for every binding (NonNegative for min 0), or under the bounds (DimTable::Bounds: dims >= 1,
+  // shape_ranges), then with a check that it holds: a binding where it does not is refused by Bind.
+  bool AtLeast(DimId x, int64_t min, const std::string& what) {
+    int64_t c;
+    if (t_.IsConst(x, &c)) return c >= min;
+    if (min == 0 && t_.NonNegative(x)) return true;
+    int64_t lo, hi;
+    t_.Bounds(x, &lo, &hi);
+    if (lo < min) return false;
+    Check(t_.Max(x, t_.Const(min)), x, what + " is at least " + std::to_string(min));
+    return true;
+  }
   // Provably different constants: an inconsistency now, not at Bind.
   bool ConstMismatch(DimId a, DimId b) const {
     int64_t x, y;
@@ -531,7 +684,7 @@ class Infer {
   bool SetElems(const Node& n, size_t i, Dims e, bool scalar) {
     if (!HasOut(n, i)) return true;
     const Value& v = g_.v(n.outputs[i]);
-    if (v.dtype != 0 && v.dtype != kI64 && v.dtype != kI32) return SetDims(n, i, scalar ? Dims{} : Dims{t_.Const(static_cast<int64_t>(e.size()))});
+    if (v.dtype != 0 && v.dtype != kI64 && v.dtype != kI32 && v.dtype != kBool) return SetDims(n, i, scalar ? Dims{} : Dims{t_.Const(static_cast<int64_t>(e.size()))});
     SymValue& o = Out(n, i);
     o.known = true;
     o.dims = scalar ? Dims{} : Dims{t_.Const(static_cast<int64_t>(e.size()))};
@@ -568,6 +721,7 @@ class Infer {
   bool Node1(const Node& n);
   bool Elementwise(const Node& n);
   bool ShapeArith(const Node& n);
+  bool ShapeSelect(const Node& n);
   bool ShapeOp(const Node& n);
   bool Constant(const Node& n);
   bool Gather(const Node& n);
@@ -680,6 +834,8 @@ bool Infer::Run() {
   s_.values.assign(g_.values.size(), SymValue());
   s_.why.assign(g_.nodes.size(), std::string());
   for (size_t i = 0; i < g_.values.size(); ++i) InitValue(static_cast<int>(i));
+  for (const SymValue& v : s_.values)
+    for (DimId d : v.dims) t_.MarkDim(d);
   bool all = true;
   for (size_t ni = 0; ni < g_.nodes.size(); ++ni) {
     const Node& n = g_.nodes[ni];
@@ -694,6 +850,10 @@ bool Infer::Run() {
     bool missing = false;
     for (size_t i = 0; i < n.outputs.size(); ++i)
       if (n.outputs[i] >= 0 && !Out(n, i).known) missing = true;
+    if (ok && !missing)
+      for (size_t i = 0; i < n.outputs.size(); ++i)
+        if (n.outputs[i] >= 0)
+          for (DimId d : Out(n, i).dims) t_.MarkDim(d);
     if (!ok || missing) {
       // Nothing half-known: every output of a failed node is unknown, its checks dropped.
       for (size_t i = 0; i < n.outputs.size(); ++i)
@@ -752,6 +912,19 @@ bool Infer::Node1(const Node& n) {
   if (OneOf(op, {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "And", "Or", "Xor", "Where", "Equal", "Less", "Greater",
                  "LessOrEqual", "GreaterOrEqual", "Max", "Min", "Sum", "Mean", "PRelu"}))
     return Elementwise(n);
+  if (OneOf(op, {"QuantizeLinear", "DequantizeLinear", "Trilu"})) {  // the output has input 0's shape
+    Dims d;
+    if (!InDims(n, 0, &d)) return false;
+    return SetDims(n, 0, d);
+  }
+  if (op == "DynamicQuantizeLinear") {  // y like x, scalar scale and zero point
+    Dims d;
+    if (!InDims(n, 0, &d)) return false;
+    SetDims(n, 1, {});
+    SetDims(n, 2, {});
+    return SetDims(n, 0, d);
+  }
+  if (op == "MatMulInteger") return MatMul(n);
   if (op == "Gather") return Gather(n);
   if (op == "Slice") {
     const size_t checks = s_.checks.size();
@@ -912,10 +1085,21 @@ bool Infer::ShapeArith(const Node& n) {
       else if (op == "Max") r = t_.Max(r, b);
       else if (op == "Min") r = t_.Min(r, b);
       else if (op == "Div") {
-        // Integer Div truncates toward zero: floor only for non-negative operands.
+        // Integer Div truncates toward zero: floor only for non-negative operands. A divisor whose factors divide
+        // the dividend's ((n * w * 120) / (n * 120), a Reshape target computed from a Shape) gives the rest exactly,
+        // for any signs, when it is not 0.
         int64_t c;
-        if (!t_.NonNegative(r) || !t_.NonNegative(b)) return Fail("integer Div of operands of unknown sign");
         if (t_.IsConst(b, &c) && c == 0) return Fail("integer division by zero");
+        if (!t_.IsConst(b) && t_.NonNegative(b)) {
+          const DimId q = t_.ExactDiv(r, b);
+          if (q != kNoDim && AtLeast(b, 1, "the divisor of an integer Div (" + t_.Str(b) + ")")) {
+            r = q;
+            continue;
+          }
+        }
+        if (!AtLeast(r, 0, "the dividend of an integer Div (" + t_.Str(r) + ")") ||
+            !AtLeast(b, 1, "the divisor of an integer Div (" + t_.Str(b) + ")"))
+          return Fail("integer Div of operands of unknown sign (" + t_.Str(r) + " / " + t_.Str(b) + ")");
         r = t_.FloorDiv(r, b);
       } else {
         return Fail(op + " on shape values");
@@ -940,15 +1124,68 @@ bool Infer::Elementwise(const Node& n) {
     shapes.push_back(d);
     if (!IsShapeValue(n, i) || d.size() > 1) shape_values = false;
   }
+  if (ShapeSelect(n)) return true;
   if (shape_values && HasOut(n, 0) && (OutValue(n, 0).dtype == kI64 || OutValue(n, 0).dtype == kI32 ||
                                        OutValue(n, 0).dtype == 0)) {
     const std::string before = why_;
+    const size_t checks = s_.checks.size();
     if (ShapeArith(n)) return true;
-    why_ = before;  // fall back to dims only
+    why_ = before;  // fall back to dims only, without the checks the attempt added
+    s_.checks.resize(checks);
   }
   Dims out;
   if (!Broadcast(shapes, &out)) return false;
   return SetDims(n, 0, out);
+}
+
+// Equal and Where on shape values (an exporter's `Where(Equal(shape, -1), 1, shape)` before Expand or Reshape): Equal
+// gives constant booleans where each pair is provably equal or provably different (different under the bounds adds
+// the check that they are), Where picks by constant booleans. False (no fact, no reason) when it cannot.
+bool Infer::ShapeSelect(const Node& n) {
+  if ((n.op != "Equal" && n.op != "Where") || !HasOut(n, 0)) return false;
+  const size_t count = n.op == "Equal" ? 2 : 3;
+  if (static_cast<size_t>(n.num_inputs()) != count) return false;
+  size_t len = 1;
+  bool any_1d = false;
+  for (size_t i = 0; i < count; ++i) {
+    const SymValue* v = In(n, i);
+    if (!v || !v->known || !v->has_elems || v->dims.size() > 1) return false;
+    any_1d |= !v->dims.empty();
+    if (v->elems.size() != 1) {
+      if (len != 1 && len != v->elems.size()) return false;
+      len = v->elems.size();
+    }
+  }
+  auto at = [&](size_t i, size_t k) { const Dims& e = In(n, i)->elems; return e.size() == 1 ? e[0] : e[k]; };
+  const size_t checks = s_.checks.size();
+  Dims out(len);
+  for (size_t k = 0; k < len; ++k) {
+    if (n.op == "Equal") {
+      const DimId a = at(0, k), b = at(1, k);
+      int64_t x, y;
+      const bool ca = t_.IsConst(a, &x), cb = t_.IsConst(b, &y);
+      bool equal;
+      if (a == b) equal = true;
+      else if (ca && cb) equal = x == y;
+      else if ((ca && x < 0 && t_.NonNegative(b)) || (cb && y < 0 && t_.NonNegative(a))) equal = false;
+      else if (AtLeast(t_.Sub(a, b), 1, "Equal operands differ: " + t_.Str(a) + " - " + t_.Str(b)) ||
+               AtLeast(t_.Sub(b, a), 1, "Equal operands differ: " + t_.Str(b) + " - " + t_.Str(a)))
+        equal = false;
+      else {
+        s_.checks.resize(checks);
+        return false;
+      }
+      out[k] = t_.Const(equal ? 1 : 0);
+    } else {
+      int64_t c;
+      if (!t_.IsConst(at(0, k), &c)) {
+        s_.checks.resize(checks);
+        return false;
+      }
+      out[k] = c ? at(1, k) : at(2, k);
+    }
+  }
+  return SetElems(n, 0, out, !any_1d);
 }
 
 bool Infer::Gather(const Node& n) {
@@ -1054,7 +1291,7 @@ bool Infer::Slice(const Node& n) {
         if (c >= (int64_t{1} << 62)) *r = dim;  // INT64_MAX-style "to the end"
         return true;
       }
-      if (!t_.NonNegative(x)) return Fail("Slice start/end of unknown sign");
+      if (!AtLeast(x, 0, "Slice start/end")) return Fail("Slice start/end of unknown sign (" + t_.Str(x) + ")");
       *r = t_.Min(x, dim);
       return true;
     };
@@ -1184,9 +1421,13 @@ bool Infer::Reshape(const Node& n) {
       continue;
     }
     if (is_const && c < -1) return Fail("Reshape dim " + std::to_string(c));
-    if (!is_const && !t_.NonNegative(target[i]))
-      return Fail("Reshape target dim " + std::to_string(i) + " may be -1 or 0 (" + t_.Str(target[i]) + ")");
-    if (!is_const && !allowzero && !(i < d.size() && target[i] == d[i])) {
+    bool checked = false;  // target[i] >= 1 is checked
+    if (!is_const && !t_.NonNegative(target[i])) {
+      if (!AtLeast(target[i], 1, "Reshape target dim " + std::to_string(i)))
+        return Fail("Reshape target dim " + std::to_string(i) + " may be -1 or 0 (" + t_.Str(target[i]) + ")");
+      checked = true;
+    }
+    if (!is_const && !checked && !allowzero && !(i < d.size() && target[i] == d[i])) {
       // A computed 0 would copy the input dim: only accept expressions that cannot be 0... or accept and check.
       Check(t_.Max(target[i], t_.Const(1)), target[i], "Reshape target dim " + std::to_string(i) + " is not 0");
     }
@@ -1305,7 +1546,7 @@ bool Infer::Expand(const Node& n) {
   Dims d, shape;
   if (!InDims(n, 0, &d) || !InElems(n, 1, &shape, "Expand shape")) return false;
   for (DimId x : shape)
-    if (!t_.NonNegative(x)) return Fail("Expand shape element of unknown sign");
+    if (!AtLeast(x, 0, "Expand shape element")) return Fail("Expand shape element of unknown sign (" + t_.Str(x) + ")");
   Dims out;
   if (!Broadcast({d, shape}, &out)) return false;
   return SetDims(n, 0, out);
@@ -1317,7 +1558,7 @@ bool Infer::Tile(const Node& n) {
   if (reps.size() != d.size()) return Fail("Tile repeats length differs from the rank");
   Dims out;
   for (size_t i = 0; i < d.size(); ++i) {
-    if (!t_.NonNegative(reps[i])) return Fail("Tile repeat of unknown sign");
+    if (!AtLeast(reps[i], 0, "Tile repeat")) return Fail("Tile repeat of unknown sign");
     out.push_back(t_.Mul(d[i], reps[i]));
   }
   return SetDims(n, 0, out);
@@ -1342,7 +1583,7 @@ bool Infer::ConstantOfShape(const Node& n) {
   Dims shape;
   if (!InElems(n, 0, &shape, "ConstantOfShape shape")) return false;
   for (DimId x : shape)
-    if (!t_.NonNegative(x)) return Fail("ConstantOfShape dim of unknown sign");
+    if (!AtLeast(x, 0, "ConstantOfShape dim")) return Fail("ConstantOfShape dim of unknown sign (" + t_.Str(x) + ")");
   return SetDims(n, 0, shape);
 }
 
@@ -1721,14 +1962,16 @@ bool Infer::PadRuntime(const Node& n) {
 
 }  // namespace
 
-bool InferSymbolic(const Graph& g, SymbolicShapes* out) {
+bool InferSymbolic(const Graph& g, SymbolicShapes* out, const SymbolRanges& ranges) {
   *out = SymbolicShapes();
+  for (const auto& [sym, r] : ranges) out->table.SetRange(sym, r.first, r.second);
   Infer inf(g, out);
   return inf.Run();
 }
 
-bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out) {
+bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out, const SymbolRanges& ranges) {
   *out = SymbolicShapes();
+  for (const auto& [sym, r] : ranges) out->table.SetRange(sym, r.first, r.second);
   Infer inf(g, out);
   inf.set_runtime(true);
   return inf.Run();
@@ -1799,8 +2042,8 @@ bool Bind(const Graph& g, const SymbolicShapes& s, const std::map<std::string, i
     v.has_shape = true;
     v.dim_symbols.clear();
     if (sv.has_elems && !v.is_const()) {
-      const uint32_t dtype = v.dtype == kI32 ? kI32 : kI64;
-      auto bytes = std::make_shared<std::string>(sv.elems.size() * (dtype == kI64 ? 8 : 4), '\0');
+      const uint32_t dtype = v.dtype == kI32 ? kI32 : v.dtype == kBool ? kBool : kI64;
+      auto bytes = std::make_shared<std::string>(sv.elems.size() * (dtype == kI64 ? 8 : dtype == kI32 ? 4 : 1), '\0');
       for (size_t k = 0; k < sv.elems.size(); ++k) {
         const size_t id = static_cast<size_t>(sv.elems[k]);
         if (!ok[id]) {
@@ -1809,6 +2052,8 @@ bool Bind(const Graph& g, const SymbolicShapes& s, const std::map<std::string, i
         }
         if (dtype == kI64) {
           std::memcpy(&(*bytes)[8 * k], &val[id], 8);
+        } else if (dtype == kBool) {
+          (*bytes)[k] = val[id] != 0 ? 1 : 0;
         } else {
           if (val[id] < std::numeric_limits<int32_t>::min() || val[id] > std::numeric_limits<int32_t>::max()) {
             *why = producer(vi) + " element " + std::to_string(k) + " = " + std::to_string(val[id]) +

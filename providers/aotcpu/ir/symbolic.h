@@ -80,6 +80,18 @@ class DimTable {
                 std::string* why) const;
   const std::vector<std::string>& symbol_names() const { return symbols_; }
 
+  // Bounds (issue 27): what real graphs need proved about their shape arithmetic. Every dim is assumed at least 1
+  // (a symbol, and every expression marked as a tensor's dim), and a symbol stays within its `shape_ranges` entry.
+  // These are assumptions, not facts (a zero-sized dim exists): a rule that relies on one adds a check of exactly the
+  // condition it needs (SymCheck), so a binding where it does not hold is refused by Bind, never computed wrongly.
+  void SetRange(const std::string& symbol, int64_t lo, int64_t hi);
+  void MarkDim(DimId id);  // `id` is a dim of a tensor
+  // [lo, hi] of `id` (interval arithmetic, saturating at +-2^62) under those assumptions.
+  void Bounds(DimId id, int64_t* lo, int64_t* hi) const;
+  // num // den when den's factors (a product of terms and a constant) divide num's exactly: the remaining product.
+  // Exact for every binding where den != 0; kNoDim when it cannot be shown (the caller checks den != 0).
+  DimId ExactDiv(DimId num, DimId den);
+
  private:
   DimId Make(DimOp op, int64_t c, DimId a, DimId b);
   DimId Comm(DimOp op, DimId a, DimId b);  // commutative: operands ordered, constant second
@@ -87,6 +99,9 @@ class DimTable {
   std::vector<DimNode> nodes_;
   std::vector<std::string> symbols_;
   std::map<std::tuple<int, int64_t, DimId, DimId>, DimId> interned_;
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges_;
+  std::vector<bool> marked_;
+  mutable std::vector<std::pair<int64_t, int64_t>> bounds_;  // cache: valid for ids below its size
 };
 
 struct SymValue {
@@ -125,17 +140,21 @@ struct SymbolicShapes {
   std::vector<RuntimeSymbol> runtime;  // symbols bound while running (InferSymbolicRuntime only), in node order
 };
 
+// Per-symbol bounds (shape_ranges): symbol -> [lo, hi].
+using SymbolRanges = std::map<std::string, std::pair<int64_t, int64_t>>;
+
 // Infers dims (and shape-value elements) for every value of `g`. Graph inputs: static dims as constants, free dims as
-// the symbol their dim_param names (Value::dim_symbols), or "<input>:<axis>" when unnamed. Returns true when every
-// value that nodes produce or read is known.
-bool InferSymbolic(const Graph& g, SymbolicShapes* out);
+// the symbol their dim_param names (Value::dim_symbols), or "<input>:<axis>" when unnamed. `ranges` bound the symbols
+// (DimTable::Bounds; the facts proved from them are checked by Bind). Returns true when every value that nodes produce
+// or read is known.
+bool InferSymbolic(const Graph& g, SymbolicShapes* out, const SymbolRanges& ranges = {});
 
 // As InferSymbolic, and where a size depends on data, a fresh run-time symbol (SymbolicShapes::runtime) instead of an
 // unknown: NonZero's count, Range's length when its bounds are computed from data, and the elements of an integer
 // tensor of at most 64 elements read as a shape (Reshape, Expand, ConstantOfShape, Tile, Slice operands) that no rule
 // computes. Only a runtime that binds those symbols while running (dynamic.h's shape-generic form) may use the result;
 // Bind fails on them as unbound.
-bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out);
+bool InferSymbolicRuntime(const Graph& g, SymbolicShapes* out, const SymbolRanges& ranges = {});
 
 // A copy of `g` with every known value's dims evaluated under `symbols` (has_shape true) and every shape value's
 // elements written as owned constant data (Value::folded/data, the value's int64/int32 dtype); unknown values are

@@ -139,6 +139,172 @@ TEST(Symbolic, DimExprAlgebra) {
   EXPECT_NE(why.find("overflow"), std::string::npos) << why;
 }
 
+// Issue 27: dims are at least 1 and shape_ranges bound the symbols (DimTable::Bounds), and a product divided by the
+// product of some of its factors is the rest (DimTable::ExactDiv).
+TEST(Symbolic, BoundsAndExactDivision) {
+  DimTable t;
+  const DimId n = t.Sym("n"), w = t.Sym("w");
+  int64_t lo = 0, hi = 0;
+  t.Bounds(n, &lo, &hi);
+  EXPECT_EQ(lo, 1);  // a dim is at least 1
+  // (w - 1) // 2 + 1: 0 at w = 0, at least 1 for w >= 1.
+  const DimId half = t.Add(t.FloorDiv(t.Add(w, t.Const(-1)), t.Const(2)), t.Const(1));
+  EXPECT_FALSE(t.NonNegative(half));
+  t.Bounds(half, &lo, &hi);
+  EXPECT_EQ(lo, 1);
+  // ((w - 1) // 4 - 1) // 2 + 1 is 0 for w < 13: not at least 1 unless it is a tensor's dim.
+  const DimId deep = t.Add(t.FloorDiv(t.Add(t.FloorDiv(t.Add(w, t.Const(-1)), t.Const(4)), t.Const(-1)), t.Const(2)),
+                           t.Const(1));
+  t.Bounds(deep, &lo, &hi);
+  EXPECT_EQ(lo, 0);
+  t.MarkDim(deep);
+  t.Bounds(deep, &lo, &hi);
+  EXPECT_EQ(lo, 1);
+  // shape_ranges: w in 32..2048.
+  const DimId w31 = t.Sub(w, t.Const(31));
+  t.Bounds(w31, &lo, &hi);
+  EXPECT_LT(lo, 1);
+  t.SetRange("w", 32, 2048);
+  t.Bounds(w31, &lo, &hi);
+  EXPECT_EQ(lo, 1);
+  EXPECT_EQ(hi, 2017);
+  t.Bounds(t.Sub(n, w), &lo, &hi);
+  EXPECT_LT(lo, 0);
+  // (n * deep * 120) // (n * 120) is deep, whatever deep is.
+  const DimId num = t.Mul(t.Mul(n, deep), t.Const(120)), den = t.Mul(n, t.Const(120));
+  EXPECT_EQ(t.ExactDiv(num, den), deep);
+  EXPECT_EQ(t.ExactDiv(num, t.Mul(n, t.Const(40))), t.Mul(deep, t.Const(3)));
+  EXPECT_EQ(t.ExactDiv(num, t.Mul(w, t.Const(120))), kNoDim);  // w is no factor of num
+  EXPECT_EQ(t.ExactDiv(num, t.Mul(n, t.Const(7))), kNoDim);    // 7 does not divide 120
+  EXPECT_EQ(t.ExactDiv(t.Mul(n, n), n), n);
+  EXPECT_EQ(t.ExactDiv(n, t.Mul(n, n)), kNoDim);
+}
+
+// PP-OCRv4's recognizer: a Reshape target computed at run time as (n * w' * C) / (n * C) from a Shape, where w' (a
+// strided op's output width, (w - 1) // 2 + 1) is not provably >= 0 as an expression but is a dim. The old rules
+// refused the Div ("operands of unknown sign") and the Reshape ("may be -1 or 0").
+TEST(Symbolic, ReshapeTargetComputedFromShapeArithmetic) {
+  GraphBuilder b;
+  b.SymInput("x", {-1, 8, 1, -1}, {"n", "", "", "w"});
+  b.FreeOut("p", {-1, 8, 1, -1});
+  b.I64("i0", {}, {0});
+  b.I64("i3", {}, {3});
+  b.I64("c8", {}, {8});
+  b.I64("ax0", {0});
+  b.I64("eight", {8});
+  for (const char* v : {"s", "n0", "w0", "nw", "num", "den", "q", "n1", "q1", "target"}) Unknown(b, v, kI64);
+  Unknown(b, "r");
+  Node& pool = b.N("MaxPool", {"x"}, {"p"});
+  pool.attrs["kernel_shape"] = IntsA({1, 1});
+  pool.attrs["strides"] = IntsA({1, 2});
+  b.N("Shape", {"p"}, {"s"});
+  b.N("Gather", {"s", "i0"}, {"n0"});
+  b.N("Gather", {"s", "i3"}, {"w0"});
+  b.N("Mul", {"n0", "w0"}, {"nw"});
+  b.N("Mul", {"nw", "c8"}, {"num"});
+  b.N("Mul", {"n0", "c8"}, {"den"});
+  b.N("Div", {"num", "den"}, {"q"});
+  b.N("Unsqueeze", {"n0", "ax0"}, {"n1"});
+  b.N("Unsqueeze", {"q", "ax0"}, {"q1"});
+  b.N("Concat", {"n1", "q1", "eight"}, {"target"}).attrs["axis"] = IntA(0);
+  b.N("Reshape", {"p", "target"}, {"r"});
+  SymbolicShapes s;
+  ASSERT_TRUE(InferSymbolic(b.g, &s)) << Why(s, b.g, "q") << " / " << Why(s, b.g, "r");
+  for (int64_t w : {1, 2, 7, 320}) {
+    const Binding bind{{"n", 2}, {"w", w}};
+    EXPECT_EQ(Elems(s, b.g, "q", bind), Dims{(w - 1) / 2 + 1});
+    EXPECT_EQ(Eval(s, b.g, "r", bind), (Dims{2, (w - 1) / 2 + 1, 8}));
+    Graph out;
+    std::string why;
+    EXPECT_TRUE(Bind(b.g, s, bind, &out, &why)) << why;
+  }
+  // The facts were assumed (dims >= 1), so they are checked: an empty input is refused, not reshaped wrongly.
+  Graph out;
+  std::string why;
+  EXPECT_FALSE(Bind(b.g, s, {{"n", 0}, {"w", 5}}, &out, &why));
+  EXPECT_NE(why.find("at least 1"), std::string::npos) << why;
+}
+
+// shape_ranges bound the facts: w - 31 is a valid Reshape target only when w >= 32.
+TEST(Symbolic, ShapeRangesProveAReshapeTarget) {
+  GraphBuilder b;
+  b.SymInput("x", {-1}, {"w"});
+  b.I64("i0", {1}, {0});
+  b.I64("c31", {1}, {31});
+  b.I64("minus1", {1}, {-1});
+  for (const char* v : {"s", "w1", "k", "target"}) Unknown(b, v, kI64);
+  Unknown(b, "y");
+  b.N("Shape", {"x"}, {"s"});
+  b.N("Gather", {"s", "i0"}, {"w1"});
+  b.N("Sub", {"w1", "c31"}, {"k"});
+  b.N("Concat", {"k", "minus1"}, {"target"}).attrs["axis"] = IntA(0);
+  b.N("Reshape", {"x", "target"}, {"y"});
+  SymbolicShapes s;
+  EXPECT_FALSE(InferSymbolic(b.g, &s));
+  EXPECT_NE(Why(s, b.g, "y").find("may be -1 or 0"), std::string::npos) << Why(s, b.g, "y");
+  ASSERT_TRUE(InferSymbolic(b.g, &s, {{"w", {32, 2048}}})) << Why(s, b.g, "y");
+  EXPECT_EQ(Eval(s, b.g, "y", {{"w", 64}}), (Dims{33, 64 / 33}));
+  Graph out;
+  std::string why;
+  EXPECT_FALSE(Bind(b.g, s, {{"w", 31}}, &out, &why));  // outside the range: the check refuses it
+  EXPECT_NE(why.find("Reshape target dim 0"), std::string::npos) << why;
+}
+
+// An exporter's Expand shape: Where(Equal(shape, -1), ones, shape) on shape values keeps the elements.
+TEST(Symbolic, EqualAndWhereOnShapeValues) {
+  GraphBuilder b;
+  b.SymInput("x", {1, -1}, {"", "seq"});
+  b.F32("y", {1, 1}, {2.0f});
+  b.I64("neg", {2}, {-1, -1});
+  b.I64("ones", {2}, {1, 1});
+  for (const char* v : {"s", "target"}) Unknown(b, v, kI64);
+  Unknown(b, "eq", kBool);
+  Unknown(b, "e");
+  b.N("Shape", {"x"}, {"s"});
+  b.N("Equal", {"s", "neg"}, {"eq"});
+  b.N("Where", {"eq", "ones", "s"}, {"target"});
+  b.N("Expand", {"y", "target"}, {"e"});
+  SymbolicShapes s;
+  ASSERT_TRUE(InferSymbolic(b.g, &s)) << Why(s, b.g, "e");
+  EXPECT_EQ(Elems(s, b.g, "eq", {{"seq", 5}}), (Dims{0, 0}));
+  EXPECT_EQ(Elems(s, b.g, "target", {{"seq", 5}}), (Dims{1, 5}));
+  EXPECT_EQ(Eval(s, b.g, "e", {{"seq", 5}}), (Dims{1, 5}));
+  Graph out;
+  std::string why;
+  ASSERT_TRUE(Bind(b.g, s, {{"seq", 3}}, &out, &why)) << why;
+  const Value& eq = out.v(out.Find("eq"));
+  ASSERT_TRUE(eq.is_const());
+  EXPECT_EQ(eq.dtype, kBool);
+  EXPECT_EQ(std::string(static_cast<const char*>(eq.data), 2), std::string(2, '\0'));
+}
+
+// Quantized transformer ops keep shapes: DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, Trilu.
+TEST(Symbolic, QuantizedOpsAndTrilu) {
+  GraphBuilder b;
+  b.SymInput("x", {1, -1, 16}, {"", "seq", ""});
+  b.SymInput("q8", {1, -1, 16}, {"", "seq", ""}, kU8);
+  b.F32("sc", {}, {0.5f});
+  b.I64("wq", {16, 4}, std::vector<int64_t>(64, 1));
+  Unknown(b, "dq");
+  Unknown(b, "y", kU8);
+  Unknown(b, "ys");
+  Unknown(b, "yz", kU8);
+  Unknown(b, "m", kI32);
+  Unknown(b, "t");
+  b.N("DequantizeLinear", {"q8", "sc"}, {"dq"});
+  b.N("DynamicQuantizeLinear", {"x"}, {"y", "ys", "yz"});
+  b.N("MatMulInteger", {"y", "wq", "yz"}, {"m"});
+  b.N("Trilu", {"dq"}, {"t"});
+  SymbolicShapes s;
+  ASSERT_TRUE(InferSymbolic(b.g, &s));
+  const Binding bind{{"seq", 7}};
+  EXPECT_EQ(Eval(s, b.g, "dq", bind), (Dims{1, 7, 16}));
+  EXPECT_EQ(Eval(s, b.g, "y", bind), (Dims{1, 7, 16}));
+  EXPECT_EQ(Eval(s, b.g, "ys", bind), Dims{});
+  EXPECT_EQ(Eval(s, b.g, "m", bind), (Dims{1, 7, 4}));
+  EXPECT_EQ(Eval(s, b.g, "t", bind), (Dims{1, 7, 16}));
+}
+
 TEST(Symbolic, DimExprEvaluation) {
   DimTable t;
   const DimId x = t.Sym("x"), y = t.Sym("y");

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,13 @@ struct AotCpuEp {
   bool group_member = false;
   bool initialized = false;
   std::string written_binary;
+  // dynamic_shapes: the shapes GetCapability gave the partition inputs made outside their partition (by the CPU EP or
+  // another partition) from the whole graph's symbolic shapes, by value name; Compile gives them to the fused graphs.
+  struct InputShape {
+    std::vector<int64_t> dims;             // -1: free
+    std::vector<std::string> dim_symbols;  // a free dim's symbol ("" for a fresh one)
+  };
+  std::map<std::string, InputShape> partition_input_shapes;
 };
 
 void LogWarning(const AotCpuEp* ep, const std::string& message);
@@ -126,6 +134,17 @@ EpctxStatus* CompileImpl(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxNod
 
 // What a dynamic partition needs from the EP: its compile options, threads, cache size and ranges.
 DynamicGraph::Options DynamicOptionsOf(const AotCpuEp* ep);
+
+// ---- ep_capability.cc, for ep_compile.cc ----
+
+// The shape a value made outside its partition gets there from the whole graph's symbolic shapes `s` (v: its index):
+// the rank, constant dims, each dim that is one symbol by that symbol's name and any other free dim by a fresh
+// symbol; dims the runtime knows stay. False (val unchanged) when `s` does not know it or disagrees on the rank.
+bool GiveSymbolicShape(const SymbolicShapes& s, int v, Value* val);
+// Applies a recorded AotCpuEp::InputShape to a fused graph's input without a static shape.
+void ApplyInputShape(const AotCpuEp::InputShape& shape, Value* val);
+// shape_ranges as symbolic.h takes them.
+SymbolRanges RangesOf(const AotCpuOptions& o);
 
 // Builds executors for the named graphs of an opened binary. `keep` owns the bytes the reader views; `run`: threads
 // for every partition, and the options of dynamic ones (DynamicOptionsOf).

@@ -140,12 +140,12 @@ void SetReason(EpctxEpGraphSupportInfo* support, const Node& n, const std::strin
 // empty) when it has no free input dim or does not bind (`probe_error` says why): the nodes then stay on the CPU EP
 // as without the option.
 void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::string>* why, std::string* probe_error,
-                  Graph* unbound) {
+                  Graph* unbound, SymbolicShapes* whole) {
   bool free = false;
   for (int v : g->inputs) free |= !g->v(v).has_shape;
   if (!free) return;
-  SymbolicShapes sym;
-  InferSymbolic(*g, &sym);
+  SymbolicShapes& sym = *whole;
+  InferSymbolic(*g, &sym, RangesOf(options));
   auto probe = [&](int64_t size) {
     std::map<std::string, int64_t> b;
     for (const std::string& name : sym.symbols) {
@@ -196,6 +196,48 @@ void ProbeDynamic(const AotCpuOptions& options, Graph* g, std::vector<std::strin
 
 }  // namespace
 
+SymbolRanges RangesOf(const AotCpuOptions& o) {
+  SymbolRanges r;
+  for (const auto& [sym, range] : o.shape_ranges) r[sym] = {range.lo, range.hi};
+  return r;
+}
+
+bool GiveSymbolicShape(const SymbolicShapes& s, int v, Value* val) {
+  if (v < 0 || static_cast<size_t>(v) >= s.values.size() || val->has_shape) return false;
+  const SymValue& sv = s.values[static_cast<size_t>(v)];
+  if (!sv.known) return false;
+  const bool rank_known = !val->dims.empty();
+  if (rank_known && val->dims.size() != sv.dims.size()) return false;
+  std::vector<int64_t> dims(sv.dims.size(), -1);
+  std::vector<std::string> symbols(sv.dims.size());
+  bool all = true;
+  for (size_t k = 0; k < sv.dims.size(); ++k) {
+    int64_t c;
+    if (rank_known && val->dims[k] >= 0) {
+      dims[k] = val->dims[k];
+    } else if (s.table.IsConst(sv.dims[k], &c) && c >= 0) {
+      dims[k] = c;  // checked against the run's dims like any fixed dim
+    } else if (s.table.node(sv.dims[k]).op == DimOp::kSym) {
+      symbols[k] = s.table.SymbolName(sv.dims[k]);
+    } else if (rank_known && k < val->dim_symbols.size()) {
+      symbols[k] = val->dim_symbols[k];  // the runtime's name, or "" (a fresh symbol named after the value)
+    }
+    all &= dims[k] >= 0;
+  }
+  val->dims = std::move(dims);
+  val->dim_symbols = std::move(symbols);
+  val->has_shape = all;
+  return true;
+}
+
+void ApplyInputShape(const AotCpuEp::InputShape& shape, Value* val) {
+  if (val->has_shape || (!val->dims.empty() && val->dims.size() != shape.dims.size())) return;
+  val->dims = shape.dims;
+  val->dim_symbols = shape.dim_symbols;
+  val->has_shape = true;
+  for (int64_t d : shape.dims) val->has_shape &= d >= 0;
+}
+
 EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGraphSupportInfo* support) {
   {
     std::vector<const EpctxNode*> nodes(g_api->Graph_GetNumNodes(graph));
@@ -223,8 +265,10 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
   std::vector<std::string> symbolic_why;
   std::string probe_error;
   Graph unbound;  // with dynamic shapes: the graph before binding, to judge each partition's symbolic shapes alone
+  SymbolicShapes whole;  // ... and its symbolic shapes
+  ep->partition_input_shapes.clear();
   if (ep->options.dynamic_shapes) MarkOuterScopeInputs(graph, &g);
-  if (ep->options.dynamic_shapes) ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound);
+  if (ep->options.dynamic_shapes) ProbeDynamic(ep->options, &g, &symbolic_why, &probe_error, &unbound, &whole);
   const Graph original = g;
   std::vector<bool> folded;
   r = FoldConstants(&g, &folded);
@@ -250,6 +294,11 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
     std::string why;
     supported[i] = folded[i] || IsNodeSupported(g, n, &why);
     if (!supported[i]) reasons[i] = ShapeReason(g, n, why, pinnable);
+    // With dynamic shapes a node without a static shape after binding at the probe sizes has none because its
+    // symbolic shape is unknown: that is the reason, not a free dim to pin.
+    if (!supported[i] && i < symbolic_why.size() && !symbolic_why[i].empty() &&
+        why.find("static") != std::string::npos)
+      reasons[i] = "its shapes are not known for every size of the free dims: " + symbolic_why[i];
     if (!supported[i] && !probe_error.empty()) reasons[i] += " (" + probe_error + ")";
     if (supported[i] && i < symbolic_why.size() && !symbolic_why[i].empty()) {
       supported[i] = false;
@@ -312,10 +361,15 @@ EpctxStatus* GetCapabilityImpl(AotCpuEp* ep, const EpctxGraph* graph, EpctxEpGra
           if (in >= 0 && !inside_outputs.count(in) && !usub.v(in).is_const() && !usub.v(in).is_graph_input) {
             usub.v(in).is_graph_input = true;
             usub.inputs.push_back(in);
+            // It arrives with the runtime's shape, which shape inference may not know (no rank after an op whose
+            // output size it cannot compute): the whole graph's symbolic shape gives the rank and the dims it can
+            // name; Compile gives the fused graph the same (partition_input_shapes).
+            if (GiveSymbolicShape(whole, in, &usub.v(in)))
+              ep->partition_input_shapes[usub.v(in).name] = {usub.v(in).dims, usub.v(in).dim_symbols};
           }
       for (int in : unbound.inputs) usub.inputs.push_back(in);
       SymbolicShapes us;
-      InferSymbolic(usub, &us);
+      InferSymbolic(usub, &us, RangesOf(ep->options));
       for (size_t k = 0; k < group.size(); ++k) {
         const size_t node = static_cast<size_t>(group[k]);
         if (!supported[node]) continue;

@@ -106,8 +106,18 @@ struct GraphIo {
 
 // The dynamic-shape options of a compile, as the binary's compatibility block records them (`epctx inspect` shows
 // them; loading does not compare them): dynamic_shapes, and shape_ranges / shape_profiles in their option syntax.
-void AddDynamicCompat(const AotCpuOptions& o, CompatInfo* c) {
-  if (!o.dynamic_shapes) return;
+// Called once `c`'s graphs are in. dynamic_shapes is on by default (issue 27): it is recorded as "1" when it was
+// given or when a graph of the binary is dynamic (AOTDYN1 records), so a compile whose dims were all pinned records
+// what it did before the default changed; "0" is recorded when it was turned off.
+void AddDynamicCompat(const AotCpuOptions& o, ContextBinaryContents* contents) {
+  CompatInfo* c = &contents->compat;
+  if (!o.dynamic_shapes) {
+    if (o.dynamic_shapes_set) c->options.push_back({"dynamic_shapes", "0"});
+    return;
+  }
+  bool any_dynamic = false;
+  for (const GraphInput& g : contents->graphs) any_dynamic |= g.records.compare(0, 7, "AOTDYN1") == 0;
+  if (!o.dynamic_shapes_set && !any_dynamic) return;
   c->options.push_back({"dynamic_shapes", "1"});
   std::string ranges;
   for (const auto& [sym, r] : o.shape_ranges)
@@ -349,7 +359,6 @@ EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const 
   contents.compat.onednn_version = OneDnnVersion();
   contents.compat.isa = ep->isa;
   if (ep->portable) contents.compat.options.push_back({"layouts", "plain"});
-  AddDynamicCompat(ep->options, &contents.compat);
   for (size_t i = 0; i < compiled->size(); ++i) {
     CompiledGraph& cg = (*compiled)[i];
     GraphInput gi;
@@ -374,6 +383,7 @@ EpctxStatus* BinaryOf(AotCpuEp* ep, std::vector<CompiledGraph>* compiled, const 
     cg.weights.clear();
     contents.graphs.push_back(std::move(gi));
   }
+  AddDynamicCompat(ep->options, &contents);
   CheckResult r = WriteContextBinary(contents, binary);
   if (!r.ok) return Error(EPCTX_EP_FAIL, "writing the context binary: " + r.reason);
   return nullptr;
@@ -536,7 +546,7 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
     contents.compat.onednn_version = OneDnnVersion();
     contents.compat.isa = ep->isa;
     if (ep->portable) contents.compat.options.push_back({"layouts", "plain"});
-    AddDynamicCompat(ep->options, &contents.compat);
+    AddDynamicCompat(ep->options, &contents);
     std::string bytes;
     r = WriteContextBinary(contents, &bytes);
     if (!r.ok) return Error(EPCTX_EP_FAIL, "writing the group's context binary: " + r.reason);
@@ -546,7 +556,7 @@ EpctxStatus* CompileShared(AotCpuEp* ep, const EpctxGraph** graphs, const EpctxN
   return GenerateContext(ep, count, names, io, std::string(), {}, ep_context_nodes, reference);
 }
 
-// A fused graph with free input dims (only claimed with dynamic_shapes=1): a DynamicGraph partition that binds each
+// A fused graph with free input dims (only claimed with dynamic_shapes on, the default): a DynamicGraph partition that binds each
 // new input shape at run time; *out stays null for a static graph.
 EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode* fused, std::shared_ptr<Partition>* out) {
   if (!ep->options.dynamic_shapes) return nullptr;
@@ -566,6 +576,13 @@ EpctxStatus* MaybeDynamic(AotCpuEp* ep, const EpctxGraph* graph, const EpctxNode
   }
   // Static inputs but a value inside without a static shape (the compile API's level 0 folds nothing, so a shape the
   // probe binding computed is not the runtime's): the symbolic form computes it (difftest --dynamic, seed 20261210).
+  // A fused input made outside the partition gets the shape GetCapability gave it from the whole graph's symbolic
+  // shapes (its rank, when the runtime's shape inference had none).
+  for (const std::string& in : gio.inputs) {
+    const int v = g.Find(in);
+    auto it = ep->partition_input_shapes.find(in);
+    if (v >= 0 && it != ep->partition_input_shapes.end()) ApplyInputShape(it->second, &g.v(v));
+  }
   const bool free_inputs = free;
   for (const Value& v : g.values)
     if (v.producer >= 0 && !v.has_shape) free = true;

@@ -74,6 +74,7 @@ bool ReadOptions(const ConfigGetter& get, AotCpuOptions* out, OptionsError* erro
       !ReadFlag(get, kDynamicShapesKey, &o.dynamic_shapes, error))
     return false;
   o.embed_mode = embed ? 1 : 0;
+  if (const char* v = get(kDynamicShapesKey)) o.dynamic_shapes_set = *v != '\0';
   o.context_file_path = ReadString(get, kContextFilePathKey);
   o.node_name_prefix = ReadString(get, kNodeNamePrefixKey);
   o.target_isa = ReadString(get, kTargetIsaKey);

@@ -15,12 +15,14 @@
 //   ep.aotcpuexecutionprovider.partition_switch_us      a number >= 0: what a partition costs per run, in microseconds
 //                                                        (partition_cost.h); default kDefaultSwitchUs; 0 turns the
 //                                                        rule off (every group that computes is claimed)
-//   ep.aotcpuexecutionprovider.dynamic_shapes           0/1  compile nodes whose shapes depend on free dims per shape
+//   ep.aotcpuexecutionprovider.dynamic_shapes           0/1  (default 1) keep free input dims free: compile nodes whose
+//                                                        shapes depend on them shape-generic; 0: leave them on the CPU EP
 //   ep.aotcpuexecutionprovider.shape_cache_size         1..4096 (default 8): shapes a dynamic partition keeps
 //   ep.aotcpuexecutionprovider.shape_ranges             "sym:lo..hi,..." bounds of free dims (checked per run)
 //   ep.aotcpuexecutionprovider.shape_profiles           "x:1x3x48x320,1x3x48x640;..." shapes compiled ahead
 //   session.intra_op_num_threads                         integer >= 0 (0 = oneDNN's default)
-// Flags accept exactly "0" or "1"; an absent or empty entry means the default (0). Anything else is an error naming
+// Flags accept exactly "0" or "1"; an absent or empty entry means the default (0, except dynamic_shapes and
+// verify_weights: 1). Anything else is an error naming
 // the key, so a typo ("true", "yes") never silently changes nothing.
 //
 // The behavior matrix (ep.context_enable x enable_prepare_and_load):
@@ -64,9 +66,9 @@ inline constexpr const char* kTargetIsaKey = "ep.aotcpuexecutionprovider.target_
 inline constexpr const char* kVerifyWeightsKey = "ep.aotcpuexecutionprovider.verify_weights";
 // The partition cost rule's per-partition switch cost (partition_cost.h); "0" turns the rule off.
 inline constexpr const char* kPartitionSwitchUsKey = "ep.aotcpuexecutionprovider.partition_switch_us";
-// Dynamic shapes (dynamic.h, docs/aotcpu.md "Dynamic shapes"): "1" claims nodes whose shapes depend on free input
-// dims and compiles them per input shape at run time (JIT sessions only so far); "0" (default) leaves them on the CPU
-// EP with a reason naming the dim.
+// Dynamic shapes (dynamic.h, docs/aotcpu.md "Dynamic shapes"): "1" (default, issue 27) claims nodes whose shapes
+// depend on free input dims and compiles them shape-generic (a graph whose dims are all pinned compiles statically
+// either way); "0" leaves them on the CPU EP with a reason naming the dim and the -f flag that pins it.
 inline constexpr const char* kDynamicShapesKey = "ep.aotcpuexecutionprovider.dynamic_shapes";
 // How many input shapes a dynamic partition keeps compiled (least recently used evicted); default 8, 1..4096.
 inline constexpr const char* kShapeCacheSizeKey = "ep.aotcpuexecutionprovider.shape_cache_size";
@@ -106,7 +108,8 @@ struct AotCpuOptions {
   bool verify_weights = true;   // kVerifyWeightsKey
   int intra_op_num_threads = 0;  // 0 = default
   PartitionCostRule partition_cost;  // kPartitionSwitchUsKey
-  bool dynamic_shapes = false;        // kDynamicShapesKey
+  bool dynamic_shapes = true;         // kDynamicShapesKey
+  bool dynamic_shapes_set = false;    // the key was given (either value): the compatibility block records it
   size_t shape_cache_size = 8;        // kShapeCacheSizeKey
   struct Range {
     int64_t lo = 0, hi = 0;

@@ -33,7 +33,9 @@ CheckResult DynamicGraph::Create(Graph g, std::vector<std::string> inputs, std::
   for (const Value& v : d->graph_.values)
     if (v.is_const() && v.bytes() > 0 && IsDerivedPlaceholder(v.data) && !derived.count(v.name))
       return CheckResult::Fail("constant '" + v.name + "' has no bytes and no packed weight to make them from");
-  if (!InferSymbolicRuntime(d->graph_, &d->sym_)) {
+  SymbolRanges ranges;
+  for (const auto& [sym, r] : options.ranges) ranges[sym] = {r.lo, r.hi};
+  if (!InferSymbolicRuntime(d->graph_, &d->sym_, ranges)) {
     for (size_t i = 0; i < d->sym_.why.size(); ++i)
       if (!d->sym_.why[i].empty())
         return CheckResult::Fail("node '" + d->graph_.nodes[i].name + "' (" + d->graph_.nodes[i].op +

@@ -212,7 +212,11 @@ TEST(AotCpuDynamic, Options) {
   AotCpuOptions o;
   OptionsError e;
   ASSERT_TRUE(ReadOptions(ConfigFromMap({}), &o, &e));
+  EXPECT_TRUE(o.dynamic_shapes);  // the default since issue 27
+  EXPECT_FALSE(o.dynamic_shapes_set);
+  ASSERT_TRUE(ReadOptions(ConfigFromMap({{kDynamicShapesKey, "0"}}), &o, &e)) << e.message;
   EXPECT_FALSE(o.dynamic_shapes);
+  EXPECT_TRUE(o.dynamic_shapes_set);
   EXPECT_EQ(o.shape_cache_size, 8u);
   EXPECT_TRUE(o.shape_ranges.empty());
   ASSERT_TRUE(ReadOptions(ConfigFromMap({{kDynamicShapesKey, "1"},
@@ -221,6 +225,7 @@ TEST(AotCpuDynamic, Options) {
                           &o, &e))
       << e.message;
   EXPECT_TRUE(o.dynamic_shapes);
+  EXPECT_TRUE(o.dynamic_shapes_set);
   EXPECT_EQ(o.shape_cache_size, 64u);
   ASSERT_EQ(o.shape_ranges.size(), 2u);
   EXPECT_EQ(o.shape_ranges["seq"].lo, 1);
