@@ -133,9 +133,12 @@ def test_providers_argument_registers_bundled_aotcpu(ort):
 
 
 def test_session_report_says_why_nodes_stay_on_the_cpu_ep(ort):
-    # add_relu_model has a free dim N: AotCpu takes nothing and says why, per node; pinned, only Cast is left.
+    # add_relu_model has a free dim N. By default (issue 27) AotCpu keeps it free and takes every node; with
+    # dynamic_shapes=0 it takes nothing and says why, per node.
     m = add_relu_model().SerializeToString()
     r = ort.InferenceSession(m, providers=[AOT]).get_session_report()
+    assert r["left_on_cpu"] == [] and {p["ep"] for p in r["partitions"]} == {AOT}, r
+    r = ort.InferenceSession(m, providers=[(AOT, {"dynamic_shapes": "0"})]).get_session_report()
     assert r["free_dims"] == [{"input": "x", "dim": 0, "symbol": "N"}, {"input": "y", "dim": 0, "symbol": ""}]
     left = {n["node"] if n["node"] else n["op"]: n["reasons"][AOT] for n in r["left_on_cpu"]}
     assert set(left) == {"Add", "Relu", "Cast"}, r["left_on_cpu"]

@@ -215,7 +215,13 @@ EpctxStatus* SerializeDynamic(AotCpuEp* ep, const std::string& graph_name, Parti
     }
   }
   std::vector<StoredWeight> packed;
-  for (const DynamicGraph::Packed& w : d.PackedWeights()) packed.push_back({w.name, w.layout, w.data, w.size});
+  for (const DynamicGraph::Packed& w : d.PackedWeights()) {
+    // An int8 weight packed with its compensation appended (kConvInt8, kQConv, kMatMulInt8 with a zero point) is
+    // larger than its layout, which is all the records describe: it is not stored packed, and a loaded session packs
+    // it again from its raw constant (int8 constants are always stored raw). ppocr_v4_det_qdq's dynamic compile.
+    if (w.size != w.layout.get_size()) continue;
+    packed.push_back({w.name, w.layout, w.data, w.size});
+  }
   // Constants read only packed are stored only packed (a later shape that needs them plain or in another layout makes
   // them from the packed bytes: dynamic.h, `derived`).
   // Convolutions whose normalizations every shape folds are stored folded (BakeFolds), so that their weights too are
