@@ -200,7 +200,7 @@ TEST(FoldConstants, ShapesFlowPastFoldedValues) {
   b.N("Reshape", {"probs", "shape"}, {"r"}, 14);
   b.N("Transpose", {"r"}, {"t"}, 13).attrs["perm"] = IntsA({2, 1, 0});
   b.N("Gather", {"t", "ids"}, {"g"}, 13).attrs["axis"] = IntA(1);  // runtime indices: shape only
-  b.N("Sin", {"masked"}, {"sin"}, 7);                              // not run by this EP: not shaped,
+  b.N("Sinh", {"masked"}, {"sin"}, 9);                             // not run by this EP: not shaped,
   b.N("Relu", {"sin"}, {"relu"}, 14);                              // nor what follows it
   b.Input("dyn", kI64, {1});
   b.N("Reshape", {"probs", "dyn"}, {"unknown"}, 14);  // runtime shape: stays unknown

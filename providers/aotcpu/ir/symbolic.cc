@@ -753,6 +753,7 @@ class Infer {
   bool DataDependent(const Node& n);
   bool RangeRuntime(const Node& n);
   bool PadRuntime(const Node& n);
+  bool PadDims(const Node& n, const Dims& d, const Dims& pads, std::vector<int64_t> axes);
   bool SliceRuntime(const Node& n);
   bool ReshapeRuntime(const Node& n);
 
@@ -1756,6 +1757,13 @@ bool Infer::Pad(const Node& n) {
     if (!InConsts(n, 1, &pads, "pads")) return runtime_ && PadRuntime(n);
     if (Present(n, 3) && !InConsts(n, 3, &axes, "Pad axes")) return false;
   }
+  Dims p;
+  for (int64_t x : pads) p.push_back(t_.Const(x));
+  return PadDims(n, d, p, axes);
+}
+
+// Pad's output: each padded dim of `d` plus its begin and end pads (expressions), checked >= 0.
+bool Infer::PadDims(const Node& n, const Dims& d, const Dims& pads, std::vector<int64_t> axes) {
   if (axes.empty())
     for (size_t i = 0; i < d.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (pads.size() != 2 * axes.size()) return Fail("pads length differs");
@@ -1763,7 +1771,7 @@ bool Infer::Pad(const Node& n) {
   for (size_t k = 0; k < axes.size(); ++k) {
     size_t ax;
     if (!NormAxis(axes[k], d.size(), &ax)) return false;
-    out[ax] = t_.Add(t_.Add(d[ax], t_.Const(pads[k])), t_.Const(pads[k + axes.size()]));
+    out[ax] = t_.Add(t_.Add(d[ax], pads[k]), pads[k + axes.size()]);
     Check(t_.Max(out[ax], t_.Const(0)), out[ax], "padded dim " + std::to_string(ax) + " >= 0");
   }
   return SetDims(n, 0, out);
@@ -1947,17 +1955,7 @@ bool Infer::PadRuntime(const Node& n) {
   std::vector<int64_t> axes;
   if (!InDims(n, 0, &d) || !InElems(n, 1, &pads, "pads")) return false;
   if (Present(n, 3) && !InConsts(n, 3, &axes, "Pad axes")) return false;
-  if (axes.empty())
-    for (size_t i = 0; i < d.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (pads.size() != 2 * axes.size()) return Fail("pads length differs");
-  Dims out = d;
-  for (size_t k = 0; k < axes.size(); ++k) {
-    size_t ax;
-    if (!NormAxis(axes[k], d.size(), &ax)) return false;
-    out[ax] = t_.Add(t_.Add(d[ax], pads[k]), pads[k + axes.size()]);
-    Check(t_.Max(out[ax], t_.Const(0)), out[ax], "padded dim " + std::to_string(ax) + " >= 0");
-  }
-  return SetDims(n, 0, out);
+  return PadDims(n, d, pads, axes);
 }
 
 }  // namespace
