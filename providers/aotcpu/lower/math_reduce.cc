@@ -452,6 +452,11 @@ bool SupportReduce(const Graph& g, const Node& n, std::string* why) {
   if (!ReducedDims(g, n, d, &kd, why, &reduced)) return false;
   if (y.dims != ReduceOutputDims(n, kd, reduced))
     return Reject(why, "output shape does not match the axes and keepdims");
+  // Nothing reduced (noop_with_empty_axes with empty axes) lowers as a copy, which is right for ReduceSum/Mean/Max/Min
+  // but not for the norms: ReduceL2 is then |x| and ReduceSumSquare x^2 (ONNX backend *_noop_empty_axes).
+  if ((alg == dnnl_reduction_norm_lp_sum || alg == dnnl_reduction_norm_lp_power_p_sum) &&
+      std::none_of(reduced.begin(), reduced.end(), [](bool b) { return b; }))
+    return Reject(why, "nothing reduced (noop_with_empty_axes): " + n.op + " is then element-wise, not lowered");
   return true;
 }
 
